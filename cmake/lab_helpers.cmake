@@ -1,0 +1,61 @@
+# Helpers every chapter uses: one place for warnings, sanitizers, OpenMP and the CUDA flags.
+
+# Flags for the project's own code (never for third-party targets).
+function(lab_target_defaults target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Werror -Wno-unknown-pragmas>
+    $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings -Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr>)
+  if(LAB_NATIVE_ARCH)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+  endif()
+  if(LAB_SANITIZE)
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${LAB_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all>)
+    target_link_options(${target} PRIVATE -fsanitize=${LAB_SANITIZE})
+  endif()
+endfunction()
+
+# lab_add_library(NAME SOURCES a.cpp ... [CUDA_SOURCES k.cu ...] [DEPS lib ...])
+# CUDA_SOURCES are compiled only when LAB_WITH_CUDA is ON.
+function(lab_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;CUDA_SOURCES;DEPS" ${ARGN})
+  set(srcs ${ARG_SOURCES})
+  if(LAB_WITH_CUDA)
+    list(APPEND srcs ${ARG_CUDA_SOURCES})
+  endif()
+  add_library(${name} STATIC ${srcs})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  lab_target_defaults(${name})
+  if(LAB_WITH_CUDA)
+    set_target_properties(${name} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF POSITION_INDEPENDENT_CODE ON)
+  endif()
+endfunction()
+
+# lab_add_executable(NAME SOURCES main.cpp ... [DEPS lib ...]): built into build/bin/.
+function(lab_add_executable name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  lab_target_defaults(${name})
+endfunction()
+
+# lab_add_gtest(NAME SOURCES t.cpp ... [DEPS lib ...] [LABELS l ...] [TIMEOUT s])
+# Each TEST() becomes one CTest test; a GTEST_SKIP() shows as "skipped", never as passed.
+function(lab_add_gtest name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  if(NOT LAB_WITH_TESTS)
+    return()
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 600)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE LAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+                                             LAB_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  lab_target_defaults(${name})
+  gtest_discover_tests(${name}
+    DISCOVERY_MODE PRE_TEST
+    WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
+    PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+endfunction()

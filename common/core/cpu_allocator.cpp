@@ -1,0 +1,100 @@
+#include "common/core/cpu_allocator.h"
+
+#include <cstdlib>
+#include <map>
+#include <vector>
+
+#include "common/core/error.h"
+
+namespace lab {
+
+size_t cpu_size_class(size_t bytes) {
+  constexpr size_t kMinBlock = 64;
+  if (bytes <= kMinBlock) return kMinBlock;
+  // Largest power of two not above bytes, then the next quarter step at or above bytes.
+  size_t pow2 = size_t{1} << (63 - __builtin_clzll(bytes));
+  if (pow2 == bytes) return bytes;
+  const size_t quarter = pow2 / 4;
+  return (bytes + quarter - 1) / quarter * quarter;
+}
+
+namespace {
+
+class CpuCachingAllocator final : public Allocator {
+ public:
+  CpuCachingAllocator() {
+    const char* env = std::getenv("LAB_CPU_CACHE_MB");
+    cache_cap_ = (env ? std::strtoull(env, nullptr, 10) : 1024ull) << 20;
+  }
+  ~CpuCachingAllocator() override { empty_cache(); }
+
+  void* allocate(size_t bytes, MemCategory category) override {
+    const size_t size = cpu_size_class(bytes);
+    void* ptr = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(size);
+      if (it != free_.end() && !it->second.empty()) {
+        ptr = it->second.back();
+        it->second.pop_back();
+        cached_bytes_ -= size;
+      }
+    }
+    if (!ptr) {
+      ptr = std::aligned_alloc(64, size);
+      if (!ptr) {  // give the cache back and try once more before failing
+        empty_cache();
+        ptr = std::aligned_alloc(64, size);
+      }
+      LAB_CHECK(ptr, Io, "out of host memory allocating ", size, " bytes");
+      counters_.on_reserve(static_cast<int64_t>(size), true);
+    }
+    counters_.on_alloc(size, category);
+    return ptr;
+  }
+
+  void deallocate(void* ptr, size_t bytes, MemCategory category) override {
+    const size_t size = cpu_size_class(bytes);
+    counters_.on_free(size, category);
+    bool over_cap = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      free_[size].push_back(ptr);
+      cached_bytes_ += size;
+      over_cap = cached_bytes_ > cache_cap_;
+    }
+    if (over_cap) empty_cache();
+  }
+
+  MemoryStats stats() const override { return counters_.snapshot(); }
+  void reset_peak() override { counters_.reset_peak(); }
+
+  void empty_cache() override {
+    std::map<size_t, std::vector<void*>> drained;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      drained.swap(free_);
+      cached_bytes_ = 0;
+    }
+    for (auto& [size, blocks] : drained) {
+      for (void* p : blocks) std::free(p);
+      counters_.on_reserve(-static_cast<int64_t>(size * blocks.size()), false);
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<size_t, std::vector<void*>> free_;
+  size_t cached_bytes_ = 0;
+  size_t cache_cap_ = 0;
+  MemoryCounters counters_;
+};
+
+}  // namespace
+
+Allocator& cpu_allocator() {
+  static CpuCachingAllocator* allocator = new CpuCachingAllocator();  // never destroyed: outlives statics
+  return *allocator;
+}
+
+}  // namespace lab

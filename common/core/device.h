@@ -1,0 +1,31 @@
+// Where a tensor lives. CPU memory, or the memory of one CUDA GPU.
+#pragma once
+
+#include <string>
+
+namespace lab {
+
+enum class DeviceType : uint8_t { CPU, CUDA };
+
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int index = 0;
+
+  static Device cpu() { return {DeviceType::CPU, 0}; }
+  static Device cuda(int index = 0) { return {DeviceType::CUDA, index}; }
+  bool is_cpu() const { return type == DeviceType::CPU; }
+  bool is_cuda() const { return type == DeviceType::CUDA; }
+  bool operator==(const Device&) const = default;
+  std::string str() const;  // "cpu", "cuda:0"
+};
+
+// Parses "cpu", "cuda", "cuda:N"; throws InvalidArgument otherwise.
+Device parse_device(const std::string& name);
+
+// True when this build has CUDA and at least one GPU is visible.
+bool cuda_available();
+
+// CUDA when available, else CPU: the default for programs that should use the best device present.
+Device best_device();
+
+}  // namespace lab

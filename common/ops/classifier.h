@@ -1,0 +1,27 @@
+// Fused classifier: softmax + cross-entropy (+ its backward) without materialising probabilities.
+//
+// logits [N, Vp] hold the scores of the padded vocabulary; only the first `vocab` columns are real.
+//   losses[n] = logsumexp(logits[n, :vocab]) - logits[n, targets[n]]
+// When dloss != 0 the same pass overwrites logits with the gradient of (dloss * sum_n losses[n]):
+//   logits[n, v] = dloss * (softmax(logits[n, :vocab])[v] - [v == targets[n]])   for v < vocab
+//   logits[n, v] = 0                                                             for vocab <= v < Vp
+// so the caller passes dloss = 1/N for a mean loss. Targets are i32 in [0, vocab); losses [N] f32.
+#pragma once
+
+#include "common/core/tensor.h"
+
+namespace lab::ops {
+
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                      float dloss);
+
+namespace cpu {
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                      float dloss);
+}  // namespace cpu
+namespace cuda {
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                      float dloss);
+}  // namespace cuda
+
+}  // namespace lab::ops

@@ -1,0 +1,1 @@
+// CPU reference of common/ops/adamw.h (being written).

@@ -1,0 +1,1 @@
+// CPU reference of common/ops/attention.h (being written).

@@ -1,0 +1,1 @@
+// CPU reference of common/ops/classifier.h (being written).

@@ -1,0 +1,1 @@
+// CPU reference of common/ops/embedding.h (being written).

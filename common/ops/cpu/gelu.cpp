@@ -1,0 +1,1 @@
+// CPU reference of common/ops/gelu.h (being written).

@@ -1,0 +1,1 @@
+// CPU reference of common/ops/layernorm.h (being written).

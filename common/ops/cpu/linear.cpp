@@ -1,0 +1,1 @@
+// CPU reference of common/ops/linear.h (being written).

@@ -1,0 +1,1 @@
+// CPU reference of common/ops/reduce.h (being written).

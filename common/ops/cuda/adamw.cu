@@ -1,0 +1,1 @@
+// CUDA kernels of common/ops/adamw.h (being written).

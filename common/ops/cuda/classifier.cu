@@ -1,0 +1,1 @@
+// CUDA kernels of common/ops/classifier.h (being written).

@@ -1,0 +1,1 @@
+// CUDA kernels of common/ops/embedding.h (being written).

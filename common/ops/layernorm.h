@@ -1,0 +1,31 @@
+// LayerNorm over the last dimension (eps = 1e-5, GPT-2's value).
+//   forward:  mean[n], rstd[n] = 1/sqrt(var[n] + eps);  out[n,:] = (x[n,:] - mean[n]) * rstd[n] * w + b
+//   backward: dx += ..., dw += sum_n dout * xhat, db += sum_n dout          (all accumulate)
+// Shapes: x/out/dout/dx [N,C] (leading dims flattened), w/b/dw/db [C], mean/rstd [N]; f32.
+#pragma once
+
+#include "common/core/tensor.h"
+
+namespace lab::ops {
+
+inline constexpr float kLayerNormEps = 1e-5f;
+
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                       const Tensor& w, const Tensor& b);
+void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
+                        const Tensor& w, const Tensor& mean, const Tensor& rstd);
+
+namespace cpu {
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                       const Tensor& w, const Tensor& b);
+void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
+                        const Tensor& w, const Tensor& mean, const Tensor& rstd);
+}  // namespace cpu
+namespace cuda {
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                       const Tensor& w, const Tensor& b);
+void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
+                        const Tensor& w, const Tensor& mean, const Tensor& rstd);
+}  // namespace cuda
+
+}  // namespace lab::ops

@@ -1,0 +1,46 @@
+#include "common/ops/linear.h"
+
+#include "common/ops/dispatch.h"
+
+namespace lab::ops {
+
+namespace {
+// Checks the shapes shared by forward and backward and returns (N, C, OC).
+void check_linear(const Tensor& inp, const Tensor& weight, const Tensor& out_like, const Tensor& bias,
+                  const char* op) {
+  weight.check_ndim(2, "linear weight");
+  const int64_t OC = weight.dim(0), C = weight.dim(1);
+  LAB_CHECK(inp.ndim() >= 1 && inp.dim(-1) == C, InvalidArgument, op, ": input ", shape_str(inp.shape()),
+            " does not match weight ", shape_str(weight.shape()), " ([out, in])");
+  const int64_t N = inp.numel() / C;
+  LAB_CHECK(out_like.dim(-1) == OC && out_like.numel() == N * OC, InvalidArgument, op, ": output ",
+            shape_str(out_like.shape()), " should be [", N, ", ", OC, "]");
+  if (bias.defined()) bias.check_shape({OC}, "linear bias");
+  for (const Tensor* t : {&inp, &weight, &out_like, &bias})
+    if (t->defined()) t->check_dtype(DType::F32, op);
+}
+}  // namespace
+
+void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
+  check_linear(inp, weight, out, bias, "linear_forward");
+  check_same_device({&out, &inp, &weight, &bias}, "linear_forward");
+  LAB_DISPATCH(out.device(), linear_forward, out, inp, weight, bias);
+}
+
+void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                     const Tensor& inp, const Tensor& weight) {
+  check_linear(inp, weight, dout, dbias, "linear_backward");
+  if (dinp.defined()) {
+    dinp.check_dtype(DType::F32, "linear dinp");
+    LAB_CHECK(dinp.numel() == inp.numel(), InvalidArgument, "linear_backward: dinp ", shape_str(dinp.shape()),
+              " vs input ", shape_str(inp.shape()));
+  }
+  if (dweight.defined()) {
+    dweight.check_dtype(DType::F32, "linear dweight");
+    dweight.check_shape(weight.shape(), "linear dweight");
+  }
+  check_same_device({&dinp, &dweight, &dbias, &dout, &inp, &weight}, "linear_backward");
+  LAB_DISPATCH(dout.device(), linear_backward, dinp, dweight, dbias, dout, inp, weight);
+}
+
+}  // namespace lab::ops

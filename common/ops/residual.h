@@ -1,0 +1,23 @@
+// Residual connection: out = a + b; its backward adds dout into both inputs' gradients.
+//   forward:  out = a + b
+//   backward: da += dout; db += dout   (either may be undefined)
+// Any shape, equal element counts; f32.
+#pragma once
+
+#include "common/core/tensor.h"
+
+namespace lab::ops {
+
+void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b);
+void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout);
+
+namespace cpu {
+void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b);
+void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout);
+}  // namespace cpu
+namespace cuda {
+void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b);
+void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout);
+}  // namespace cuda
+
+}  // namespace lab::ops
