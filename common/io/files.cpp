@@ -1,0 +1,1 @@
+// files (being written)
