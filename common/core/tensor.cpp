@@ -208,7 +208,7 @@ Tensor Tensor::to_dtype(DType dtype) const {
   return t;
 }
 
-void Tensor::copy_from(const Tensor& src) {
+void Tensor::copy_from(const Tensor& src) const {
   check_defined("copy_from destination");
   src.check_defined("copy_from source");
   LAB_CHECK(src.dtype_ == dtype_ && src.numel_ == numel_, InvalidArgument, "copy_from: ", dtype_name(src.dtype_),
@@ -216,9 +216,9 @@ void Tensor::copy_from(const Tensor& src) {
   copy_bytes(raw(), device(), src.raw(), src.device(), nbytes());
 }
 
-void Tensor::zero_() { zero_bytes(raw(), device(), nbytes()); }
+void Tensor::zero_() const { zero_bytes(raw(), device(), nbytes()); }
 
-void Tensor::fill_(float value) {
+void Tensor::fill_(float value) const {
   check_dtype(DType::F32, "fill_");
   if (is_cpu()) {
     float* p = data<float>();

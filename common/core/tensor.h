@@ -89,9 +89,9 @@ class Tensor {
   Tensor to(Device device) const;  // a copy on `device` (a copy even when already there)
   Tensor clone() const { return to(device()); }
   Tensor to_dtype(DType dtype) const;  // f32 <-> bf16/f16 conversion, CPU only
-  void copy_from(const Tensor& src);   // same shape and dtype, any devices
-  void zero_();
-  void fill_(float value);             // f32 tensors
+  void copy_from(const Tensor& src) const;  // same element count and dtype, any devices (data, not handle)
+  void zero_() const;
+  void fill_(float value) const;       // f32 tensors
   std::vector<float> to_floats() const;    // f32/bf16/f16 on any device -> host floats
   std::vector<int32_t> to_ints() const;    // i32/u16 on any device -> host ints
   float item() const;                      // a one-element float tensor's value

@@ -1,1 +1,39 @@
-// CPU reference of common/ops/reduce.h (being written).
+// CPU reference of common/ops/reduce.h.
+//
+// Fixed-size chunks are summed in float (vectorised), then the chunk sums are added in double in chunk
+// order: the result does not depend on the thread count, which exact resume and reproducible runs need.
+#include <algorithm>
+#include <vector>
+
+#include "common/ops/reduce.h"
+
+namespace lab::ops::cpu {
+
+namespace {
+
+template <bool kSquare>
+double chunked_sum(const Tensor& x) {
+  constexpr int64_t kChunk = 4096;
+  const float* p = x.data<float>();
+  const int64_t n = x.numel();
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(static_cast<size_t>(chunks));
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t i0 = c * kChunk, i1 = std::min(n, i0 + kChunk);
+    float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = i0; i < i1; ++i) acc += kSquare ? p[i] * p[i] : p[i];
+    partial[c] = acc;
+  }
+  double total = 0.0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+}  // namespace
+
+double sum_squares(const Tensor& x) { return chunked_sum<true>(x); }
+double sum(const Tensor& x) { return chunked_sum<false>(x); }
+
+}  // namespace lab::ops::cpu

@@ -1,1 +1,73 @@
-// CUDA kernels of common/ops/embedding.h (being written).
+// CUDA kernels of common/ops/embedding.h.
+//
+// Forward: one thread per output element (b, t, c); consecutive threads take consecutive channels, so
+// the reads of a wte row, a wpe row and the write of an out row are all coalesced.
+//
+// Backward: one thread per (t, c). It walks the batch, summing dout[b, t, c] into a register for dwpe
+// (a fixed order: deterministic) and adding each dout[b, t, c] into dwte[token, c] with atomicAdd. Atomics
+// are what make repeated tokens correct: two positions holding the same token add into the same row of
+// dwte, possibly at the same time. The price is that the order of those additions, and so the last bits
+// of dwte, may change from run to run; chapter 6 shows a deterministic (sorted) alternative.
+//
+// Token ids are not validated here (that would cost a host synchronisation per call): an id outside
+// [0, Vp) produces a NaN row in the forward, so the loss shows it at once, and is skipped in the
+// backward; nothing is ever read or written out of bounds. The CPU backend rejects such ids.
+#include <math_constants.h>
+
+#include "common/ops/cuda/launch.cuh"
+#include "common/ops/embedding.h"
+
+namespace lab::ops::cuda {
+
+namespace {
+
+// ---------------------------------------------------------------- kernels
+
+__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                                         int64_t BT, int64_t T, int64_t C, int64_t V) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= BT * C) return;
+  const int64_t bt = i / C, c = i % C, t = bt % T;
+  const int64_t token = tokens[bt];
+  out[i] = (token >= 0 && token < V) ? wte[token * C + c] + wpe[t * C + c] : CUDART_NAN_F;
+}
+
+__global__ void embedding_backward_kernel(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                                          int64_t B, int64_t T, int64_t C, int64_t V) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= T * C) return;
+  const int64_t t = i / C, c = i % C;
+  float position_sum = 0.0f;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t bt = b * T + t;
+    const float g = dout[bt * C + c];
+    position_sum += g;
+    const int64_t token = tokens[bt];
+    if (token >= 0 && token < V) atomicAdd(&dwte[token * C + c], g);
+  }
+  dwpe[t * C + c] += position_sum;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- launchers
+
+void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
+  const int64_t B = tokens.dim(0), T = tokens.dim(1), C = wte.dim(1), V = wte.dim(0);
+  if (B * T * C == 0) return;
+  LaunchScope scope(out);
+  embedding_forward_kernel<<<grid_for(B * T * C, kBlockSize), kBlockSize, 0, scope.stream()>>>(
+      out.data<float>(), tokens.data<int32_t>(), wte.data<float>(), wpe.data<float>(), B * T, T, C, V);
+  LAB_CHECK_LAUNCH();
+}
+
+void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
+  const int64_t B = tokens.dim(0), T = tokens.dim(1), C = dwte.dim(1), V = dwte.dim(0);
+  if (B * T * C == 0) return;
+  LaunchScope scope(dout);
+  embedding_backward_kernel<<<grid_for(T * C, kBlockSize), kBlockSize, 0, scope.stream()>>>(
+      dwte.data<float>(), dwpe.data<float>(), dout.data<float>(), tokens.data<int32_t>(), B, T, C, V);
+  LAB_CHECK_LAUNCH();
+}
+
+}  // namespace lab::ops::cuda

@@ -1,1 +1,56 @@
-// CUDA kernels of common/ops/gelu.h (being written).
+// CUDA kernels of common/ops/gelu.h (tanh approximation).
+//
+// Parallelisation: one thread per element, kBlockSize threads a block; consecutive threads read and
+// write consecutive elements, so every access is coalesced. Forward and backward are one launch each.
+#include "common/ops/cuda/launch.cuh"
+#include "common/ops/gelu.h"
+
+namespace lab::ops::cuda {
+
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kCubic = 0.044715f;
+
+// ---------------------------------------------------------------- kernels
+
+__global__ void gelu_forward_kernel(float* out, const float* x, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float v = x[i];
+  out[i] = 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kCubic * v * v * v)));
+}
+
+__global__ void gelu_backward_kernel(float* dx, const float* x, const float* dout, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float v = x[i];
+  const float t = tanhf(kSqrt2OverPi * (v + kCubic * v * v * v));
+  const float sech2 = 1.0f - t * t;
+  const float grad = 0.5f * (1.0f + t) + 0.5f * v * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
+  dx[i] += grad * dout[i];
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- launchers
+
+void gelu_forward(const Tensor& out, const Tensor& x) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  LaunchScope scope(x);
+  gelu_forward_kernel<<<grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()>>>(out.data<float>(), x.data<float>(),
+                                                                                   n);
+  LAB_CHECK_LAUNCH();
+}
+
+void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  LaunchScope scope(x);
+  gelu_backward_kernel<<<grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()>>>(
+      dx.data<float>(), x.data<float>(), dout.data<float>(), n);
+  LAB_CHECK_LAUNCH();
+}
+
+}  // namespace lab::ops::cuda

@@ -1,0 +1,105 @@
+#include "common/autograd/functions.h"
+
+#include "common/ops/attention.h"
+#include "common/ops/classifier.h"
+#include "common/ops/embedding.h"
+#include "common/ops/gelu.h"
+#include "common/ops/layernorm.h"
+#include "common/ops/linear.h"
+#include "common/ops/residual.h"
+
+namespace lab::ag {
+
+namespace {
+
+// A new activation with the given shape on the device of `like`, tagged as activation memory.
+Tensor new_activation(const Shape& shape, const Tensor& like) {
+  MemoryScope scope(MemCategory::Activations);
+  return Tensor::empty(shape, like.dtype(), like.device());
+}
+
+bool any_requires_grad(std::initializer_list<const Var*> vars) {
+  for (const Var* v : vars)
+    if (v->defined() && v->requires_grad()) return true;
+  return false;
+}
+
+}  // namespace
+
+Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe) {
+  const int64_t C = wte.value().dim(1);
+  Var out(new_activation({tokens.dim(0), tokens.dim(1), C}, wte.value()),
+          tape.recording() && any_requires_grad({&wte, &wpe}));
+  ops::embedding_forward(out.value(), tokens, wte.value(), wpe.value());
+  if (out.requires_grad())
+    tape.record([=] { ops::embedding_backward(wte.grad(), wpe.grad(), out.grad(), tokens); });
+  return out;
+}
+
+Var linear(Tape& tape, const Var& x, const Var& w, const Var& b) {
+  Shape shape = x.value().shape();
+  shape.back() = w.value().dim(0);
+  const Tensor bias = b.defined() ? b.value() : Tensor();
+  Var out(new_activation(shape, x.value()), tape.recording() && any_requires_grad({&x, &w, &b}));
+  ops::linear_forward(out.value(), x.value(), w.value(), bias);
+  if (out.requires_grad())
+    tape.record([=] {
+      ops::linear_backward(x.grad_or_none(), w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(),
+                           out.grad(), x.value(), w.value());
+    });
+  return out;
+}
+
+Var layernorm(Tape& tape, const Var& x, const Var& w, const Var& b) {
+  const Tensor& xv = x.value();
+  const int64_t rows = xv.numel() / xv.dim(-1);
+  Var out(new_activation(xv.shape(), xv), tape.recording() && any_requires_grad({&x, &w, &b}));
+  Tensor mean = new_activation({rows}, xv);
+  Tensor rstd = new_activation({rows}, xv);
+  ops::layernorm_forward(out.value(), mean, rstd, xv, w.value(), b.value());
+  if (out.requires_grad())
+    tape.record([=] {
+      ops::layernorm_backward(x.grad(), w.grad(), b.grad(), out.grad(), x.value(), w.value(), mean, rstd);
+    });
+  return out;
+}
+
+Var gelu(Tape& tape, const Var& x) {
+  Var out(new_activation(x.value().shape(), x.value()), tape.recording() && x.requires_grad());
+  ops::gelu_forward(out.value(), x.value());
+  if (out.requires_grad()) tape.record([=] { ops::gelu_backward(x.grad(), x.value(), out.grad()); });
+  return out;
+}
+
+Var residual(Tape& tape, const Var& a, const Var& b) {
+  Var out(new_activation(a.value().shape(), a.value()), tape.recording() && any_requires_grad({&a, &b}));
+  ops::residual_forward(out.value(), a.value(), b.value());
+  if (out.requires_grad())
+    tape.record([=] { ops::residual_backward(a.grad_or_none(), b.grad_or_none(), out.grad()); });
+  return out;
+}
+
+Var attention(Tape& tape, const Var& qkv, int n_head) {
+  const Tensor& q = qkv.value();
+  const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2) / 3;
+  Var out(new_activation({B, T, C}, q), tape.recording() && qkv.requires_grad());
+  Tensor att = new_activation({B, n_head, T, T}, q);
+  ops::attention_forward(out.value(), att, q, n_head);
+  if (out.requires_grad())
+    tape.record([=] { ops::attention_backward(qkv.grad(), out.grad(), qkv.value(), att, n_head); });
+  return out;
+}
+
+Tensor cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale) {
+  const Tensor& lv = logits.value();
+  const int64_t Vp = lv.dim(-1), N = lv.numel() / Vp;
+  Tensor losses = new_activation({N}, lv);
+  const bool with_grad = tape.recording() && logits.requires_grad();
+  LAB_CHECK(!with_grad || grad_scale != 0.0f, InvalidArgument, "cross_entropy: grad_scale must be non-zero");
+  const float dloss = with_grad ? grad_scale / static_cast<float>(N) : 0.0f;
+  ops::fused_classifier(lv.reshape({N, Vp}), losses, targets.reshape({N}), vocab, dloss);
+  if (with_grad) logits.bind_grad(lv);  // the logits buffer now holds dlogits
+  return losses;
+}
+
+}  // namespace lab::ag

@@ -1,0 +1,43 @@
+#include "common/autograd/var.h"
+
+namespace lab {
+
+Var::Var(Tensor value, bool requires_grad) : node_(std::make_shared<Node>()) {
+  value.check_defined("Var");
+  node_->value = std::move(value);
+  node_->requires_grad = requires_grad;
+}
+
+Var Var::parameter(Tensor value, Tensor grad) {
+  LAB_CHECK(grad.numel() == value.numel() && grad.device() == value.device(), InvalidArgument,
+            "parameter gradient ", shape_str(grad.shape()), " on ", grad.device().str(), " does not match value ",
+            shape_str(value.shape()), " on ", value.device().str());
+  Var v(std::move(value), true);
+  v.node_->grad = std::move(grad);
+  return v;
+}
+
+const Tensor& Var::value() const {
+  LAB_CHECK(node_, InvalidArgument, "use of an undefined Var");
+  return node_->value;
+}
+
+bool Var::requires_grad() const { return node_ && node_->requires_grad; }
+
+const Tensor& Var::grad() const {
+  LAB_CHECK(requires_grad(), InvalidArgument, "grad() of a Var that does not require a gradient");
+  if (!node_->grad.defined()) {
+    MemoryScope scope(MemCategory::Activations);
+    node_->grad = Tensor::zeros(node_->value.shape(), node_->value.dtype(), node_->value.device());
+  }
+  return node_->grad;
+}
+
+Tensor Var::grad_or_none() const { return requires_grad() ? grad() : Tensor(); }
+
+void Var::bind_grad(Tensor g) const {
+  LAB_CHECK(requires_grad(), InvalidArgument, "bind_grad on a Var that does not require a gradient");
+  node_->grad = std::move(g);
+}
+
+}  // namespace lab

@@ -1,0 +1,58 @@
+// The building blocks of GPT-2 as small structs of parameter Vars, each with a forward that records
+// onto a tape. Parameters themselves live in the model's ParameterStore; modules only hold handles.
+#pragma once
+
+#include <functional>
+
+#include "common/autograd/functions.h"
+#include "common/nn/parameters.h"
+
+namespace lab {
+
+struct Linear {
+  Var weight;  // [out, in]
+  Var bias;    // [out], or undefined
+  Var forward(Tape& tape, const Var& x) const { return ag::linear(tape, x, weight, bias); }
+};
+
+struct LayerNorm {
+  Var weight, bias;  // [C]
+  Var forward(Tape& tape, const Var& x) const { return ag::layernorm(tape, x, weight, bias); }
+};
+
+struct MLP {
+  Linear c_fc;    // C -> 4C
+  Linear c_proj;  // 4C -> C
+};
+
+struct CausalSelfAttention {
+  Linear c_attn;  // C -> 3C (q, k, v)
+  Linear c_proj;  // C -> C
+  int n_head = 0;
+};
+
+struct Block {
+  LayerNorm ln_1;
+  CausalSelfAttention attn;
+  LayerNorm ln_2;
+  MLP mlp;
+};
+
+// The kernels a model runs, chosen by the caller. Chapters plug in better implementations here
+// (flash attention, a fused MLP, recomputation wrapped around whole blocks) without the core knowing them.
+struct ModelOptions {
+  using AttentionFn = std::function<Var(Tape&, const Var& qkv, int n_head)>;
+  using MlpFn = std::function<Var(Tape&, const MLP&, const Var& x)>;
+  using BlockFn = std::function<Var(Tape&, const Block&, const Var& x, const ModelOptions&)>;
+
+  AttentionFn attention = ag::attention;
+  MlpFn mlp;      // empty: c_proj(gelu(c_fc(x)))
+  BlockFn block;  // empty: the standard pre-LN block below
+};
+
+Var mlp_forward(Tape& tape, const MLP& mlp, const Var& x);
+Var attention_forward(Tape& tape, const CausalSelfAttention& attn, const Var& x, const ModelOptions& options);
+// x + attn(ln_1(x)), then + mlp(ln_2(.))
+Var block_forward(Tape& tape, const Block& block, const Var& x, const ModelOptions& options);
+
+}  // namespace lab
