@@ -1,0 +1,117 @@
+#include "common/nn/gpt2_weights.h"
+
+#include <regex>
+#include <set>
+
+#include "common/io/safetensors.h"
+
+namespace lab {
+
+namespace {
+
+constexpr const char* kPrefix = "transformer.";
+
+// [rows, cols] -> [cols, rows] on the host.
+Tensor transpose_2d(const Tensor& t) {
+  const int64_t R = t.dim(0), C = t.dim(1);
+  const std::vector<float> in = t.to_floats();
+  std::vector<float> out(in.size());
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) out[c * R + r] = in[r * C + c];
+  return Tensor::from_floats(out, {C, R});
+}
+
+// The name under which `name` is stored in the file: plain or with the "transformer." prefix.
+std::string stored_name(const SafetensorsReader& file, const std::string& name) {
+  if (file.contains(name)) return name;
+  if (file.contains(kPrefix + name)) return kPrefix + name;
+  fail(ErrorKind::Format, file.path(), ": missing tensor '", name, "'");
+}
+
+Shape stored_shape(const GPT2Config& c, const ParamInfo& p) {
+  if (p.name == "wte.weight") return {c.vocab_size, c.n_embd};
+  if (is_conv1d_weight(p.name)) return {p.shape[1], p.shape[0]};
+  return p.shape;
+}
+
+}  // namespace
+
+bool is_conv1d_weight(const std::string& name) {
+  static const std::regex pattern(R"(h\.\d+\.(attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight)");
+  return std::regex_match(name, pattern);
+}
+
+GPT2Config read_gpt2_config(const std::string& path) {
+  const SafetensorsReader file(path);
+  GPT2Config c;
+  const Shape& wte = file.shape(stored_name(file, "wte.weight"));
+  const Shape& wpe = file.shape(stored_name(file, "wpe.weight"));
+  LAB_CHECK(wte.size() == 2 && wpe.size() == 2 && wte[1] == wpe[1], Format, path,
+            ": wte.weight ", shape_str(wte), " and wpe.weight ", shape_str(wpe), " are not [vocab, C] and [T, C]");
+  c.vocab_size = static_cast<int>(wte[0]);
+  c.padded_vocab_size = static_cast<int>(GPT2Config::pad_vocab(c.vocab_size));
+  c.n_embd = static_cast<int>(wte[1]);
+  c.block_size = static_cast<int>(wpe[0]);
+  static const std::regex layer(R"((?:transformer\.)?h\.(\d+)\..*)");
+  std::set<int> layers;
+  for (const std::string& name : file.names()) {
+    std::smatch m;
+    if (std::regex_match(name, m, layer)) layers.insert(std::stoi(m[1]));
+  }
+  LAB_CHECK(!layers.empty() && *layers.rbegin() + 1 == static_cast<int>(layers.size()), Format, path,
+            ": transformer layers h.0 ... h.N are missing or not numbered contiguously");
+  c.n_layer = static_cast<int>(layers.size());
+  const auto it = file.metadata().find("n_head");
+  if (it != file.metadata().end()) {
+    c.n_head = std::stoi(it->second);
+  } else {
+    LAB_CHECK(c.n_embd % 64 == 0, Format, path, ": no n_head in the metadata and width ", c.n_embd,
+              " is not a multiple of GPT-2's head size 64");
+    c.n_head = c.n_embd / 64;
+  }
+  c.validate();
+  return c;
+}
+
+void load_gpt2_weights(GPT2& model, const std::string& path) {
+  const SafetensorsReader file(path);
+  const GPT2Config& c = model.config();
+  ParameterStore& params = model.parameters();
+  for (const ParamInfo& p : params.infos()) {
+    const std::string name = stored_name(file, p.name);
+    const Shape expected = stored_shape(c, p);
+    LAB_CHECK(file.shape(name) == expected, Format, path, ": tensor '", name, "' has shape ",
+              shape_str(file.shape(name)), ", expected ", shape_str(expected), " for ", c.str());
+    const Tensor dst = params.value(p.name);
+    if (is_conv1d_weight(p.name)) {
+      dst.copy_from(transpose_2d(file.load(name).to_dtype(DType::F32)));
+    } else if (p.name == "wte.weight") {
+      dst.zero_();  // padded rows
+      file.load_into(name, dst.slice_rows(0, c.vocab_size));
+    } else {
+      file.load_into(name, dst);
+    }
+  }
+}
+
+void save_gpt2_weights(const GPT2& model, const std::string& path, DType dtype,
+                       const std::map<std::string, std::string>& extra_metadata) {
+  LAB_CHECK(dtype == DType::F32 || dtype == DType::BF16, InvalidArgument,
+            "weights can be saved as f32 or bf16, not ", dtype_name(dtype));
+  const GPT2Config& c = model.config();
+  const ParameterStore& params = model.parameters();
+  std::vector<NamedTensor> tensors;
+  for (const ParamInfo& p : params.infos()) {
+    Tensor t = params.value(p.name).to(Device::cpu());
+    if (p.name == "wte.weight") t = t.slice_rows(0, c.vocab_size);
+    if (is_conv1d_weight(p.name)) t = transpose_2d(t);
+    tensors.push_back({p.name, dtype == DType::F32 ? t : t.to_dtype(dtype)});
+  }
+  std::map<std::string, std::string> metadata = extra_metadata;
+  metadata["format"] = "pt";
+  metadata["n_head"] = std::to_string(c.n_head);
+  metadata["n_layer"] = std::to_string(c.n_layer);
+  write_safetensors(path, tensors, metadata);
+}
+
+}  // namespace lab

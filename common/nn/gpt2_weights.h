@@ -1,0 +1,35 @@
+// GPT-2 weights in safetensors with Hugging Face's names and layouts, for import and export.
+//
+// HF stores the four linear weights of a block with its Conv1D layout, [in, out]; the model computes with
+// PyTorch Linear's [out, in], so import and export transpose them. The token embedding is stored with the
+// real vocabulary ([50257, C]); the model's padded rows are zero on import and dropped on export.
+// Accepted on import: an optional "transformer." prefix on every name, f32 / bf16 / f16 values, and the
+// extra tensors some exports carry (the causal-mask buffers "h.N.attn.bias", "lm_head.weight", which is
+// tied to wte and therefore ignored).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "common/core/dtype.h"
+#include "common/nn/gpt2.h"
+
+namespace lab {
+
+// The configuration a weights file describes: layers counted from the names, widths from the shapes,
+// heads from the "n_head" metadata or else GPT-2's head size of 64. Error(Format) naming the file otherwise.
+GPT2Config read_gpt2_config(const std::string& path);
+
+// Loads every parameter of `model` from the file; each missing tensor or wrong shape is Error(Format)
+// naming the file, the tensor, and the expected and found shapes.
+void load_gpt2_weights(GPT2& model, const std::string& path);
+
+// Writes the model's weights (f32, or bf16 rounded to nearest-even) atomically, with the configuration in
+// the metadata.
+void save_gpt2_weights(const GPT2& model, const std::string& path, DType dtype = DType::F32,
+                       const std::map<std::string, std::string>& extra_metadata = {});
+
+// "h.3.attn.c_attn.weight" and friends: true for the weights stored transposed in HF's Conv1D layout.
+bool is_conv1d_weight(const std::string& name);
+
+}  // namespace lab
