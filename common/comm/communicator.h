@@ -1,0 +1,117 @@
+// Communicator: the collectives and point-to-point operations that distributed training is built from,
+// over lab::Tensor, behind one interface with several backends (single process here; MPI and NCCL
+// beside it, see DESIGN.md in this folder).
+//
+// Rules every backend shares (and this base class enforces before a backend sees a call):
+//   - Collectives are called by every rank of the communicator, in the same order; each call gets the
+//     next sequence number, so the numbers agree across ranks and name the call that went wrong.
+//   - Tensors are contiguous (all lab::Tensors are) and on a device the backend supports; inputs and
+//     outputs have the same dtype and device, and are either the very same memory (in place) or do not
+//     overlap at all.
+//   - Chunked collectives use equal blocks in rank order: reduce_scatter gives rank r block r of the
+//     reduced input; all_gather puts rank r's input in block r of the output. Callers pad to a multiple
+//     of size() (as MPI_Reduce_scatter_block and ncclReduceScatter require).
+//   - Every error is a lab::Error whose message starts with "rank R/S [backend] op #N:". After a
+//     communication failure (Error(Comm), a timeout included) the communicator is broken: each later call
+//     fails at once, because ranks can no longer agree on where they are.
+//   - One thread at a time issues the operations of a communicator. Concurrent streams of operations
+//     (communication overlapped with compute) use a second communicator from split().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/core/tensor.h"
+
+namespace lab::comm {
+
+enum class ReduceOp { Sum, Avg, Max };
+const char* reduce_op_name(ReduceOp op);  // "sum", "avg", "max"
+
+// The color for split() of a rank that joins no group (MPI_UNDEFINED).
+inline constexpr int kNoGroup = -1;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual std::string backend() const = 0;  // "single", "mpi", "nccl"
+
+  // ---- collectives
+  // All ranks' tensors reduced elementwise into every rank's tensor (in place), or into `output`.
+  // Sum and max on f32, bf16, f16 and i32; avg (the sum divided by size()) on the floating dtypes.
+  void all_reduce(const Tensor& tensor, ReduceOp op);
+  void all_reduce(const Tensor& input, const Tensor& output, ReduceOp op);
+  // `input` (size() * n elements) reduced across ranks; this rank receives block rank() in `output` (n).
+  void reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op);
+  // Each rank's `input` (n elements) gathered in rank order into `output` (size() * n) on every rank.
+  void all_gather(const Tensor& input, const Tensor& output);
+  // In place: block rank() of `buffer` is this rank's input; afterwards every block is filled (ZeRO's
+  // parameter gather: each rank updated its own shard of the flat buffer).
+  void all_gather(const Tensor& buffer);
+  // Rank `root`'s tensor copied into the tensor of every other rank.
+  void broadcast(const Tensor& tensor, int root);
+  // Returns when every rank has called it.
+  void barrier();
+
+  // ---- point to point (blocking; pipeline parallelism). `peer` is another rank; messages between two
+  // ranks with the same tag arrive in the order they were sent.
+  void send(const Tensor& tensor, int peer, int tag = 0);
+  void recv(const Tensor& tensor, int peer, int tag = 0);
+
+  // ---- groups
+  // Collective: ranks calling with the same color form a new communicator, ranked by `key` (ties by the
+  // rank here), as MPI_Comm_split. A rank calling with kNoGroup gets nullptr. The new communicator
+  // inherits the timeout and starts its own sequence numbers.
+  std::unique_ptr<Communicator> split(int color, int key);
+
+  // How long one blocking operation may wait for the other ranks before it fails with Error(Comm).
+  void set_timeout(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // Operations issued so far on this communicator (the last one's sequence number).
+  uint64_t sequence() const { return sequence_; }
+
+ protected:
+  Communicator(int rank, int size);
+
+  // True when `a` and `b` are the same memory: the in-place form of an operation (MPI_IN_PLACE).
+  static bool same_memory(const Tensor& a, const Tensor& b);
+
+  // ---- what a backend implements. Arguments arrive validated (shapes, dtypes, devices, ranks, overlap).
+  virtual bool supports(Device device) const = 0;
+  // `input` and `output` may be the same memory (in place).
+  virtual void do_all_reduce(const Tensor& input, const Tensor& output, ReduceOp op) = 0;
+  virtual void do_reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) = 0;
+  // `input` may be block rank() of `output` (in place).
+  virtual void do_all_gather(const Tensor& input, const Tensor& output) = 0;
+  virtual void do_broadcast(const Tensor& tensor, int root) = 0;
+  virtual void do_barrier() = 0;
+  virtual void do_send(const Tensor& tensor, int peer, int tag) = 0;
+  virtual void do_recv(const Tensor& tensor, int peer, int tag) = 0;
+  virtual std::unique_ptr<Communicator> do_split(int color, int key) = 0;
+
+ private:
+  // Numbers the call, checks the communicator is not broken, runs `body`, and rethrows any error with
+  // the rank, backend, op and sequence number in front.
+  template <typename Body>
+  void run(const char* op, Body&& body);
+
+  void check_tensor(const Tensor& t, const char* what) const;
+  void check_pair(const Tensor& input, const Tensor& output) const;
+  void check_reducible(DType dtype, ReduceOp op) const;
+  void check_peer(int peer, const char* direction) const;
+
+  int rank_;
+  int size_;
+  std::chrono::milliseconds timeout_{std::chrono::minutes(10)};
+  uint64_t sequence_ = 0;
+  std::string broken_by_;  // the failed operation that broke this communicator; empty while healthy
+};
+
+}  // namespace lab::comm
