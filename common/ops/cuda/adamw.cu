@@ -37,8 +37,8 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
 
 // ---------------------------------------------------------------- launcher
 
-void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
-                  const AdamWHyper& hyper, float grad_scale) {
+void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
+                  float grad_scale) {
   const int64_t n = params.numel();
   if (n == 0) return;
   const double t = static_cast<double>(hyper.step);
@@ -51,8 +51,8 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
                          static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta1), t)),
                          static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta2), t))};
   LaunchScope scope(params);
-  adamw_kernel<<<grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()>>>(
-      params.data<float>(), grads.data<float>(), m.data<float>(), v.data<float>(), n, k);
+  adamw_kernel<<<grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()>>>(params.data<float>(), grads.data<float>(),
+                                                                           m.data<float>(), v.data<float>(), n, k);
   LAB_CHECK_LAUNCH();
 }
 

@@ -23,8 +23,8 @@ constexpr int kThreads = 512;
 
 // ---------------------------------------------------------------- kernel
 
-__global__ void fused_classifier_kernel(float* logits, float* losses, const int32_t* targets, int64_t Vp,
-                                        int64_t vocab, float dloss) {
+__global__ void fused_classifier_kernel(float* logits, float* losses, const int32_t* targets, int64_t Vp, int64_t vocab,
+                                        float dloss) {
   __shared__ float scratch[kWarpSize];
   float* row = logits + static_cast<int64_t>(blockIdx.x) * Vp;
   const int64_t target = targets[blockIdx.x];
@@ -53,13 +53,12 @@ __global__ void fused_classifier_kernel(float* logits, float* losses, const int3
 
 // ---------------------------------------------------------------- launcher
 
-void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
-                      float dloss) {
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss) {
   const int64_t N = logits.dim(0), Vp = logits.dim(1);
   if (N == 0) return;
   LaunchScope scope(logits);
-  fused_classifier_kernel<<<grid_for(N, 1), kThreads, 0, scope.stream()>>>(
-      logits.data<float>(), losses.data<float>(), targets.data<int32_t>(), Vp, vocab, dloss);
+  fused_classifier_kernel<<<grid_for(N, 1), kThreads, 0, scope.stream()>>>(logits.data<float>(), losses.data<float>(),
+                                                                           targets.data<int32_t>(), Vp, vocab, dloss);
   LAB_CHECK_LAUNCH();
 }
 

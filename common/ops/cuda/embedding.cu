@@ -32,8 +32,8 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, cons
   out[i] = (token >= 0 && token < V) ? wte[token * C + c] + wpe[t * C + c] : CUDART_NAN_F;
 }
 
-__global__ void embedding_backward_kernel(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
-                                          int64_t B, int64_t T, int64_t C, int64_t V) {
+__global__ void embedding_backward_kernel(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B,
+                                          int64_t T, int64_t C, int64_t V) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= T * C) return;
   const int64_t t = i / C, c = i % C;

@@ -31,7 +31,9 @@ class LaunchScope {
   cudaStream_t stream_;
 };
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // Blocks of `block` threads that cover `n` work items (n > 0), checked against the grid's x limit.
 inline unsigned int grid_for(int64_t n, int block) {

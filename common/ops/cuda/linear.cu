@@ -54,8 +54,8 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
   LaunchScope scope(out);
   float beta = 0.0f;
   if (bias.defined()) {
-    broadcast_bias_kernel<<<grid_for(N * OC, kBlockSize), kBlockSize, 0, scope.stream()>>>(
-        out.data<float>(), bias.data<float>(), N, OC);
+    broadcast_bias_kernel<<<grid_for(N * OC, kBlockSize), kBlockSize, 0, scope.stream()>>>(out.data<float>(),
+                                                                                           bias.data<float>(), N, OC);
     LAB_CHECK_LAUNCH();
     beta = 1.0f;
   }
@@ -76,12 +76,12 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
   LaunchScope scope(dout);
   const float one = 1.0f;
   if (dinp.defined()) {
-    CUBLAS_CHECK(cublasSgemm(lab::cuda::cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, &one,
-                             weight.data<float>(), c, dout.data<float>(), oc, &one, dinp.data<float>(), c));
+    CUBLAS_CHECK(cublasSgemm(lab::cuda::cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, &one, weight.data<float>(),
+                             c, dout.data<float>(), oc, &one, dinp.data<float>(), c));
   }
   if (dweight.defined()) {
-    CUBLAS_CHECK(cublasSgemm(lab::cuda::cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, &one, inp.data<float>(),
-                             c, dout.data<float>(), oc, &one, dweight.data<float>(), c));
+    CUBLAS_CHECK(cublasSgemm(lab::cuda::cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, &one, inp.data<float>(), c,
+                             dout.data<float>(), oc, &one, dweight.data<float>(), c));
   }
   if (dbias.defined()) {
     bias_backward_kernel<<<grid_for(OC, kWarpSize), dim3(kWarpSize, kColumnRows), 0, scope.stream()>>>(

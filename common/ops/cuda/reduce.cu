@@ -55,7 +55,11 @@ double reduce_to_host(const Tensor& x) {
 
 }  // namespace
 
-double sum_squares(const Tensor& x) { return reduce_to_host<true>(x); }
-double sum(const Tensor& x) { return reduce_to_host<false>(x); }
+double sum_squares(const Tensor& x) {
+  return reduce_to_host<true>(x);
+}
+double sum(const Tensor& x) {
+  return reduce_to_host<false>(x);
+}
 
 }  // namespace lab::ops::cuda

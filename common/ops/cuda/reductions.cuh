@@ -28,11 +28,16 @@ struct MaxOp {
 // The reduction over the 32 lanes of a warp; every lane receives the result. All 32 lanes must call it.
 template <typename Op>
 __device__ float warp_reduce(float value, Op op) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) value = op(value, __shfl_xor_sync(kFullMask, value, offset));
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
+    value = op(value, __shfl_xor_sync(kFullMask, value, offset));
   return value;
 }
-__device__ inline float warp_sum(float value) { return warp_reduce(value, SumOp{}); }
-__device__ inline float warp_max(float value) { return warp_reduce(value, MaxOp{}); }
+__device__ inline float warp_sum(float value) {
+  return warp_reduce(value, SumOp{});
+}
+__device__ inline float warp_max(float value) {
+  return warp_reduce(value, MaxOp{});
+}
 
 // The reduction over a whole 1-D block; every thread receives the result. `scratch`: 32 floats of shared memory.
 template <typename Op>
@@ -49,8 +54,12 @@ __device__ float block_reduce(float value, float* scratch, Op op) {
   __syncthreads();
   return value;
 }
-__device__ inline float block_sum(float value, float* scratch) { return block_reduce(value, scratch, SumOp{}); }
-__device__ inline float block_max(float value, float* scratch) { return block_reduce(value, scratch, MaxOp{}); }
+__device__ inline float block_sum(float value, float* scratch) {
+  return block_reduce(value, scratch, SumOp{});
+}
+__device__ inline float block_max(float value, float* scratch) {
+  return block_reduce(value, scratch, MaxOp{});
+}
 
 // Column sums in a block of (32, kRows) threads: thread (x, y) holds a partial sum of column x; returns
 // the sum over y to every thread. `scratch`: kRows x 32 floats of shared memory; kRows a power of two.
@@ -60,7 +69,8 @@ __device__ float column_sum(float partial, float (*scratch)[kWarpSize]) {
   scratch[threadIdx.y][threadIdx.x] = partial;
   __syncthreads();
   for (int stride = kRows / 2; stride > 0; stride /= 2) {
-    if (static_cast<int>(threadIdx.y) < stride) scratch[threadIdx.y][threadIdx.x] += scratch[threadIdx.y + stride][threadIdx.x];
+    if (static_cast<int>(threadIdx.y) < stride)
+      scratch[threadIdx.y][threadIdx.x] += scratch[threadIdx.y + stride][threadIdx.x];
     __syncthreads();
   }
   const float total = scratch[0][threadIdx.x];

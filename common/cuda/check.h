@@ -1,0 +1,37 @@
+// Error checks for CUDA and cuBLAS calls: every failure becomes a lab::Error(ErrorKind::Cuda) that names
+// the failing statement, the error and file:line, so a broken launch deep inside a training step reads as
+//
+//     CUDA error: cudaErrorInvalidConfiguration (invalid configuration argument) in
+//     `cudaGetLastError()` at common/ops/cuda/gelu.cu:41
+//
+// Kernel launches report configuration errors only through cudaGetLastError, so every launch is followed
+// by LAB_CHECK_LAUNCH(). Errors raised by a kernel while it runs surface at the next synchronising call.
+#pragma once
+
+#include <cublas_api.h>
+#include <cuda_runtime_api.h>
+
+namespace lab::cuda {
+
+[[noreturn]] void throw_cuda_error(cudaError_t error, const char* statement, const char* file, int line);
+[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* statement, const char* file, int line);
+
+}  // namespace lab::cuda
+
+#define CUDA_CHECK(statement)                                                         \
+  do {                                                                                \
+    const cudaError_t lab_cuda_error_ = (statement);                                  \
+    if (lab_cuda_error_ != cudaSuccess)                                               \
+      ::lab::cuda::throw_cuda_error(lab_cuda_error_, #statement, __FILE__, __LINE__); \
+  } while (0)
+
+// cuBLAS and cuBLASLt share one status type, so this checks both.
+#define CUBLAS_CHECK(statement)                                                            \
+  do {                                                                                     \
+    const cublasStatus_t lab_cublas_status_ = (statement);                                 \
+    if (lab_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                       \
+      ::lab::cuda::throw_cublas_error(lab_cublas_status_, #statement, __FILE__, __LINE__); \
+  } while (0)
+
+// After every kernel launch: reports a bad launch configuration (grid, block, shared memory) at once.
+#define LAB_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

@@ -1,0 +1,127 @@
+// The CUDA caching allocator: size classes, reuse of freed blocks, per-category accounting, separation of
+// streams, emptying the cache, and the error when the device is out of memory.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/core/memory.h"
+#include "common/core/tensor.h"
+#include "common/cuda/caching_allocator.h"
+#include "common/cuda/stream.h"
+#include "tests/common/cuda/gpu_test.h"
+#include "tests/common/expect_error.h"
+
+namespace lab {
+namespace {
+
+using test::kGpu;
+
+// A pure function of the size: checked on every machine.
+TEST(CudaAllocator, SizeClassesAreQuarterPowersOfTwo) {
+  EXPECT_EQ(cuda::cuda_size_class(0), 512u);
+  EXPECT_EQ(cuda::cuda_size_class(1), 512u);
+  EXPECT_EQ(cuda::cuda_size_class(512), 512u);
+  EXPECT_EQ(cuda::cuda_size_class(513), 640u);
+  EXPECT_EQ(cuda::cuda_size_class(1000), 1024u);
+  EXPECT_EQ(cuda::cuda_size_class(1025), 1280u);
+  EXPECT_EQ(cuda::cuda_size_class((size_t{3} << 20) + 1), size_t{7} << 19);
+  EXPECT_EQ(cuda::cuda_size_class(size_t{1} << 30), size_t{1} << 30);
+  for (size_t bytes = 1; bytes < (size_t{1} << 24); bytes = bytes * 3 + 1) {
+    const size_t size = cuda::cuda_size_class(bytes);
+    EXPECT_GE(size, bytes);
+    EXPECT_LE(size, std::max<size_t>(512, bytes + bytes / 4)) << bytes;  // at most 25% slack
+  }
+}
+
+TEST(CudaAllocator, ReusesAFreedBlockOfTheSameClass) {
+  LAB_REQUIRE_GPU();
+  Allocator& alloc = cuda::caching_allocator(0);
+  void* first = alloc.allocate(4000, MemCategory::Other);
+  alloc.deallocate(first, 4000, MemCategory::Other);
+  const int64_t mallocs = alloc.stats().system_allocs;
+  void* second = alloc.allocate(3900, MemCategory::Other);  // same 4096-byte class
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(alloc.stats().system_allocs, mallocs) << "a cached block must not cost a cudaMalloc";
+  alloc.deallocate(second, 3900, MemCategory::Other);
+}
+
+TEST(CudaAllocator, AccountsLiveAndPeakBytesByCategory) {
+  LAB_REQUIRE_GPU();
+  const MemoryStats before = memory_stats(kGpu);
+  const int64_t mib = int64_t{1} << 20;
+  {
+    MemoryScope scope(MemCategory::Activations);
+    const Tensor a = Tensor::empty({mib / 4}, DType::F32, kGpu);  // exactly 1 MiB, a class of its own
+    const MemoryStats during = memory_stats(kGpu);
+    EXPECT_EQ(during.live_of(MemCategory::Activations), before.live_of(MemCategory::Activations) + mib);
+    EXPECT_EQ(during.live_total, before.live_total + mib);
+    EXPECT_GE(during.peak_of(MemCategory::Activations), during.live_of(MemCategory::Activations));
+    EXPECT_GE(during.reserved, during.live_total);
+    EXPECT_GE(during.peak_reserved, during.reserved);
+  }
+  const MemoryStats after = memory_stats(kGpu);
+  EXPECT_EQ(after.live_of(MemCategory::Activations), before.live_of(MemCategory::Activations));
+  EXPECT_GE(after.peak_of(MemCategory::Activations), before.live_of(MemCategory::Activations) + mib);
+  EXPECT_GE(after.reserved, after.live_total + mib) << "the freed block stays cached";
+
+  allocator_for(kGpu).reset_peak();
+  const MemoryStats reset = memory_stats(kGpu);
+  EXPECT_EQ(reset.peak_of(MemCategory::Activations), reset.live_of(MemCategory::Activations));
+  EXPECT_EQ(reset.peak_total, reset.live_total);
+}
+
+TEST(CudaAllocator, BlocksAreReusedOnlyOnTheirOwnStream) {
+  LAB_REQUIRE_GPU();
+  Allocator& alloc = cuda::caching_allocator(0);
+  const size_t bytes = 96 * 1024;
+  void* on_default = alloc.allocate(bytes, MemCategory::Other);
+  alloc.deallocate(on_default, bytes, MemCategory::Other);
+
+  cuda::Stream side;
+  void* on_side = nullptr;
+  {
+    cuda::StreamGuard guard(side);
+    on_side = alloc.allocate(bytes, MemCategory::Other);
+    EXPECT_NE(on_side, on_default) << "a block freed on the default stream was handed to another stream";
+    alloc.deallocate(on_side, bytes, MemCategory::Other);
+    void* again = alloc.allocate(bytes, MemCategory::Other);
+    EXPECT_EQ(again, on_side) << "the side stream's own block is reused";
+    alloc.deallocate(again, bytes, MemCategory::Other);
+  }
+  void* back = alloc.allocate(bytes, MemCategory::Other);
+  EXPECT_EQ(back, on_default);
+  alloc.deallocate(back, bytes, MemCategory::Other);
+}
+
+TEST(CudaAllocator, EmptyCacheReturnsCachedBlocks) {
+  LAB_REQUIRE_GPU();
+  Allocator& alloc = cuda::caching_allocator(0);
+  void* p = alloc.allocate(size_t{8} << 20, MemCategory::Workspace);
+  alloc.deallocate(p, size_t{8} << 20, MemCategory::Workspace);
+  EXPECT_GT(alloc.stats().reserved, alloc.stats().live_total);
+  alloc.empty_cache();
+  const MemoryStats s = alloc.stats();
+  EXPECT_EQ(s.reserved, s.live_total) << "nothing cached is left";
+  const int64_t mallocs = s.system_allocs;
+  void* q = alloc.allocate(size_t{8} << 20, MemCategory::Workspace);
+  EXPECT_EQ(alloc.stats().system_allocs, mallocs + 1) << "after empty_cache a new block comes from cudaMalloc";
+  alloc.deallocate(q, size_t{8} << 20, MemCategory::Workspace);
+}
+
+TEST(CudaAllocator, OutOfMemoryIsAClearErrorAndTheAllocatorStillWorks) {
+  LAB_REQUIRE_GPU();
+  Allocator& alloc = cuda::caching_allocator(0);
+  const size_t huge = size_t{1} << 50;  // 1 PiB: no GPU has it
+  const std::string message =
+      testing::expect_error([&] { alloc.allocate(huge, MemCategory::Activations); }, ErrorKind::Cuda,
+                            {"out of memory", "cuda:0", std::to_string(huge), "live", "reserved"});
+  EXPECT_FALSE(message.empty());
+  const Tensor t = Tensor::from_floats(std::vector<float>{1, 2, 3}, {3}, kGpu);
+  EXPECT_EQ(t.to_floats(), (std::vector<float>{1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace lab

@@ -1,0 +1,89 @@
+// cuBLAS handles and the TF32 switch: the handle follows the current stream, and the switch changes both
+// the math mode and the numbers a GEMM produces.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "common/core/tensor.h"
+#include "common/cuda/cublas.h"
+#include "common/cuda/runtime.h"
+#include "common/cuda/stream.h"
+#include "common/ops/linear.h"
+#include "tests/common/cuda/gpu_test.h"
+
+namespace lab {
+namespace {
+
+using test::kGpu;
+
+// Sets the TF32 switch for a scope and restores it, so a failing test leaves strict fp32 behind.
+class Tf32Scope {
+ public:
+  explicit Tf32Scope(bool enabled) : saved_(cuda::tf32_enabled()) { cuda::set_tf32(enabled); }
+  ~Tf32Scope() { cuda::set_tf32(saved_); }
+
+ private:
+  bool saved_;
+};
+
+TEST(CudaBlas, HandleFollowsTheCurrentStream) {
+  LAB_REQUIRE_GPU();
+  cudaStream_t bound = nullptr;
+  ASSERT_EQ(cublasGetStream(cuda::cublas_handle(), &bound), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(bound, cuda::current_stream());
+  cuda::Stream side;
+  {
+    cuda::StreamGuard guard(side);
+    ASSERT_EQ(cublasGetStream(cuda::cublas_handle(), &bound), CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(bound, side.get());
+    const cuda::BlasWorkspace workspace = cuda::blas_workspace();
+    EXPECT_NE(workspace.data, nullptr);
+    EXPECT_GE(workspace.bytes, size_t{1} << 20);
+  }
+  EXPECT_NE(cuda::cublaslt_handle(), nullptr);
+}
+
+TEST(CudaBlas, Tf32SwitchSetsTheMathMode) {
+  LAB_REQUIRE_GPU();
+  cublasMath_t mode{};
+  {
+    Tf32Scope tf32(true);
+    EXPECT_TRUE(cuda::tf32_enabled());
+    ASSERT_EQ(cublasGetMathMode(cuda::cublas_handle(), &mode), CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(mode, CUBLAS_TF32_TENSOR_OP_MATH);
+    EXPECT_EQ(cuda::fp32_compute_type(), CUBLAS_COMPUTE_32F_FAST_TF32);
+  }
+  Tf32Scope strict(false);
+  EXPECT_FALSE(cuda::tf32_enabled());
+  ASSERT_EQ(cublasGetMathMode(cuda::cublas_handle(), &mode), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(mode, CUBLAS_DEFAULT_MATH);
+  EXPECT_EQ(cuda::fp32_compute_type(), CUBLAS_COMPUTE_32F);
+}
+
+// 1 + 2^-11 needs 11 mantissa bits: fp32 keeps it, TF32 (10 bits) does not. Every partial sum of 512 such
+// products is j + j * 2^-11 for an integer j <= 512, exactly representable in fp32, so strict fp32 gives
+// exactly 512.25 whatever order cuBLAS sums in; with TF32 inputs the sum is 512 (or 512.5 if the
+// hardware rounds the halfway case up), never 512.25.
+TEST(CudaBlas, Tf32ChangesTheResultOfAGemm) {
+  LAB_REQUIRE_GPU();
+  const int64_t n = 512;
+  const float x = 1.0f + 0x1p-11f;
+  const float strict_sum = 512.25f;
+  const Tensor inp = Tensor::from_floats(std::vector<float>(n * n, x), {n, n}, kGpu);
+  const Tensor weight = Tensor::from_floats(std::vector<float>(n * n, 1.0f), {n, n}, kGpu);
+  const Tensor out = Tensor::empty({n, n}, DType::F32, kGpu);
+  {
+    Tf32Scope strict(false);
+    ops::linear_forward(out, inp, weight, Tensor());
+    for (const float v : out.to_floats()) ASSERT_EQ(v, strict_sum) << "strict fp32 must be exact here";
+  }
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major < 8) GTEST_SKIP() << "TF32 tensor cores need compute capability 8.0 or newer";
+  Tf32Scope tf32(true);
+  ops::linear_forward(out, inp, weight, Tensor());
+  for (const float v : out.to_floats()) ASSERT_NE(v, strict_sum) << "the GEMM did not run with TF32 inputs";
+}
+
+}  // namespace
+}  // namespace lab

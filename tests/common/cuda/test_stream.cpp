@@ -1,0 +1,158 @@
+// Streams, events and pinned memory: the current stream and its guard, ops queued on the current stream,
+// ordering across streams with events, event timing, and asynchronous copies from pinned buffers.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "common/core/tensor.h"
+#include "common/cuda/pinned.h"
+#include "common/cuda/stream.h"
+#include "common/ops/gelu.h"
+#include "tests/common/cuda/gpu_test.h"
+#include "tests/common/expect_error.h"
+
+namespace lab {
+namespace {
+
+using test::kGpu;
+
+// Holds a stream at a host callback until release() (or the end of the scope): whatever is queued behind
+// it cannot run yet. The callback only spins on an atomic; it makes no CUDA call.
+class StreamGate {
+ public:
+  explicit StreamGate(const cuda::Stream& stream) {
+    EXPECT_EQ(cudaLaunchHostFunc(stream.get(), &StreamGate::wait, &open_), cudaSuccess);
+  }
+  ~StreamGate() { release(); }
+  void release() { open_.store(true); }
+
+ private:
+  static void wait(void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) {
+    }
+  }
+  std::atomic<bool> open_{false};
+};
+
+TEST(CudaStream, GuardSwitchesTheCurrentStreamAndRestoresIt) {
+  LAB_REQUIRE_GPU();
+  EXPECT_EQ(cuda::current_stream(), cudaStreamLegacy);
+  cuda::Stream side;
+  {
+    cuda::StreamGuard guard(side);
+    EXPECT_EQ(cuda::current_stream(), side.get());
+    EXPECT_EQ(cuda::current_stream(0), side.get());
+  }
+  EXPECT_EQ(cuda::current_stream(), cudaStreamLegacy);
+}
+
+TEST(CudaStream, OpsRunOnTheCurrentStream) {
+  LAB_REQUIRE_GPU();
+  const Tensor x = Tensor::from_floats(std::vector<float>(1000, 1.0f), {1000}, kGpu);
+  const Tensor out = Tensor::zeros({1000}, DType::F32, kGpu);
+  cuda::Stream side;
+  StreamGate gate(side);
+  {
+    cuda::StreamGuard guard(side);
+    ops::gelu_forward(out, x);  // queued behind the gate
+  }
+  // The side stream is non-blocking, so this read on the default stream does not wait for it: the GELU
+  // cannot have run yet if it went to the side stream.
+  EXPECT_EQ(out.to_floats(), std::vector<float>(1000, 0.0f)) << "the op did not wait on the current stream";
+  EXPECT_FALSE(side.query());
+  gate.release();
+  side.synchronize();
+  EXPECT_TRUE(side.query());
+  EXPECT_NEAR(out.to_floats()[0], 0.8411920f, 1e-6f);  // gelu(1)
+}
+
+TEST(CudaStream, EventOrdersWorkAcrossStreams) {
+  LAB_REQUIRE_GPU();
+  const size_t n = size_t{1} << 22;
+  cuda::PinnedBuffer source(n * sizeof(float)), result(n * sizeof(float));
+  auto src = source.as<float>();
+  std::iota(src.begin(), src.end(), 0.0f);
+  const Tensor device = Tensor::empty({static_cast<int64_t>(n)}, DType::F32, kGpu);
+
+  cuda::Stream producer, consumer;
+  cuda::Event uploaded(false);
+  {
+    cuda::StreamGuard on(producer);
+    cuda::copy_async(device.raw(), kGpu, source.data(), Device::cpu(), source.bytes());
+    uploaded.record();
+  }
+  consumer.wait(uploaded);
+  {
+    cuda::StreamGuard on(consumer);
+    cuda::copy_async(result.data(), Device::cpu(), device.raw(), kGpu, result.bytes());
+  }
+  consumer.synchronize();
+  EXPECT_TRUE(uploaded.query());
+  const auto back = result.as<float>();
+  EXPECT_TRUE(std::equal(back.begin(), back.end(), src.begin()));
+}
+
+TEST(CudaStream, EventsTimeGpuWork) {
+  LAB_REQUIRE_GPU();
+  cuda::Event start, end;
+  start.record();
+  const Tensor t = Tensor::zeros({int64_t{1} << 24}, DType::F32, kGpu);  // a 64 MiB memset
+  end.record();
+  const float ms = cuda::elapsed_ms(start, end);
+  EXPECT_TRUE(std::isfinite(ms));
+  EXPECT_GE(ms, 0.0f);
+  EXPECT_TRUE(end.query());
+  cuda::Event untimed(false);
+  untimed.record();
+  testing::expect_error([&] { cuda::elapsed_ms(start, untimed); }, ErrorKind::InvalidArgument, {"timing"});
+}
+
+TEST(CudaStream, MovedStreamKeepsItsHandle) {
+  LAB_REQUIRE_GPU();
+  cuda::Stream a;
+  const cudaStream_t handle = a.get();
+  cuda::Stream b(std::move(a));
+  EXPECT_EQ(b.get(), handle);
+  EXPECT_EQ(a.get(), nullptr);  // NOLINT(bugprone-use-after-move): the moved-from state is documented
+  EXPECT_EQ(b.device(), 0);
+}
+
+TEST(CudaPinned, BufferOwnsPinnedMemory) {
+  LAB_REQUIRE_GPU();
+  cuda::PinnedBuffer buffer(1000 * sizeof(float));
+  ASSERT_NE(buffer.data(), nullptr);
+  EXPECT_EQ(buffer.bytes(), 1000 * sizeof(float));
+  EXPECT_EQ(buffer.as<float>().size(), 1000u);
+  cudaPointerAttributes attributes{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attributes, buffer.data()), cudaSuccess);
+  EXPECT_EQ(attributes.type, cudaMemoryTypeHost) << "page-locked host memory";
+
+  void* const data = buffer.data();
+  cuda::PinnedBuffer moved = std::move(buffer);
+  EXPECT_EQ(moved.data(), data);
+  EXPECT_EQ(buffer.data(), nullptr);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(buffer.bytes(), 0u);
+  EXPECT_EQ(cuda::PinnedBuffer(0).data(), nullptr);
+}
+
+TEST(CudaPinned, RoundTripThroughTheGpu) {
+  LAB_REQUIRE_GPU();
+  cuda::PinnedBuffer up(4097 * sizeof(int32_t)), down(4097 * sizeof(int32_t));
+  auto ids = up.as<int32_t>();
+  std::iota(ids.begin(), ids.end(), -7);
+  const Tensor device = Tensor::empty({4097}, DType::I32, kGpu);
+  cuda::copy_async(device.raw(), kGpu, up.data(), Device::cpu(), up.bytes());
+  cuda::copy_async(down.data(), Device::cpu(), device.raw(), kGpu, down.bytes());
+  cuda::Event done;
+  done.record();
+  done.synchronize();
+  const auto back = down.as<int32_t>();
+  EXPECT_TRUE(std::equal(back.begin(), back.end(), ids.begin()));
+  EXPECT_EQ(device.to_ints()[4096], 4089);
+}
+
+}  // namespace
+}  // namespace lab
