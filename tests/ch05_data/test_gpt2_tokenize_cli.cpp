@@ -1,0 +1,104 @@
+// The gpt2_tokenize executable end to end: --print-ids, a full run, and one error line for bad flags.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tests/ch05_data/tokenize_fixtures.h"
+#include "tests/common/expect_error.h"
+
+namespace lab::ch05 {
+namespace {
+
+using lab::testing::scratch_directory;
+
+const std::string kBinary = LAB_BINARY_DIR "/bin/gpt2_tokenize";
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs a shell command line and collects its stdout (add 2>&1 to the command to collect stderr too).
+CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+TEST(Gpt2TokenizeCli, PrintIds) {
+  const std::string dir = scratch_directory();
+  write_file_atomic(dir + "/hello.txt", "Hello world");
+  CommandResult r = run_command(kBinary + " --print-ids < " + quoted(dir + "/hello.txt"));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output, "15496 995\n");
+
+  const std::string text = "caf\u00e9 \u4e2d\u6587 \U0001F600  don't\n\nend \xff";
+  write_file_atomic(dir + "/mixed.txt", text);
+  r = run_command(kBinary + " --print-ids < " + quoted(dir + "/mixed.txt"));
+  std::string expected;
+  for (const int32_t id : testing::tokenizer().encode(text)) {
+    if (!expected.empty()) expected += ' ';
+    expected += std::to_string(id);
+  }
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output, expected + "\n");
+
+  r = run_command(kBinary + " --print-ids < /dev/null");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output, "\n");
+}
+
+TEST(Gpt2TokenizeCli, WritesTheSameShardsAsTheLibrary) {
+  const std::string dir = scratch_directory();
+  const std::string text = testing::make_corpus(21, 200);
+  write_file_atomic(dir + "/corpus.txt", text);
+  const CommandResult r = run_command(kBinary + " --input " + quoted(dir + "/corpus.txt") + " --out-prefix " + quoted(dir + "/out/c") +
+                    " --doc-split blank-line --threads 2 --chunk-bytes 4096 --no-progress");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("throughput"), std::string::npos) << r.output;
+  const testing::Streams expected =
+      testing::reference_streams(testing::reference_documents({text}, DocSplit::BlankLine), true, 0.1);
+  EXPECT_EQ(testing::concatenated(expand_shard_pattern(dir + "/out/c_train_*.bin")), expected.train);
+  EXPECT_EQ(testing::concatenated(expand_shard_pattern(dir + "/out/c_val_*.bin")), expected.val);
+}
+
+TEST(Gpt2TokenizeCli, BadFlagsGiveOneErrorLineAndAFailingExit) {
+  const std::string dir = scratch_directory();
+  write_file_atomic(dir + "/in.txt", "some text");
+  const std::string in = " --input " + quoted(dir + "/in.txt");
+  const std::string out = " --out-prefix " + quoted(dir + "/o");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--no-such-flag", "no-such-flag"},
+      {in + out + " --threads -1", "--threads"},
+      {in + out + " --doc-split paragraph", "paragraph"},
+      {in + out + " --val-fraction 1", "--val-fraction"},
+      {in + out + " --shard-tokens 0", "--shard-tokens"},
+      {in + out + " --shard-tokens many", "many"},
+      {out, "--input"},
+      {in, "--out-prefix"},
+      {" --input " + quoted(dir + "/absent.txt") + out, dir + "/absent.txt"},
+      {in + " --out-prefix " + quoted(dir + "/in.txt/sub/o"), dir + "/in.txt/sub"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const CommandResult r = run_command(kBinary + " " + args + " 2>&1 >/dev/null");
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.rfind("gpt2_tokenize: error: ", 0), 0u) << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace lab::ch05
