@@ -2,7 +2,10 @@
 
 #include "common/core/error.h"
 
+#include <fstream>
+
 #ifdef LAB_WITH_CUDA
+#include "common/cuda/cublas.h"
 #include "common/cuda/runtime.h"
 #endif
 
@@ -32,5 +35,44 @@ bool cuda_available() {
 }
 
 Device best_device() { return cuda_available() ? Device::cuda(0) : Device::cpu(); }
+
+void synchronize(Device device) {
+  if (device.is_cpu()) return;
+#ifdef LAB_WITH_CUDA
+  cuda::set_device(device.index);
+  cuda::synchronize();
+#else
+  fail(ErrorKind::Unsupported, "synchronize(", device.str(), "): this build has no CUDA backend");
+#endif
+}
+
+std::string device_name(Device device) {
+  if (device.is_cuda()) {
+#ifdef LAB_WITH_CUDA
+    return cuda::device_name(device.index);
+#else
+    fail(ErrorKind::Unsupported, "device_name(", device.str(), "): this build has no CUDA backend");
+#endif
+  }
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+  }
+  return "unknown CPU";
+}
+
+void set_tf32(Device device, bool enabled) {
+  LAB_CHECK(device.is_cuda(), Unsupported, "TF32 is a GPU tensor-core mode; the CPU computes in fp32");
+#ifdef LAB_WITH_CUDA
+  cuda::set_device(device.index);
+  cuda::set_tf32(enabled);
+#else
+  (void)enabled;
+  fail(ErrorKind::Unsupported, "TF32 on ", device.str(), ": this build has no CUDA backend");
+#endif
+}
 
 }  // namespace lab

@@ -28,4 +28,14 @@ bool cuda_available();
 // CUDA when available, else CPU: the default for programs that should use the best device present.
 Device best_device();
 
+// Waits until all work queued on the device has finished (a no-op for the CPU): needed before reading a
+// host clock around GPU work.
+void synchronize(Device device);
+
+// "NVIDIA H100 80GB HBM3" for a GPU; the CPU model name for the CPU.
+std::string device_name(Device device);
+
+// TF32 tensor-core math for fp32 matrix products on `device` (CUDA only; Unsupported on the CPU).
+void set_tf32(Device device, bool enabled);
+
 }  // namespace lab

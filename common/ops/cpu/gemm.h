@@ -28,6 +28,7 @@ struct GemmShape {
   bool trans_a = false;
   bool trans_b = false;
   int64_t M = 0, N = 0, K = 0;
+  bool accumulate = false;  // beta = 1 (C += ...) rather than beta = 0
   double flops() const { return 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K); }
   bool operator==(const GemmShape&) const = default;
 };

@@ -18,7 +18,7 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) std::copy(b, b + OC, o + n * OC);
   }
-  GemmRecorder::note({false, true, N, OC, C});
+  GemmRecorder::note({false, true, N, OC, C, bias.defined()});
   sgemm(false, true, N, OC, C, 1.0f, inp.data<float>(), C, weight.data<float>(), C, bias.defined() ? 1.0f : 0.0f,
         o, OC);
 }
@@ -28,11 +28,11 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
   const int64_t OC = weight.dim(0), C = weight.dim(1), N = inp.numel() / C;
   const float* d = dout.data<float>();
   if (dinp.defined()) {  // dinp[N,C] += dout[N,OC] @ weight[OC,C]
-    GemmRecorder::note({false, false, N, C, OC});
+    GemmRecorder::note({false, false, N, C, OC, true});
     sgemm(false, false, N, C, OC, 1.0f, d, OC, weight.data<float>(), C, 1.0f, dinp.data<float>(), C);
   }
   if (dweight.defined()) {  // dweight[OC,C] += dout^T[OC,N] @ inp[N,C]
-    GemmRecorder::note({true, false, OC, C, N});
+    GemmRecorder::note({true, false, OC, C, N, true});
     sgemm(true, false, OC, C, N, 1.0f, d, OC, inp.data<float>(), C, 1.0f, dweight.data<float>(), C);
   }
   if (dbias.defined()) {

@@ -104,7 +104,7 @@ TEST(CpuKernels, ReductionsMatchDouble) {
 
 TEST(CpuKernels, GemmRecorderSeesLinearShapes) {
   ops::cpu::GemmRecorder recorder;
-  ops::cpu::GemmRecorder::note({false, true, 2, 3, 4});
+  ops::cpu::GemmRecorder::note({false, true, 2, 3, 4, false});
   ASSERT_EQ(recorder.shapes().size(), 1u);
   EXPECT_EQ(recorder.shapes()[0].flops(), 48.0);
   EXPECT_THROW(ops::cpu::GemmRecorder second, Error);

@@ -1,0 +1,33 @@
+// Training checkpoints: a directory written atomically (see AtomicDirectory) holding
+//   model.safetensors      the weights, Hugging Face GPT-2 names (loadable with --init as well)
+//   optimizer.safetensors  AdamW's moments as the flat buffers the optimizer updates
+//   state.json             step, data position, sampler RNG, model config, run settings, parallel layout
+// Resuming from it continues bit for bit where the uninterrupted run would have been (CPU, same flags).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "common/nn/gpt2.h"
+#include "common/optim/adamw.h"
+#include "common/util/json.h"
+
+namespace lab {
+
+struct TrainState {
+  int64_t step = 0;             // optimizer steps completed
+  int64_t loader_position = 0;  // training batches consumed
+  std::array<uint64_t, 4> rng{};  // the sampler's generator
+  GPT2Config config;
+  Json options = Json::object();  // TrainOptions::to_json() of the run
+};
+
+void save_checkpoint(const std::string& dir, const GPT2& model, const AdamW& optimizer, const TrainState& state);
+
+// Reads state.json (recovering from an interrupted commit first). Error(Io/Format) naming the file.
+TrainState read_checkpoint_state(const std::string& dir);
+// Loads weights and optimizer moments into a model built with read_checkpoint_state(dir).config.
+void load_checkpoint(const std::string& dir, GPT2& model, AdamW& optimizer);
+
+}  // namespace lab

@@ -1,0 +1,25 @@
+// Text generation from a GPT-2: temperature and top-k sampling, one token at a time.
+//
+// Each new token re-runs the forward pass over the (block-size cropped) context: no key/value cache,
+// which keeps the model code untouched and is fast enough for the short samples the trainer prints.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/nn/gpt2.h"
+#include "common/util/rng.h"
+
+namespace lab {
+
+struct SampleOptions {
+  int64_t max_new_tokens = 64;
+  float temperature = 1.0f;
+  int top_k = 40;  // 0: the whole vocabulary
+};
+
+// Continues `prompt` (token ids; must not be empty) and returns only the new tokens.
+std::vector<int32_t> sample_tokens(const GPT2& model, const std::vector<int32_t>& prompt, const SampleOptions& options,
+                                   Rng& rng);
+
+}  // namespace lab

@@ -1,0 +1,122 @@
+#include "ch10_gpt2/train_options.h"
+
+#include <cstdio>
+
+#include "common/core/error.h"
+
+namespace lab {
+
+void TrainOptions::register_flags(Flags& f) {
+  f.add_string("data-train", &data_train, "training shards: a file or a glob (default: bundled tiny Shakespeare)");
+  f.add_string("data-val", &data_val, "validation shards: a file or a glob");
+  f.add_choice("loader", &loader, {"sync"}, "data loader stage");
+  f.add_bool("shuffle", &shuffle, "shuffle shard order and batch positions every epoch (seeded)");
+  f.add_string("model", &model, "model size: d12, d24, d36, d48, small, tiny");
+  f.add_string("init", &init, "start from these safetensors weights (Hugging Face GPT-2 names)");
+  f.add_int("batch", &batch, "micro-batch size B", 1, 1 << 20);
+  f.add_int("seq", &seq, "sequence length T", 1, 1 << 20);
+  f.add_int("total-batch-tokens", &total_batch_tokens,
+            "tokens per optimizer step; a multiple of B*T accumulates gradients (0: B*T)", 0, int64_t{1} << 40);
+  f.add_int("steps", &steps, "total optimizer steps (a resumed run counts the steps already done)", 0,
+            int64_t{1} << 40);
+  f.add_float("lr", &lr, "peak learning rate", 0.0, 10.0);
+  f.add_float("lr-min-fraction", &lr_min_fraction, "decay ends at lr * this", 0.0, 1.0);
+  f.add_int("warmup-steps", &warmup_steps, "linear warmup steps", 0, int64_t{1} << 40);
+  f.add_int("lr-decay-steps", &lr_decay_steps, "decay horizon in steps (0: --steps)", 0, int64_t{1} << 40);
+  f.add_choice("lr-schedule", &lr_schedule, {"constant", "cosine", "linear"}, "learning-rate schedule");
+  f.add_float("weight-decay", &weight_decay, "AdamW weight decay on 2-D weights", 0.0, 10.0);
+  f.add_float("beta1", &beta1, "AdamW beta1", 0.0, 0.999999);
+  f.add_float("beta2", &beta2, "AdamW beta2", 0.0, 0.999999);
+  f.add_float("grad-clip", &grad_clip, "clip the global gradient norm to this (0: off)", 0.0, 1e9);
+  f.add_string("device", &device, "cpu, cuda, cuda:N or auto (a GPU when present)");
+  f.add_choice("dtype", &dtype, {"fp32", "tf32", "bf16", "fp16"}, "math precision");
+  f.add_int("threads", &threads, "CPU threads (0: all cores)", 0, 4096);
+  f.add_int("seed", &seed, "seed of initialisation, shuffling and sampling", 0, INT64_MAX);
+  f.add_string("log-json", &log_json, "write one JSON object per step (and per evaluation) to this file");
+  f.add_string("save", &save, "write a checkpoint directory here at the end (and every --save-every steps)");
+  f.add_int("save-every", &save_every, "checkpoint interval in steps (0: only at the end)", 0, int64_t{1} << 40);
+  f.add_string("resume", &resume, "continue from this checkpoint directory");
+  f.add_int("eval-every", &eval_every, "validation interval in steps (0: only at the end)", 0, int64_t{1} << 40);
+  f.add_int("val-batches", &val_batches, "validation batches per evaluation (0: the whole split)", 0,
+            int64_t{1} << 40);
+  f.add_int("sample-every", &sample_every, "sampling interval in steps (0: only at the end)", 0, int64_t{1} << 40);
+  f.add_int("sample-tokens", &sample_tokens, "tokens to sample (0: no sampling)", 0, 1 << 20);
+  std::string names;
+  for (const Preset& p : train_presets()) names += (names.empty() ? "" : ", ") + p.name;
+  f.add_string("preset", &preset, "a named set of flags: " + names);
+}
+
+void TrainOptions::validate() const {
+  LAB_CHECK(total_batch_tokens == 0 || total_batch_tokens % (batch * seq) == 0, InvalidArgument,
+            "--total-batch-tokens ", total_batch_tokens, " is not a multiple of --batch * --seq = ", batch * seq);
+  LAB_CHECK(init.empty() || resume.empty(), InvalidArgument, "--init and --resume exclude each other");
+  LAB_CHECK(dtype == "fp32" || dtype == "tf32", Unsupported, "--dtype ", dtype,
+            ": bf16 and fp16 training are not implemented in this trainer yet (use fp32 or tf32)");
+  LAB_CHECK(data_val.empty() || !data_train.empty(), InvalidArgument, "--data-val given without --data-train");
+}
+
+Json TrainOptions::to_json() const {
+  Json j = Json::object();
+  j.set("data_train", data_train);
+  j.set("data_val", data_val);
+  j.set("loader", loader);
+  j.set("shuffle", shuffle);
+  j.set("batch", batch);
+  j.set("seq", seq);
+  j.set("total_batch_tokens", total_batch_tokens);
+  j.set("steps", steps);
+  j.set("lr", lr);
+  j.set("lr_min_fraction", lr_min_fraction);
+  j.set("warmup_steps", warmup_steps);
+  j.set("lr_decay_steps", lr_decay_steps);
+  j.set("lr_schedule", lr_schedule);
+  j.set("weight_decay", weight_decay);
+  j.set("beta1", beta1);
+  j.set("beta2", beta2);
+  j.set("grad_clip", grad_clip);
+  j.set("dtype", dtype);
+  j.set("seed", seed);
+  return j;
+}
+
+const std::vector<Preset>& train_presets() {
+  static const std::vector<Preset> presets = {
+      {"baseline-fp32", "GPT-2 124M, fp32 everywhere: the first step of the speed staircase",
+       {"--model", "d12", "--dtype", "fp32", "--batch", "4", "--seq", "64"}},
+      {"tf32", "GPT-2 124M with TF32 tensor-core GEMMs (GPU only)",
+       {"--model", "d12", "--dtype", "tf32", "--device", "cuda", "--batch", "16", "--seq", "1024"}},
+      {"shakespeare-small", "the default run: a 4-layer model on the bundled tiny Shakespeare", {}},
+  };
+  return presets;
+}
+
+bool parse_train_options(int argc, char** argv, TrainOptions& options) {
+  Flags flags("gpt2_train", "Train GPT-2. With no flags: a small model on the bundled tiny Shakespeare, on the "
+                            "best device present, ending with a text sample.");
+  options.register_flags(flags);
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg != "--help" && arg != "-h") continue;
+    std::fputs(flags.usage().c_str(), stdout);
+    std::fputs("\npresets:\n", stdout);
+    for (const Preset& p : train_presets()) std::printf("  %-20s %s\n", p.name.c_str(), p.description.c_str());
+    return false;
+  }
+  // First pass only finds --preset (and rejects unknown flags before any work starts).
+  TrainOptions probe = options;
+  Flags probe_flags("gpt2_train", "");
+  probe.register_flags(probe_flags);
+  probe_flags.parse(argc, argv);
+  if (!probe.preset.empty()) {
+    const Preset* found = nullptr;
+    for (const Preset& p : train_presets())
+      if (p.name == probe.preset) found = &p;
+    LAB_CHECK(found, InvalidArgument, "--preset: unknown preset '", probe.preset, "'");
+    flags.parse(found->flags);
+  }
+  flags.parse(argc, argv);
+  options.validate();
+  return true;
+}
+
+}  // namespace lab

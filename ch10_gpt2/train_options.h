@@ -1,0 +1,73 @@
+// Every setting of the GPT-2 trainer, its command-line flags, and the named presets.
+//
+// A preset is a list of flags applied before the command line, so anything given explicitly overrides it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/util/flags.h"
+#include "common/util/json.h"
+
+namespace lab {
+
+struct TrainOptions {
+  // data
+  std::string data_train;  // shard file or glob; empty: the bundled tiny Shakespeare, tokenized on first use
+  std::string data_val;
+  std::string loader = "sync";
+  bool shuffle = false;
+  // model
+  std::string model = "small";  // a GPT2Config name; ignored with --init / --resume (they carry the config)
+  std::string init;             // safetensors weights to start from
+  // batch and schedule
+  int64_t batch = 16;
+  int64_t seq = 64;
+  int64_t total_batch_tokens = 0;  // 0: one micro-batch per step; else gradient accumulation up to this
+  int64_t steps = 600;
+  double lr = 2e-3;
+  double lr_min_fraction = 0.1;
+  int64_t warmup_steps = 30;
+  int64_t lr_decay_steps = 0;  // horizon of the decay; 0: --steps
+  std::string lr_schedule = "cosine";
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double grad_clip = 1.0;
+  // execution
+  std::string device = "auto";
+  std::string dtype = "fp32";
+  int64_t threads = 0;  // 0: all cores
+  int64_t seed = 1337;
+  // output
+  std::string log_json;
+  std::string save;
+  int64_t save_every = 0;
+  std::string resume;
+  int64_t eval_every = 100;
+  int64_t val_batches = 20;
+  int64_t sample_every = 0;
+  int64_t sample_tokens = 96;
+  std::string preset;
+
+  // Registers every flag on `flags`, bound to the fields above.
+  void register_flags(Flags& flags);
+  // Checks the combination of values (Error(InvalidArgument) naming the flag).
+  void validate() const;
+  // The settings a resumed run must share with the run that wrote the checkpoint.
+  Json to_json() const;
+};
+
+// Parses argv: the preset named by --preset (if any) first, then the command line on top.
+// Returns false when --help was printed.
+bool parse_train_options(int argc, char** argv, TrainOptions& options);
+
+struct Preset {
+  std::string name;
+  std::string description;
+  std::vector<std::string> flags;
+};
+const std::vector<Preset>& train_presets();
+
+}  // namespace lab

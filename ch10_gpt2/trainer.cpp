@@ -1,0 +1,262 @@
+#include "ch10_gpt2/trainer.h"
+
+#include <cstdio>
+
+#include "ch05_data/tokenize/prepare.h"
+#include "ch10_gpt2/sampler.h"
+#include "common/bench/gpu_peaks.h"
+#include "common/bench/timer.h"
+#include "common/core/parallel.h"
+#include "common/io/files.h"
+#include "common/nn/gpt2_weights.h"
+#include "common/ops/reduce.h"
+
+namespace lab {
+
+namespace {
+
+// The settings that must not change between a run and its resumption (they define the batches and the
+// optimizer trajectory); the rest (steps, logging, evaluation, device) may.
+constexpr const char* kResumeInvariants[] = {"batch", "seq", "total_batch_tokens", "shuffle", "seed",
+                                             "data_train"};
+
+}  // namespace
+
+Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
+  if (options_.threads > 0) set_num_threads(static_cast<int>(options_.threads));
+  device_ = options_.device == "auto" ? best_device() : parse_device(options_.device);
+  LAB_CHECK(!device_.is_cuda() || cuda_available(), Unsupported, "--device ", options_.device,
+            ": no CUDA GPU is available", (cuda_available() ? "" : " (or this build has no CUDA backend)"));
+  if (options_.dtype == "tf32") set_tf32(device_, true);
+  else if (device_.is_cuda()) set_tf32(device_, false);
+
+  const int64_t micro_tokens = options_.batch * options_.seq;
+  accum_steps_ = options_.total_batch_tokens > 0 ? options_.total_batch_tokens / micro_tokens : 1;
+
+  TrainState resumed;
+  if (!options_.resume.empty()) {
+    resumed = read_checkpoint_state(options_.resume);
+    for (const char* key : kResumeInvariants) {
+      const Json* saved = resumed.options.find(key);
+      LAB_CHECK(saved && saved->dump() == options_.to_json().at(key).dump(), InvalidArgument, "--resume: '", key,
+                "' was ", (saved ? saved->dump() : "absent"), " in ", options_.resume, ", now ",
+                options_.to_json().at(key).dump());
+    }
+    start_step_ = resumed.step;
+  }
+  setup_data();
+  if (!options_.resume.empty()) {
+    model_ = std::make_unique<GPT2>(resumed.config, device_);
+  } else {
+    const GPT2Config config = options_.init.empty() ? GPT2Config::from_name(options_.model)
+                                                    : read_gpt2_config(options_.init);
+    model_ = std::make_unique<GPT2>(config, device_);
+  }
+  LAB_CHECK(options_.seq <= model_->config().block_size, InvalidArgument, "--seq ", options_.seq,
+            " exceeds the model's block size ", model_->config().block_size);
+  optimizer_ = std::make_unique<AdamW>(
+      model_->parameters(), AdamWConfig{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2), 1e-8f,
+                                        static_cast<float>(options_.weight_decay)});
+  sample_rng_.reseed(static_cast<uint64_t>(options_.seed) ^ 0x5a5a5a5aull);
+  if (!options_.resume.empty()) {
+    load_checkpoint(options_.resume, *model_, *optimizer_);
+    train_loader_->seek(resumed.loader_position);
+    sample_rng_.set_state(resumed.rng);
+  } else if (!options_.init.empty()) {
+    load_gpt2_weights(*model_, options_.init);
+  } else {
+    model_->init_weights(static_cast<uint64_t>(options_.seed));
+  }
+
+  schedule_.kind = LrSchedule::parse_kind(options_.lr_schedule);
+  schedule_.max_lr = options_.lr;
+  schedule_.warmup_steps = options_.warmup_steps;
+  schedule_.total_steps = options_.lr_decay_steps > 0 ? options_.lr_decay_steps : options_.steps;
+  schedule_.min_lr_fraction = options_.lr_min_fraction;
+
+  flops_per_token_ = gpt2_flops_per_token(model_->config(), options_.seq);
+  if (device_.is_cuda()) {
+    const auto peak = bench::gpu_peak_flops(device_name(device_), options_.dtype == "tf32" ? bench::Precision::TF32
+                                                                                          : bench::Precision::FP32);
+    if (peak) {
+      peak_flops_ = peak->flops;
+      peak_name_ = peak->entry;
+    }
+  }
+  log_ = std::make_unique<JsonLog>(options_.log_json, !options_.resume.empty());
+
+  std::printf("model: %s, %.1fM parameters, on %s (%s)\n", model_->config().str().c_str(),
+              static_cast<double>(model_->config().num_parameters()) / 1e6, device_.str().c_str(),
+              device_name(device_).c_str());
+  std::printf("batch: %lld x %lld tokens, %lld micro-batch(es) per step, %lld steps, %s loader, %d CPU threads\n",
+              static_cast<long long>(options_.batch), static_cast<long long>(options_.seq),
+              static_cast<long long>(accum_steps_), static_cast<long long>(options_.steps), train_loader_->name().c_str(),
+              num_threads());
+  if (device_.is_cuda())
+    std::printf("MFU peak: %s\n", peak_flops_ ? cat(peak_name_, " ", options_.dtype, " ", *peak_flops_ / 1e12,
+                                                     " TFLOP/s").c_str()
+                                              : "unknown GPU: peak not known, MFU not reported");
+  if (start_step_ > 0)
+    std::printf("resumed from %s at step %lld\n", options_.resume.c_str(), static_cast<long long>(start_step_));
+  std::fflush(stdout);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::setup_data() {
+  std::string train = options_.data_train, val = options_.data_val;
+  if (train.empty()) {
+    const ch05::DatasetFiles files = ch05::prepare_tinyshakespeare(std::string(LAB_BINARY_DIR) + "/data_cache");
+    train = files.train_pattern;
+    val = files.val_pattern;
+  }
+  LoaderOptions lo;
+  lo.batch = options_.batch;
+  lo.seq = options_.seq;
+  lo.shuffle = options_.shuffle;
+  lo.seed = static_cast<uint64_t>(options_.seed);
+  train_loader_ = std::make_unique<SyncLoader>(expand_shard_pattern(train), lo);
+  if (!val.empty()) {
+    lo.shuffle = false;
+    val_loader_ = std::make_unique<SyncLoader>(expand_shard_pattern(val), lo);
+  }
+}
+
+Trainer::StepResult Trainer::train_step(int64_t step) {
+  StepResult r;
+  bench::Timer step_timer;
+  r.lr = schedule_.at(step);
+  ParameterStore& params = model_->parameters();
+  params.zero_grad();
+  double loss_sum = 0;
+  for (int64_t micro = 0; micro < accum_steps_; ++micro) {
+    bench::Timer data_timer;
+    if (train_loader_->position() > 0 && train_loader_->position() % train_loader_->plan().batches_per_epoch() == 0)
+      std::printf("data: epoch %lld begins at training batch %lld\n",
+                  static_cast<long long>(train_loader_->plan().epoch_of(train_loader_->position())),
+                  static_cast<long long>(train_loader_->position()));
+    train_loader_->next(inputs_, targets_);
+    const Tensor x = inputs_.device() == device_ ? inputs_ : inputs_.to(device_);
+    const Tensor y = targets_.device() == device_ ? targets_ : targets_.to(device_);
+    r.data_seconds += data_timer.seconds();
+    Tape tape;
+    const Tensor losses = model_->loss(tape, x, y, 1.0f / static_cast<float>(accum_steps_));
+    tape.backward();
+    loss_sum += ops::sum(losses) / static_cast<double>(losses.numel());
+  }
+  r.loss = loss_sum / static_cast<double>(accum_steps_);
+  r.grad_norm = global_grad_norm(params);
+  optimizer_->step(static_cast<float>(r.lr), clip_coefficient(r.grad_norm, options_.grad_clip));
+  synchronize(device_);
+  r.seconds = step_timer.seconds();
+  return r;
+}
+
+double Trainer::evaluate() {
+  if (!val_loader_) return NAN;
+  const int64_t available = val_loader_->plan().batches_per_epoch();
+  const int64_t n = options_.val_batches > 0 ? std::min(options_.val_batches, available) : available;
+  val_loader_->seek(0);
+  double total = 0;
+  Tensor x, y;
+  for (int64_t i = 0; i < n; ++i) {
+    val_loader_->next(x, y);
+    Tape tape(false);
+    const Tensor losses = model_->loss(tape, x.to(device_), y.to(device_));
+    total += ops::sum(losses) / static_cast<double>(losses.numel());
+  }
+  return total / static_cast<double>(n);
+}
+
+std::string Trainer::sample_text(int64_t step) {
+  if (options_.sample_tokens <= 0) return "";
+  if (!tokenizer_) tokenizer_ = std::make_unique<GPT2Tokenizer>(GPT2Tokenizer::load_default());
+  SampleOptions so;
+  so.max_new_tokens = options_.sample_tokens;
+  const std::vector<int32_t> ids = sample_tokens(*model_, {GPT2Tokenizer::kEndOfText}, so, sample_rng_);
+  std::string text;
+  for (int32_t id : ids) {
+    if (id == GPT2Tokenizer::kEndOfText) break;
+    text += tokenizer_->token_bytes(id);
+  }
+  std::printf("---- sample at step %lld ----\n%s\n------------------------------\n", static_cast<long long>(step),
+              text.c_str());
+  Json rec = Json::object();
+  rec.set("step", step);
+  rec.set("sample", text);
+  log_->write(rec);
+  return text;
+}
+
+void Trainer::save_checkpoint_at(int64_t step) {
+  TrainState s;
+  s.step = step;
+  s.loader_position = train_loader_->position();
+  s.rng = sample_rng_.state();
+  s.config = model_->config();
+  s.options = options_.to_json();
+  save_checkpoint(options_.save, *model_, *optimizer_, s);
+  std::printf("checkpoint: step %lld saved to %s\n", static_cast<long long>(step), options_.save.c_str());
+}
+
+void Trainer::log_step(int64_t step, const StepResult& r) {
+  const double tokens = static_cast<double>(options_.batch * options_.seq * accum_steps_);
+  const double tok_per_s = tokens / r.seconds;
+  run_seconds_ += r.seconds;
+  const int64_t done = step + 1 - start_step_;
+  const double eta = run_seconds_ / static_cast<double>(done) * static_cast<double>(options_.steps - step - 1);
+  const int64_t peak = memory_stats(device_).peak_total;
+  std::optional<double> mfu;
+  if (peak_flops_) mfu = flops_per_token_ * tok_per_s / *peak_flops_;
+  std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s%s | ETA %s\n",
+              static_cast<long long>(step + 1), static_cast<long long>(options_.steps), r.loss, r.lr, r.grad_norm,
+              r.seconds * 1e3, tok_per_s, mfu ? cat(" | MFU ", static_cast<int>(*mfu * 1000) / 10.0, "%").c_str() : "",
+              format_duration(eta).c_str());
+  std::fflush(stdout);
+  Json rec = Json::object();
+  rec.set("step", step + 1);
+  rec.set("loss", r.loss);
+  rec.set("lr", r.lr);
+  rec.set("grad_norm", r.grad_norm);
+  rec.set("ms", r.seconds * 1e3);
+  rec.set("data_ms", r.data_seconds * 1e3);
+  rec.set("tokens_per_s", tok_per_s);
+  rec.set("mfu", mfu ? Json(*mfu) : Json());
+  rec.set("mem_peak_bytes", peak);
+  log_->write(rec);
+}
+
+TrainSummary Trainer::run() {
+  TrainSummary summary;
+  summary.steps = start_step_;
+  auto eval_and_log = [&](int64_t step) {
+    if (!val_loader_) return;
+    bench::Timer t;
+    summary.last_val_loss = evaluate();
+    std::printf("eval  %5lld | val_loss %.4f | %.1f s\n", static_cast<long long>(step), summary.last_val_loss,
+                t.seconds());
+    Json rec = Json::object();
+    rec.set("step", step);
+    rec.set("val_loss", summary.last_val_loss);
+    rec.set("ms", t.milliseconds());
+    log_->write(rec);
+  };
+  if (start_step_ == 0 && options_.eval_every > 0) eval_and_log(0);
+  for (int64_t step = start_step_; step < options_.steps; ++step) {
+    const StepResult r = train_step(step);
+    LAB_CHECK(std::isfinite(r.loss), Internal, "training diverged: loss is ", r.loss, " at step ", step + 1);
+    log_step(step, r);
+    summary.last_loss = r.loss;
+    summary.steps = step + 1;
+    const bool last = step + 1 == options_.steps;
+    if ((options_.eval_every > 0 && (step + 1) % options_.eval_every == 0) || last) eval_and_log(step + 1);
+    if (options_.sample_every > 0 && (step + 1) % options_.sample_every == 0 && !last) sample_text(step + 1);
+    if (!options_.save.empty() && ((options_.save_every > 0 && (step + 1) % options_.save_every == 0) || last))
+      save_checkpoint_at(step + 1);
+  }
+  summary.seconds = run_seconds_;
+  summary.sample = sample_text(summary.steps);
+  return summary;
+}
+
+}  // namespace lab

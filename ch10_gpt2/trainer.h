@@ -1,0 +1,67 @@
+// The GPT-2 trainer: data, model, optimizer, schedule, evaluation, sampling, checkpoints and logs,
+// driven by TrainOptions. gpt2_train is a thin main() around it; tests drive it directly.
+#pragma once
+
+#include <cmath>
+#include <memory>
+#include <optional>
+
+#include "ch10_gpt2/checkpoint.h"
+#include "ch10_gpt2/train_log.h"
+#include "ch10_gpt2/train_options.h"
+#include "common/data/loader.h"
+#include "common/optim/lr_schedule.h"
+#include "common/text/tokenizer.h"
+#include "common/util/rng.h"
+
+namespace lab {
+
+struct TrainSummary {
+  int64_t steps = 0;                 // optimizer steps completed in total
+  double last_loss = NAN;            // training loss of the last step
+  double last_val_loss = NAN;        // NaN when there is no validation split
+  double seconds = 0;                // wall time of this run's steps
+  std::string sample;                // the last text sample ("" when none)
+};
+
+class Trainer {
+ public:
+  explicit Trainer(TrainOptions options);
+  ~Trainer();
+  TrainSummary run();
+
+  const GPT2& model() const { return *model_; }
+
+ private:
+  struct StepResult {
+    double loss = 0, grad_norm = 0, lr = 0, seconds = 0, data_seconds = 0;
+  };
+
+  void setup_data();
+  void setup_model();
+  StepResult train_step(int64_t step);
+  double evaluate();
+  std::string sample_text(int64_t step);
+  void save_checkpoint_at(int64_t step);
+  void log_step(int64_t step, const StepResult& r);
+
+  TrainOptions options_;
+  Device device_;
+  int64_t accum_steps_ = 1;
+  double flops_per_token_ = 0;
+  std::optional<double> peak_flops_;
+  std::string peak_name_;
+
+  std::unique_ptr<GPT2> model_;
+  std::unique_ptr<AdamW> optimizer_;
+  LrSchedule schedule_;
+  std::unique_ptr<BatchLoader> train_loader_, val_loader_;
+  std::unique_ptr<GPT2Tokenizer> tokenizer_;
+  std::unique_ptr<JsonLog> log_;
+  Rng sample_rng_;
+  int64_t start_step_ = 0;
+  double run_seconds_ = 0;
+  Tensor inputs_, targets_;  // host batch buffers
+};
+
+}  // namespace lab
