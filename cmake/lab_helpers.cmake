@@ -4,6 +4,9 @@
 function(lab_target_defaults target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Werror -Wno-unknown-pragmas>
+    # Nothing here reads errno after a math call or tests floating-point exception flags; without these,
+    # loops calling sqrt() or floor() are not vectorised (both are still IEEE-exact).
+    $<$<COMPILE_LANGUAGE:CXX>:-fno-math-errno -fno-trapping-math>
     $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings -Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr>)
   if(LAB_NATIVE_ARCH)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)

@@ -10,9 +10,12 @@ namespace lab {
 
 size_t cpu_size_class(size_t bytes) {
   constexpr size_t kMinBlock = 64;
+  constexpr size_t kLarge = size_t{1} << 20;
   if (bytes <= kMinBlock) return kMinBlock;
-  // Largest power of two not above bytes, then the next quarter step at or above bytes.
-  size_t pow2 = size_t{1} << (63 - __builtin_clzll(bytes));
+  // Large blocks: whole MiBs (at most 1 MiB of slack, and the untouched tail of a block is never paged in).
+  if (bytes >= kLarge) return (bytes + kLarge - 1) / kLarge * kLarge;
+  // Small blocks: the next quarter step above a power of two (at most 25% slack, few distinct sizes).
+  const size_t pow2 = size_t{1} << (63 - __builtin_clzll(bytes));
   if (pow2 == bytes) return bytes;
   const size_t quarter = pow2 / 4;
   return (bytes + quarter - 1) / quarter * quarter;
@@ -49,13 +52,13 @@ class CpuCachingAllocator final : public Allocator {
       LAB_CHECK(ptr, Io, "out of host memory allocating ", size, " bytes");
       counters_.on_reserve(static_cast<int64_t>(size), true);
     }
-    counters_.on_alloc(size, category);
+    counters_.on_alloc(bytes, category);  // live bytes are what was asked for; reserved bytes include slack
     return ptr;
   }
 
   void deallocate(void* ptr, size_t bytes, MemCategory category) override {
     const size_t size = cpu_size_class(bytes);
-    counters_.on_free(size, category);
+    counters_.on_free(bytes, category);
     bool over_cap = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -3,8 +3,9 @@
 // Why cache on the CPU at all: a training step frees and re-allocates the same activation buffers every
 // step. Large blocks from malloc come straight from mmap, so each step would page-fault and zero them
 // again (tens of milliseconds for GPT-2's logits). Reusing blocks makes the steady state allocation-free.
-// Sizes are rounded up to quarter-powers of two (at most 25% slack), and the cache is emptied whenever it
-// grows past a cap (LAB_CPU_CACHE_MB, default 1024), so a workload of ever-changing shapes stays bounded.
+// Small sizes are rounded up to quarter-powers of two (at most 25% slack), large ones to whole MiBs, and the
+// cache is emptied whenever it grows past a cap (LAB_CPU_CACHE_MB, default 1024), so a workload of
+// ever-changing shapes stays bounded. Live bytes count what was requested; reserved bytes what is held.
 #pragma once
 
 #include "common/core/memory.h"

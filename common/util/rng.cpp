@@ -16,6 +16,7 @@ uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 void Rng::reseed(uint64_t seed) {
   for (auto& w : s_) w = splitmix64(seed);
+  has_spare_ = false;
 }
 
 uint64_t Rng::next_u64() {
@@ -43,11 +44,18 @@ uint64_t Rng::below(uint64_t n) {
 }
 
 float Rng::normal(float mean, float std) {
+  if (has_spare_) {
+    has_spare_ = false;
+    return mean + std * static_cast<float>(spare_);
+  }
   // Box-Muller with u1 in (0, 1] so log() is finite.
   const double u1 = (static_cast<double>(next_u64() >> 11) + 1.0) * (1.0 / 9007199254740992.0);
   const double u2 = static_cast<double>(next_u64() >> 11) * (1.0 / 9007199254740992.0);
   const double r = std::sqrt(-2.0 * std::log(u1));
-  return mean + std * static_cast<float>(r * std::cos(6.283185307179586 * u2));
+  const double angle = 6.283185307179586 * u2;
+  spare_ = r * std::sin(angle);
+  has_spare_ = true;
+  return mean + std * static_cast<float>(r * std::cos(angle));
 }
 
 }  // namespace lab

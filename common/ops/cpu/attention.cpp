@@ -45,7 +45,7 @@ void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, 
     for (int64_t t = 0; t < d.T; ++t) {
       float* row = a + t * d.T;
       float mx = row[0];
-      for (int64_t s = 1; s <= t; ++s) mx = std::fmax(mx, row[s]);
+      for (int64_t s = 1; s <= t; ++s) mx = row[s] > mx ? row[s] : mx;
       float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
       for (int64_t s = 0; s <= t; ++s) {

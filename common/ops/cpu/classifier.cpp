@@ -24,7 +24,7 @@ void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& 
     float* row = lp + n * Vp;
     float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-    for (int64_t v = 0; v < vocab; ++v) mx = std::fmax(mx, row[v]);
+    for (int64_t v = 0; v < vocab; ++v) mx = row[v] > mx ? row[v] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int64_t v = 0; v < vocab; ++v) sum += exp_fast(row[v] - mx);

@@ -12,7 +12,9 @@
 namespace lab::ops::cpu {
 
 inline float exp_fast(float x) {
-  x = std::fmin(std::fmax(x, -87.0f), 88.0f);
+  // Ternaries rather than std::fmin/fmax: those must honour NaN rules and compile to library calls,
+  // which would stop the loop from vectorising.
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
   // exp(x) = 2^n * exp(r), n = round(x / ln2), r = x - n ln2 (ln2 split in two for precision).
   const float n = std::floor(x * 1.44269504088896341f + 0.5f);
   const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
