@@ -70,6 +70,8 @@ void prepare_output_directory(const std::string& out_prefix) {
 
 }  // namespace
 
+int default_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 bool is_val_document(int64_t index, double val_fraction) {
   return std::floor(static_cast<double>(index + 1) * val_fraction) >
          std::floor(static_cast<double>(index) * val_fraction);
@@ -98,7 +100,7 @@ std::vector<std::string> expand_inputs(const std::string& list) {
 TokenizeStats tokenize_to_shards(const GPT2Tokenizer& tokenizer, const TokenizeOptions& options) {
   check_options(options);
   TokenizeStats stats;
-  stats.threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  stats.threads = options.threads > 0 ? options.threads : default_threads();
   const int window = options.window > 0 ? options.window : 4 * stats.threads;
 
   const bool writing = !options.out_prefix.empty();

@@ -47,6 +47,9 @@ struct TokenizeStats {
   double tokens_per_second() const { return seconds > 0 ? (train.tokens + val.tokens) / seconds : 0; }
 };
 
+// One tokenizer thread per core.
+int default_threads();
+
 // Document i goes to val iff floor((i+1) * F) > floor(i * F): streaming, deterministic, and exactly
 // floor(n * F) of the first n documents are val ones, spread evenly (F = 0.1: documents 9, 19, 29, ...).
 bool is_val_document(int64_t index, double val_fraction);

@@ -8,6 +8,7 @@
 // See ch05_data/README.md, "Preprocessing: gpt2_tokenize", for what each option does and measured numbers.
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <iterator>
 #include <string>
@@ -45,24 +46,31 @@ void print_split(const char* name, const SplitStats& split) {
 }
 
 // Throughput for 1, 2, ..., N threads on the same input (count only, nothing written): the median of
-// `repeats` runs each, after one warm-up run that brings the input into the page cache.
+// `repeats` runs each, after one warm-up run that brings the input into the page cache. The CPU time of the
+// process per run is printed beside the wall time: when it stays flat while the wall time does not shrink,
+// the threads were waiting for cores (other programs), not for each other.
 void run_scaling(const GPT2Tokenizer& tokenizer, TokenizeOptions options, int max_threads, int repeats) {
   options.out_prefix.clear();
   options.progress = false;
   options.threads = max_threads;
   tokenize_to_shards(tokenizer, options);
-  std::printf("%-8s %10s %10s %12s %9s\n", "threads", "seconds", "MB/s", "Mtokens/s", "speedup");
+  std::printf("%-8s %10s %10s %12s %9s %10s\n", "threads", "seconds", "MB/s", "Mtokens/s", "speedup", "cpu s");
   double one_thread_seconds = 0;
   for (int threads = 1; threads <= max_threads; ++threads) {
     options.threads = threads;
-    std::vector<TokenizeStats> runs;
-    for (int r = 0; r < repeats; ++r) runs.push_back(tokenize_to_shards(tokenizer, options));
-    std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.seconds < b.seconds; });
-    const TokenizeStats& median = runs[runs.size() / 2];
+    std::vector<std::pair<TokenizeStats, double>> runs;  // with the CPU seconds of each run
+    for (int r = 0; r < repeats; ++r) {
+      const std::clock_t cpu_start = std::clock();
+      const TokenizeStats stats = tokenize_to_shards(tokenizer, options);
+      runs.emplace_back(stats, static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC);
+    }
+    std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first.seconds < b.first.seconds; });
+    const auto& [median, cpu_seconds] = runs[runs.size() / 2];
     if (threads == 1) one_thread_seconds = median.seconds;
-    std::printf("%-8d %10.3f %10.2f %12.3f %8.2fx   (min %.3f s, max %.3f s)\n", threads, median.seconds,
-                median.megabytes_per_second(), median.tokens_per_second() / 1e6,
-                one_thread_seconds / median.seconds, runs.front().seconds, runs.back().seconds);
+    std::printf("%-8d %10.3f %10.2f %12.3f %8.2fx %10.3f   (wall min %.3f s, max %.3f s)\n", threads,
+                median.seconds, median.megabytes_per_second(), median.tokens_per_second() / 1e6,
+                one_thread_seconds / median.seconds, cpu_seconds, runs.front().first.seconds,
+                runs.back().first.seconds);
   }
 }
 
@@ -111,8 +119,8 @@ int run(int argc, char** argv) {
 
   const GPT2Tokenizer tokenizer = GPT2Tokenizer::load_default();
   if (scaling) {
-    const int max_threads = threads > 0 ? static_cast<int>(threads) : tokenize_to_shards(tokenizer, options).threads;
-    run_scaling(tokenizer, options, max_threads, static_cast<int>(repeats));
+    run_scaling(tokenizer, options, threads > 0 ? static_cast<int>(threads) : default_threads(),
+                static_cast<int>(repeats));
     return 0;
   }
   const TokenizeStats stats = tokenize_to_shards(tokenizer, options);

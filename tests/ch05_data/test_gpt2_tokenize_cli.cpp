@@ -64,8 +64,9 @@ TEST(Gpt2TokenizeCli, WritesTheSameShardsAsTheLibrary) {
   const std::string dir = scratch_directory();
   const std::string text = testing::make_corpus(21, 200);
   write_file_atomic(dir + "/corpus.txt", text);
-  const CommandResult r = run_command(kBinary + " --input " + quoted(dir + "/corpus.txt") + " --out-prefix " + quoted(dir + "/out/c") +
-                    " --doc-split blank-line --threads 2 --chunk-bytes 4096 --no-progress");
+  const CommandResult r =
+      run_command(kBinary + " --input " + quoted(dir + "/corpus.txt") + " --out-prefix " + quoted(dir + "/out/c") +
+                  " --doc-split blank-line --threads 2 --chunk-bytes 4096 --no-progress");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("throughput"), std::string::npos) << r.output;
   const testing::Streams expected =

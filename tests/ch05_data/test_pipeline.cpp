@@ -88,7 +88,8 @@ TEST(Pipeline, EndOfTextBeforeEveryDocument) {
     expected.push_back(eot);
     for (const int32_t id : tokenizer().encode(doc)) expected.push_back(static_cast<uint16_t>(id));
   }
-  ASSERT_EQ(std::vector<uint16_t>(expected.begin(), expected.begin() + 4), (std::vector<uint16_t>{eot, 15496, 995, eot}));
+  ASSERT_EQ(std::vector<uint16_t>(expected.begin(), expected.begin() + 4),
+            (std::vector<uint16_t>{eot, 15496, 995, eot}));
   EXPECT_EQ(concatenated(with.train.shards), expected);
   EXPECT_TRUE(with.val.shards.empty());
 
