@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "ch05_data/loaders/make_loader.h"
 #include "common/core/error.h"
 
 namespace lab {
@@ -9,7 +10,13 @@ namespace lab {
 void TrainOptions::register_flags(Flags& f) {
   f.add_string("data-train", &data_train, "training shards: a file or a glob (default: bundled tiny Shakespeare)");
   f.add_string("data-val", &data_val, "validation shards: a file or a glob");
-  f.add_choice("loader", &loader, {"sync"}, "data loader stage");
+  f.add_choice("loader", &loader, ch05::loader_stages(), "data loader stage (chapter 5)");
+  f.add_int("loader-depth", &loader_depth, "batches the prefetch and pinned loaders read ahead", 1, 1024);
+  f.add_int("loader-workers", &loader_workers, "reader threads of the prefetch and pinned loaders", 1, 256);
+  f.add_int("slow-read-us", &slow_read_us, "simulated storage latency per batch read, in microseconds", 0,
+            60'000'000);
+  f.add_int("slow-preprocess-us", &slow_preprocess_us,
+            "simulated CPU preprocessing per batch, in microseconds of CPU time", 0, 60'000'000);
   f.add_bool("shuffle", &shuffle, "shuffle shard order and batch positions every epoch (seeded)");
   f.add_string("model", &model, "model size: d12, d24, d36, d48, small, tiny");
   f.add_string("init", &init, "start from these safetensors weights (Hugging Face GPT-2 names)");
@@ -60,6 +67,10 @@ Json TrainOptions::to_json() const {
   j.set("data_train", data_train);
   j.set("data_val", data_val);
   j.set("loader", loader);
+  j.set("loader_depth", loader_depth);
+  j.set("loader_workers", loader_workers);
+  j.set("slow_read_us", slow_read_us);
+  j.set("slow_preprocess_us", slow_preprocess_us);
   j.set("shuffle", shuffle);
   j.set("batch", batch);
   j.set("seq", seq);

@@ -16,7 +16,11 @@ struct TrainOptions {
   // data
   std::string data_train;  // shard file or glob; empty: the bundled tiny Shakespeare, tokenized on first use
   std::string data_val;
-  std::string loader = "sync";
+  std::string loader = "sync";     // a chapter 5 loader stage: sync, mmap, prefetch, pinned
+  int64_t loader_depth = 4;        // batches the background stages read ahead
+  int64_t loader_workers = 2;      // their reader threads
+  int64_t slow_read_us = 0;        // simulated slow source: latency per batch read
+  int64_t slow_preprocess_us = 0;  // and CPU time of preprocessing per batch
   bool shuffle = false;
   // model
   std::string model = "small";  // a GPT2Config name; ignored with --init / --resume (they carry the config)

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "ch05_data/loaders/make_loader.h"
 #include "ch05_data/tokenize/prepare.h"
 #include "ch10_gpt2/sampler.h"
 #include "common/bench/gpu_peaks.h"
@@ -115,10 +116,15 @@ void Trainer::setup_data() {
   lo.seq = options_.seq;
   lo.shuffle = options_.shuffle;
   lo.seed = static_cast<uint64_t>(options_.seed);
-  train_loader_ = std::make_unique<SyncLoader>(expand_shard_pattern(train), lo);
+  lo.depth = static_cast<int>(options_.loader_depth);
+  lo.workers = static_cast<int>(options_.loader_workers);
+  lo.slow = {options_.slow_read_us, options_.slow_preprocess_us};
+  train_loader_ = ch05::make_loader(options_.loader, expand_shard_pattern(train), lo, device_);
   if (!val.empty()) {
     lo.shuffle = false;
-    val_loader_ = std::make_unique<SyncLoader>(expand_shard_pattern(val), lo);
+    // Evaluation reads from batch 0 within one epoch, and a fallback was reported by the training loader.
+    lo.log = [](const std::string&) {};
+    val_loader_ = ch05::make_loader(options_.loader, expand_shard_pattern(val), lo, device_);
   }
 }
 
@@ -131,10 +137,6 @@ Trainer::StepResult Trainer::train_step(int64_t step) {
   double loss_sum = 0;
   for (int64_t micro = 0; micro < accum_steps_; ++micro) {
     bench::Timer data_timer;
-    if (train_loader_->position() > 0 && train_loader_->position() % train_loader_->plan().batches_per_epoch() == 0)
-      std::printf("data: epoch %lld begins at training batch %lld\n",
-                  static_cast<long long>(train_loader_->plan().epoch_of(train_loader_->position())),
-                  static_cast<long long>(train_loader_->position()));
     train_loader_->next(inputs_, targets_);
     const Tensor x = inputs_.device() == device_ ? inputs_ : inputs_.to(device_);
     const Tensor y = targets_.device() == device_ ? targets_ : targets_.to(device_);

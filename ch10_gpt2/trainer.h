@@ -61,7 +61,7 @@ class Trainer {
   Rng sample_rng_;
   int64_t start_step_ = 0;
   double run_seconds_ = 0;
-  Tensor inputs_, targets_;  // host batch buffers
+  Tensor inputs_, targets_;  // batch buffers (on the loader's device)
 };
 
 }  // namespace lab

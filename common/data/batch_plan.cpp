@@ -1,6 +1,7 @@
 #include "common/data/batch_plan.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include "common/core/error.h"
@@ -29,6 +30,11 @@ BatchPlan::BatchPlan(const std::vector<std::string>& shard_paths, const LoaderOp
             "positive (got ", options.batch, " x ", options.seq, ")");
   LAB_CHECK(options.world > 0 && options.rank >= 0 && options.rank < options.world, InvalidArgument,
             "loader: rank ", options.rank, " is outside a world of ", options.world);
+  LAB_CHECK(options.workers >= 1 && options.depth >= 1, InvalidArgument, "loader: workers (", options.workers,
+            ") and depth (", options.depth, ") must be at least 1");
+  LAB_CHECK(options.slow.read_latency_us >= 0 && options.slow.preprocess_us >= 0, InvalidArgument,
+            "loader: the simulated read latency (", options.slow.read_latency_us, " us) and preprocessing (",
+            options.slow.preprocess_us, " us) cannot be negative");
   LAB_CHECK(!shard_paths.empty(), InvalidArgument, "loader: no shards given");
   for (const std::string& path : shard_paths) {
     shards_.push_back(read_shard_info(path));
@@ -48,21 +54,26 @@ std::vector<int> BatchPlan::shard_order(int64_t epoch) const {
   return order;
 }
 
+const std::vector<int64_t>& BatchPlan::permutation(int64_t epoch) const {
+  for (const Permutation& p : perms_)
+    if (p.epoch == epoch) return p.order;
+  Permutation& p = perms_[perm_oldest_];
+  perm_oldest_ = 1 - perm_oldest_;
+  p.epoch = epoch;
+  p.order.resize(static_cast<size_t>(per_epoch_));
+  std::iota(p.order.begin(), p.order.end(), 0);
+  shuffle_in_place(p.order, epoch_seed(options_.seed, epoch, 2));
+  return p.order;
+}
+
 int64_t BatchPlan::stream_offset(int64_t k) const {
   LAB_CHECK(k >= 0, InvalidArgument, "loader: negative batch index ", k);
   const int64_t epoch = k / per_rank_;
   const int64_t global = (k % per_rank_) * options_.world + options_.rank;
   int64_t position = global;
   if (options_.shuffle) {
-    // Loaders ask for consecutive batches, so the permutation of the current epoch is kept.
     std::lock_guard<std::mutex> lock(perm_mutex_);
-    if (perm_epoch_ != epoch) {
-      perm_.resize(static_cast<size_t>(per_epoch_));
-      std::iota(perm_.begin(), perm_.end(), 0);
-      shuffle_in_place(perm_, epoch_seed(options_.seed, epoch, 2));
-      perm_epoch_ = epoch;
-    }
-    position = perm_[static_cast<size_t>(global)];
+    position = permutation(epoch)[static_cast<size_t>(global)];
   }
   return position * batch_tokens();
 }
@@ -85,6 +96,15 @@ std::vector<ShardPiece> BatchPlan::pieces(int64_t k) const {
   }
   LAB_ASSERT(need == 0);
   return out;
+}
+
+void report(const LoaderOptions& options, const std::string& line) {
+  if (options.log) {
+    options.log(line);
+    return;
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
 }
 
 void tokens_to_batch(const uint16_t* tokens, int64_t batch, int64_t seq, int32_t* inputs, int32_t* targets) {

@@ -12,13 +12,18 @@
 //
 // A loader's whole state is one integer, the number of batches it has handed out: batch k of a rank is
 // batch k % per_epoch of epoch k / per_epoch. That makes exact resume a matter of saving that integer.
+// Epochs follow one another without end; loaders report each new epoch when its first batch is handed
+// out, so running past the end of the data is never silent.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/data/slow_source.h"
 #include "common/io/shards.h"
 
 namespace lab {
@@ -30,6 +35,14 @@ struct LoaderOptions {
   int world = 1;
   bool shuffle = false;
   uint64_t seed = 0;
+  // Loaders that read in the background (chapter 5): reader threads, and how many batches they may
+  // hold ready ahead of the consumer.
+  int workers = 2;
+  int depth = 4;
+  // A simulated slow source (slow_source.h), off by default.
+  SlowSource slow;
+  // Where a loader reports events (a new epoch begins, a stage falls back to another); empty: stdout.
+  std::function<void(const std::string&)> log;
 };
 
 // A contiguous run of tokens inside one shard.
@@ -67,10 +80,20 @@ class BatchPlan {
   int64_t total_tokens_ = 0;
   int64_t per_epoch_ = 0;  // batches in an epoch, all ranks together
   int64_t per_rank_ = 0;
-  mutable std::mutex perm_mutex_;  // guards the cached permutation of one epoch (loaders may run threads)
-  mutable int64_t perm_epoch_ = -1;
-  mutable std::vector<int64_t> perm_;
+  // Batch permutations of the two most recent epochs asked for: readers that run ahead of the consumer
+  // straddle an epoch boundary, and each permutation costs O(batches per epoch) to compute.
+  struct Permutation {
+    int64_t epoch = -1;
+    std::vector<int64_t> order;
+  };
+  const std::vector<int64_t>& permutation(int64_t epoch) const;  // call with perm_mutex_ held
+  mutable std::mutex perm_mutex_;  // loaders may ask from several threads
+  mutable std::array<Permutation, 2> perms_;
+  mutable size_t perm_oldest_ = 0;
 };
+
+// Reports `line` through options.log, or on stdout when none is set.
+void report(const LoaderOptions& options, const std::string& line);
 
 // Splits B*T+1 contiguous tokens into int32 inputs [B*T] and targets [B*T] (row b: tokens b*T .. b*T+T).
 void tokens_to_batch(const uint16_t* tokens, int64_t batch, int64_t seq, int32_t* inputs, int32_t* targets);

@@ -1,0 +1,351 @@
+// ch05_loader_bench: what each of chapter 5's loader stages buys, measured two ways in one run, with and
+// without a simulated slow source (common/data/slow_source.h).
+//
+//   1. Loader throughput: the tokens per second a stage hands out when its consumer asks as fast as it
+//      can, over synthetic shards, with a warm page cache and with a cold one. "Cold" drops the shards'
+//      pages with posix_fadvise(POSIX_FADV_DONTNEED) before each repeat, then checks with mincore() how
+//      much really left the cache, and says so when the machine kept the pages.
+//   2. Data-stall fraction of a training step: the real gpt2_train Trainer on a small model, once per
+//      stage; the stall is the time a step waits for its batch (the JSON log's data_ms, which includes
+//      the copy to the device) divided by the step time (ms), over the steps after a few warm-up steps.
+//      The step time is reported beside it: reader threads that burn CPU can slow the step itself down
+//      on a machine with few cores, and that cost belongs in the table too.
+//
+// The default slow source is latency dominated, as remote storage is: every batch read waits 100 ms (an
+// object-store or network-file-system request) and costs 1 ms of CPU (decoding). That is about half a
+// training step of the default small model on a 2-core CPU, so the synchronous stages stall for about a
+// third of every step, while two reader threads deliver a batch every ~50 ms, well ahead of the step.
+// Raise --slow-preprocess-us to see the other regime, where readers compete with training for cores.
+//
+//   ch05_loader_bench                          # defaults: a few minutes on 2 cores
+//   ch05_loader_bench --json loaders.json      # also writes the bench result (rows per stage x slow source)
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "ch05_data/loaders/make_loader.h"
+#include "ch10_gpt2/trainer.h"
+#include "common/bench/result.h"
+#include "common/bench/timer.h"
+#include "common/core/parallel.h"
+#include "common/io/files.h"
+#include "common/util/flags.h"
+#include "common/util/main.h"
+#include "common/util/rng.h"
+
+namespace lab {
+namespace {
+
+struct Settings {
+  std::string dir = std::string(LAB_BINARY_DIR) + "/loader_bench";
+  std::string device = "auto";
+  int64_t shards = 8;
+  int64_t shard_tokens = 4 << 20;
+  int64_t batch = 16, seq = 1024;  // throughput batches
+  int64_t slow_batches = 24;       // batches per throughput repeat with the slow source (without: one epoch)
+  int64_t repeats = 3;
+  int64_t workers = 2, depth = 4;
+  int64_t slow_read_us = 100'000, slow_preprocess_us = 1'000;
+  std::string model = "small";
+  int64_t train_batch = 4, train_seq = 64, steps = 24, warmup_steps = 4, threads = 0;
+  std::string json;
+};
+
+// ---------------------------------------------------------------- data and page cache
+
+std::vector<std::string> write_bench_shards(const Settings& s) {
+  make_directories(s.dir);
+  std::vector<std::string> paths;
+  Rng rng(5);
+  std::vector<uint16_t> tokens(static_cast<size_t>(s.shard_tokens));
+  for (int64_t i = 0; i < s.shards; ++i) {
+    for (uint16_t& t : tokens) t = static_cast<uint16_t>(rng.below(50257));
+    char name[32];
+    std::snprintf(name, sizeof(name), "/bench_%06lld.bin", static_cast<long long>(i));
+    paths.push_back(s.dir + name);
+    write_shard(paths.back(), tokens);  // fsynced: clean pages, which DONTNEED can drop
+  }
+  return paths;
+}
+
+// Fraction of the files' pages in the page cache, from mincore() on a fresh mapping.
+double cached_fraction(const std::vector<std::string>& paths) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  size_t cached = 0, total = 0;
+  for (const std::string& path : paths) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    LAB_CHECK(fd >= 0, Io, "cannot open '", path, "'");
+    const size_t bytes = static_cast<size_t>(file_size(path));
+    void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    LAB_CHECK(map != MAP_FAILED, Io, "cannot map '", path, "'");
+    std::vector<unsigned char> resident((bytes + page - 1) / page);
+    const int rc = ::mincore(map, bytes, resident.data());
+    ::munmap(map, bytes);
+    LAB_CHECK(rc == 0, Io, "mincore failed on '", path, "'");
+    for (unsigned char r : resident) cached += r & 1;
+    total += resident.size();
+  }
+  return total ? static_cast<double>(cached) / static_cast<double>(total) : 0.0;
+}
+
+// Asks the kernel to drop the files' cached pages; returns the fraction still cached afterwards.
+double drop_page_cache(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    LAB_CHECK(fd >= 0, Io, "cannot open '", path, "'");
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+  return cached_fraction(paths);
+}
+
+// ---------------------------------------------------------------- measurements
+
+LoaderOptions loader_options(const Settings& s, int64_t batch, int64_t seq, bool slow, std::set<std::string>& notes) {
+  LoaderOptions o;
+  o.batch = batch;
+  o.seq = seq;
+  o.workers = static_cast<int>(s.workers);
+  o.depth = static_cast<int>(s.depth);
+  if (slow) o.slow = {s.slow_read_us, s.slow_preprocess_us};
+  o.log = [&notes](const std::string& line) { notes.insert(line); };
+  return o;
+}
+
+struct Throughput {
+  double warm = 0, cold = 0;  // tokens/s, medians over repeats
+  double cold_cached = 0;     // largest fraction of pages still cached after a drop
+  std::string ran_as;
+};
+
+// Tokens/s of one pass of `batches` batches, loader construction (opening the shards) included.
+double one_pass(const std::string& stage, const std::vector<std::string>& paths, const LoaderOptions& o,
+                int64_t batches, Device device, std::string& ran_as) {
+  Tensor inputs, targets;
+  bench::Timer timer;
+  const std::unique_ptr<BatchLoader> loader = ch05::make_loader(stage, paths, o, device);
+  for (int64_t i = 0; i < batches; ++i) loader->next(inputs, targets);
+  synchronize(loader->device());
+  const double seconds = timer.seconds();
+  ran_as = loader->name();
+  return static_cast<double>(batches * o.batch * o.seq) / seconds;
+}
+
+Throughput measure_throughput(const Settings& s, const std::string& stage, const std::vector<std::string>& paths,
+                              bool slow, Device device, std::set<std::string>& notes) {
+  const LoaderOptions o = loader_options(s, s.batch, s.seq, slow, notes);
+  const int64_t per_epoch = BatchPlan(paths, o).batches_per_epoch();
+  const int64_t batches = slow ? std::min(s.slow_batches, per_epoch) : per_epoch;
+  Throughput t;
+  std::vector<double> warm, cold;
+  one_pass(stage, paths, o, batches, device, t.ran_as);  // warms the cache (and the allocator)
+  for (int64_t r = 0; r < s.repeats; ++r) warm.push_back(one_pass(stage, paths, o, batches, device, t.ran_as));
+  for (int64_t r = 0; r < s.repeats; ++r) {
+    t.cold_cached = std::max(t.cold_cached, drop_page_cache(paths));
+    cold.push_back(one_pass(stage, paths, o, batches, device, t.ran_as));
+  }
+  t.warm = bench::median(warm);
+  t.cold = bench::median(cold);
+  return t;
+}
+
+// Sends this process's stdout to a file for a scope: the trainer prints a line per step.
+class StdoutToFile {
+ public:
+  explicit StdoutToFile(const std::string& path) {
+    std::fflush(stdout);
+    saved_ = ::dup(STDOUT_FILENO);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    LAB_CHECK(saved_ >= 0 && fd >= 0, Io, "cannot redirect the trainer's output to '", path, "'");
+    ::dup2(fd, STDOUT_FILENO);
+    ::close(fd);
+  }
+  ~StdoutToFile() {
+    std::fflush(stdout);
+    ::dup2(saved_, STDOUT_FILENO);
+    ::close(saved_);
+  }
+  StdoutToFile(const StdoutToFile&) = delete;
+  StdoutToFile& operator=(const StdoutToFile&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
+struct Stall {
+  std::vector<double> step_ms;  // per counted step
+  double data_ms = 0;           // mean wait per counted step
+  double fraction = 0;          // total wait / total step time
+};
+
+Stall measure_stall(const Settings& s, const std::string& stage, bool slow) {
+  const std::string tag = cat(s.dir, "/trainer_", stage, slow ? "_slow" : "");
+  TrainOptions o;
+  o.data_train = s.dir + "/bench_*.bin";
+  o.model = s.model;
+  o.device = s.device;
+  o.batch = s.train_batch;
+  o.seq = s.train_seq;
+  o.steps = s.warmup_steps + s.steps;
+  o.eval_every = 0;
+  o.sample_tokens = 0;
+  o.threads = s.threads;
+  o.log_json = tag + ".jsonl";
+  o.loader = stage;
+  o.loader_depth = s.depth;
+  o.loader_workers = s.workers;
+  if (slow) {
+    o.slow_read_us = s.slow_read_us;
+    o.slow_preprocess_us = s.slow_preprocess_us;
+  }
+  {
+    StdoutToFile quiet(tag + ".txt");
+    Trainer(o).run();
+  }
+  Stall stall;
+  double data_total = 0, step_total = 0;
+  std::ifstream log(o.log_json);
+  int64_t step = 0;
+  for (std::string line; std::getline(log, line);) {
+    const Json rec = Json::parse(line);
+    if (!rec.contains("data_ms") || ++step <= s.warmup_steps) continue;
+    stall.step_ms.push_back(rec.at("ms").as_number());
+    data_total += rec.at("data_ms").as_number();
+    step_total += rec.at("ms").as_number();
+  }
+  LAB_CHECK(!stall.step_ms.empty(), Internal, "no step records in '", o.log_json, "'");
+  stall.data_ms = data_total / static_cast<double>(stall.step_ms.size());
+  stall.fraction = data_total / step_total;
+  return stall;
+}
+
+// ---------------------------------------------------------------- the run
+
+int run(int argc, char** argv) {
+  Settings s;
+  const char* about =
+      "Loader throughput (warm and cold page cache) and the data-stall fraction of a training step, for every loader "
+      "stage, with and without a simulated slow source.";
+  Flags flags("ch05_loader_bench", about);
+  flags.add_string("dir", &s.dir, "scratch directory for the shards and the trainer's logs");
+  flags.add_string("device", &s.device, "cpu, cuda, cuda:N or auto (where batches go, and the trainer runs)");
+  flags.add_int("shards", &s.shards, "synthetic shards", 1, 1024);
+  flags.add_int("shard-tokens", &s.shard_tokens, "tokens per shard", 1024, int64_t{1} << 30);
+  flags.add_int("batch", &s.batch, "throughput: batch size B", 1, 1 << 16);
+  flags.add_int("seq", &s.seq, "throughput: sequence length T", 1, 1 << 20);
+  flags.add_int("slow-batches", &s.slow_batches, "throughput: batches per repeat with the slow source", 1,
+                int64_t{1} << 30);
+  flags.add_int("repeats", &s.repeats, "throughput: repeats per stage and cache state (median reported)", 1, 100);
+  flags.add_int("workers", &s.workers, "reader threads of the background stages", 1, 256);
+  flags.add_int("depth", &s.depth, "batches the background stages read ahead", 1, 1024);
+  flags.add_int("slow-read-us", &s.slow_read_us, "slow source: latency per batch read (us)", 0, 60'000'000);
+  flags.add_int("slow-preprocess-us", &s.slow_preprocess_us, "slow source: CPU time per batch (us)", 0, 60'000'000);
+  flags.add_string("model", &s.model, "trainer: model size (small, tiny, d12, ...)");
+  flags.add_int("train-batch", &s.train_batch, "trainer: batch size B", 1, 1 << 16);
+  flags.add_int("train-seq", &s.train_seq, "trainer: sequence length T", 1, 1 << 20);
+  flags.add_int("steps", &s.steps, "trainer: steps counted per stage", 1, 100000);
+  flags.add_int("warmup-steps", &s.warmup_steps, "trainer: steps run first and not counted", 0, 100000);
+  flags.add_int("threads", &s.threads, "trainer: CPU threads (0: all cores)", 0, 4096);
+  flags.add_string("json", &s.json, "write the bench result here (JSON)");
+  if (!flags.parse(argc, argv)) return 0;
+  if (s.threads > 0) set_num_threads(static_cast<int>(s.threads));
+  const Device device = s.device == "auto" ? best_device() : parse_device(s.device);
+
+  bench::BenchResult result = bench::BenchResult::start("ch05_loader", argc, argv);
+  std::printf("ch05_loader_bench on %s; batches go to %s\n", result.machine.summary().c_str(), device.str().c_str());
+  std::printf(
+      "slow source: %lld us latency + %lld us CPU per batch read; background stages: %lld reader "
+      "thread(s), depth %lld\n\n",
+      static_cast<long long>(s.slow_read_us), static_cast<long long>(s.slow_preprocess_us),
+      static_cast<long long>(s.workers), static_cast<long long>(s.depth));
+  std::fflush(stdout);
+  const std::vector<std::string> paths = write_bench_shards(s);
+  const std::vector<std::string>& stages = ch05::loader_stages();
+
+  std::set<std::string> notes;
+  std::map<std::pair<std::string, bool>, Throughput> throughput;
+  std::map<std::pair<std::string, bool>, Stall> stall;
+  double cold_cached = 0;
+  for (const bool slow : {false, true})
+    for (const std::string& stage : stages) {
+      throughput[{stage, slow}] = measure_throughput(s, stage, paths, slow, device, notes);
+      cold_cached = std::max(cold_cached, throughput[{stage, slow}].cold_cached);
+    }
+  for (const bool slow : {false, true})
+    for (const std::string& stage : stages) stall[{stage, slow}] = measure_stall(s, stage, slow);
+
+  for (const std::string& note : notes) std::printf("%s\n", note.c_str());
+  std::printf(
+      "loader throughput: %lld shards x %lld tokens, batches of %lld x %lld, median of %lld repeats "
+      "(an epoch each without the slow source, %lld batches with it)\n",
+      static_cast<long long>(s.shards), static_cast<long long>(s.shard_tokens), static_cast<long long>(s.batch),
+      static_cast<long long>(s.seq), static_cast<long long>(s.repeats), static_cast<long long>(s.slow_batches));
+  if (cold_cached < 0.05)
+    std::printf("cold cache: posix_fadvise(DONTNEED) before each repeat; at most %.1f%% of the pages stayed cached\n",
+                100 * cold_cached);
+  else
+    std::printf(
+        "cold cache: NOT achieved on this machine: up to %.1f%% of the pages stayed cached after "
+        "posix_fadvise(DONTNEED), so the cold column is partly warm\n",
+        100 * cold_cached);
+  std::printf(
+      "data stall: gpt2_train --model %s --batch %lld --seq %lld on %s, %lld steps counted after %lld "
+      "warm-up steps; stall = time waiting for the batch / step time\n\n",
+      s.model.c_str(), static_cast<long long>(s.train_batch), static_cast<long long>(s.train_seq), device.str().c_str(),
+      static_cast<long long>(s.steps), static_cast<long long>(s.warmup_steps));
+  std::printf("%-9s %-9s %-5s | %12s %7s %12s %7s | %9s %7s %9s %7s\n", "stage", "ran as", "slow", "warm tok/s",
+              "x sync", "cold tok/s", "x sync", "step ms", "x sync", "data ms", "stall");
+
+  result.describe_column("tokens_per_s", "tokens/s", bench::Better::Higher);
+  result.describe_column("tokens_per_s_cold", "tokens/s", bench::Better::Higher);
+  result.describe_column("stall_fraction", "fraction", bench::Better::Lower);
+  result.describe_column("step_ms", "ms", bench::Better::Lower);
+  result.describe_column("data_ms", "ms", bench::Better::Lower);
+  for (const bool slow : {false, true}) {
+    const Throughput& base_t = throughput[{"sync", slow}];
+    const double base_step = bench::median(stall[{"sync", slow}].step_ms);
+    for (const std::string& stage : stages) {
+      const Throughput& t = throughput[{stage, slow}];
+      const Stall& st = stall[{stage, slow}];
+      const double step_ms = bench::median(st.step_ms);
+      std::printf("%-9s %-9s %-5s | %12.4g %7.2f %12.4g %7.2f | %9.1f %7.2f %9.2f %6.1f%%\n", stage.c_str(),
+                  t.ran_as.c_str(), slow ? "on" : "off", t.warm, t.warm / base_t.warm, t.cold, t.cold / base_t.cold,
+                  step_ms, step_ms / base_step, st.data_ms, 100 * st.fraction);
+      Json row = Json::object();
+      row.set("row", cat(stage, slow ? ", slow source" : ""));
+      row.set("stage", stage);
+      row.set("slow_source", slow);
+      row.set("ran_as", t.ran_as);
+      row.set("tokens_per_s", t.warm);
+      row.set("tokens_per_s_cold", t.cold);
+      row.set("stall_fraction", st.fraction);
+      row.set("step_ms", step_ms);
+      row.set("data_ms", st.data_ms);
+      result.add_row(std::move(row));
+      std::vector<double> step_s;
+      for (double ms : st.step_ms) step_s.push_back(ms / 1e3);
+      result.add_metric(cat("step_", stage, slow ? "_slow" : ""), step_s, "s", bench::Better::Lower);
+    }
+  }
+  std::printf("\nthe trainer's own output and JSON logs: %s/trainer_*\n", s.dir.c_str());
+  if (!s.json.empty()) {
+    result.write(s.json);
+    std::printf("result written to %s\n", s.json.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace lab
+
+int main(int argc, char** argv) {
+  return lab::run_main(argc, argv, lab::run);
+}
