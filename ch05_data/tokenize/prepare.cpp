@@ -1,6 +1,7 @@
 // Cached tokenization: compare the manifest with the input and settings, re-run the pipeline on any change.
 #include "ch05_data/tokenize/prepare.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 

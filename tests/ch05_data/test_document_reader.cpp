@@ -2,6 +2,7 @@
 // for small chunks, input larger than one read block, and clear errors for bad inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 

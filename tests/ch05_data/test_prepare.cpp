@@ -2,6 +2,8 @@
 // reuse the cache untouched, and a changed setting, input or damaged shard makes it tokenize again.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
