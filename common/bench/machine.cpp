@@ -13,6 +13,10 @@
 #include "common/core/error.h"
 #include "common/core/parallel.h"
 
+#ifdef LAB_WITH_CUDA
+#include "common/cuda/runtime.h"
+#endif
+
 namespace lab::bench {
 
 namespace {
@@ -21,8 +25,23 @@ std::mutex& describer_mutex() {
   static std::mutex m;
   return m;
 }
+// In a CUDA build the describer starts as the CUDA runtime's view of the GPUs; set_gpu_describer replaces it.
+std::function<void(MachineInfo&)> default_gpu_describer() {
+#ifdef LAB_WITH_CUDA
+  return [](MachineInfo& m) {
+    m.gpu_count = cuda::device_count();
+    if (m.gpu_count == 0) return;
+    m.gpu_name = cuda::device_name(0);
+    const int v = cuda::driver_version();
+    m.gpu_driver = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  };
+#else
+  return {};
+#endif
+}
+
 std::function<void(MachineInfo&)>& gpu_describer() {
-  static std::function<void(MachineInfo&)> describer;
+  static std::function<void(MachineInfo&)> describer = default_gpu_describer();
   return describer;
 }
 

@@ -1,8 +1,9 @@
 // The machine a benchmark ran on, recorded with every result so that two results can be compared
 // knowingly: CPU model and cores, memory, OS, compiler, build type, and the GPU where there is one.
 //
-// This file has no CUDA dependency. The GPU fields are filled by a describer that the CUDA backend
-// installs with set_gpu_describer(); without one they stay empty and gpu_count is 0.
+// The GPU fields are filled by a describer: in a CUDA build, by default, the CUDA runtime's view of the
+// GPUs (count, name of GPU 0, driver's CUDA version); set_gpu_describer() replaces it. Without CUDA they
+// stay empty and gpu_count is 0.
 #pragma once
 
 #include <cstdint>
