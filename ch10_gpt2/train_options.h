@@ -29,10 +29,10 @@ struct TrainOptions {
   int64_t batch = 16;
   int64_t seq = 64;
   int64_t total_batch_tokens = 0;  // 0: one micro-batch per step; else gradient accumulation up to this
-  int64_t steps = 600;
+  int64_t steps = 300;
   double lr = 2e-3;
   double lr_min_fraction = 0.1;
-  int64_t warmup_steps = 30;
+  int64_t warmup_steps = 20;
   int64_t lr_decay_steps = 0;  // horizon of the decay; 0: --steps
   std::string lr_schedule = "cosine";
   double weight_decay = 0.1;
@@ -49,7 +49,7 @@ struct TrainOptions {
   std::string save;
   int64_t save_every = 0;
   std::string resume;
-  int64_t eval_every = 100;
+  int64_t eval_every = 50;
   int64_t val_batches = 20;
   int64_t sample_every = 0;
   int64_t sample_tokens = 96;
