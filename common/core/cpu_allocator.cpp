@@ -18,7 +18,9 @@ size_t cpu_size_class(size_t bytes) {
   const size_t pow2 = size_t{1} << (63 - __builtin_clzll(bytes));
   if (pow2 == bytes) return bytes;
   const size_t quarter = pow2 / 4;
-  return (bytes + quarter - 1) / quarter * quarter;
+  // aligned_alloc wants a multiple of the alignment (64): below 256 bytes a quarter step is not one.
+  const size_t stepped = (bytes + quarter - 1) / quarter * quarter;
+  return (stepped + kMinBlock - 1) / kMinBlock * kMinBlock;
 }
 
 namespace {
