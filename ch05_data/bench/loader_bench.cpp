@@ -12,10 +12,12 @@
 //      on a machine with few cores, and that cost belongs in the table too.
 //
 // The default slow source is latency dominated, as remote storage is: every batch read waits 100 ms (an
-// object-store or network-file-system request) and costs 1 ms of CPU (decoding). That is about half a
-// training step of the default small model on a 2-core CPU, so the synchronous stages stall for about a
-// third of every step, while two reader threads deliver a batch every ~50 ms, well ahead of the step.
-// Raise --slow-preprocess-us to see the other regime, where readers compete with training for cores.
+// object-store or network-file-system request) and costs 1 ms of CPU (decoding). A synchronous loader
+// pays the 101 ms inside every step; the tiny model's step on a 2-core CPU is of the same order, so the
+// step stalls for a third of its time or more. A reader thread that mostly sleeps costs next to no CPU,
+// so the background stages use 4 of them on 2 cores: together they deliver a batch about every 25 ms,
+// ahead of the step. Raise --slow-preprocess-us to see the other regime, where readers compete with the
+// training step for the cores.
 //
 //   ch05_loader_bench                          # defaults: a few minutes on 2 cores
 //   ch05_loader_bench --json loaders.json      # also writes the bench result (rows per stage x slow source)
@@ -51,9 +53,9 @@ struct Settings {
   int64_t batch = 16, seq = 1024;  // throughput batches
   int64_t slow_batches = 24;       // batches per throughput repeat with the slow source (without: one epoch)
   int64_t repeats = 3;
-  int64_t workers = 2, depth = 4;
+  int64_t workers = 4, depth = 4;
   int64_t slow_read_us = 100'000, slow_preprocess_us = 1'000;
-  std::string model = "small";
+  std::string model = "tiny";
   int64_t train_batch = 4, train_seq = 64, steps = 24, warmup_steps = 4, threads = 0;
   std::string json;
 };
@@ -301,8 +303,8 @@ int run(int argc, char** argv) {
       "warm-up steps; stall = time waiting for the batch / step time\n\n",
       s.model.c_str(), static_cast<long long>(s.train_batch), static_cast<long long>(s.train_seq), device.str().c_str(),
       static_cast<long long>(s.steps), static_cast<long long>(s.warmup_steps));
-  std::printf("%-9s %-9s %-5s | %12s %7s %12s %7s | %9s %7s %9s %7s\n", "stage", "ran as", "slow", "warm tok/s",
-              "x sync", "cold tok/s", "x sync", "step ms", "x sync", "data ms", "stall");
+  std::printf("%-9s %-9s %-5s | %11s %6s %11s %6s | %8s %13s %6s %8s %6s\n", "stage", "ran as", "slow", "warm tok/s",
+              "x sync", "cold tok/s", "x sync", "step ms", "(min-max)", "x sync", "data ms", "stall");
 
   result.describe_column("tokens_per_s", "tokens/s", bench::Better::Higher);
   result.describe_column("tokens_per_s_cold", "tokens/s", bench::Better::Higher);
@@ -315,10 +317,12 @@ int run(int argc, char** argv) {
     for (const std::string& stage : stages) {
       const Throughput& t = throughput[{stage, slow}];
       const Stall& st = stall[{stage, slow}];
-      const double step_ms = bench::median(st.step_ms);
-      std::printf("%-9s %-9s %-5s | %12.4g %7.2f %12.4g %7.2f | %9.1f %7.2f %9.2f %6.1f%%\n", stage.c_str(),
+      const bench::Summary step = bench::summarize(st.step_ms);
+      const double step_ms = step.median;
+      const std::string range = cat(static_cast<int>(step.min + 0.5), "-", static_cast<int>(step.max + 0.5));
+      std::printf("%-9s %-9s %-5s | %11.3g %6.2f %11.3g %6.2f | %8.1f %13s %6.2f %8.2f %5.1f%%\n", stage.c_str(),
                   t.ran_as.c_str(), slow ? "on" : "off", t.warm, t.warm / base_t.warm, t.cold, t.cold / base_t.cold,
-                  step_ms, step_ms / base_step, st.data_ms, 100 * st.fraction);
+                  step_ms, ("(" + range + ")").c_str(), step_ms / base_step, st.data_ms, 100 * st.fraction);
       Json row = Json::object();
       row.set("row", cat(stage, slow ? ", slow source" : ""));
       row.set("stage", stage);

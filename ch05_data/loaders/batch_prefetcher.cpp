@@ -12,17 +12,16 @@ BatchPrefetcher::BatchPrefetcher(const BatchPlan& plan, const TokenSource& sourc
   try {
     for (int w = 0; w < plan.options().workers; ++w) threads_.emplace_back([this] { read_loop(); });
   } catch (...) {  // a thread could not be started: stop the ones that were
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    work_.notify_all();
-    for (std::thread& t : threads_) t.join();
+    stop();
     throw;
   }
 }
 
 BatchPrefetcher::~BatchPrefetcher() {
+  stop();
+}
+
+void BatchPrefetcher::stop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -59,7 +58,7 @@ void BatchPrefetcher::read_loop() {
       work_.notify_one();
     }
     done_[k] = std::move(filed);
-    filed_.notify_all();
+    filed_.notify_one();  // the only waiter is the consumer
   }
 }
 
@@ -71,7 +70,7 @@ int BatchPrefetcher::take_filed(int64_t k, std::unique_lock<std::mutex>& lock) {
   done_.erase(it);
   consumer_ = k + 1;
   lock.unlock();
-  work_.notify_all();  // the window moved: readers may claim one more batch
+  work_.notify_one();  // the window moved by one: one more batch may be claimed (waking all would be a herd)
   return slot;
 }
 

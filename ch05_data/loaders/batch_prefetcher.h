@@ -58,6 +58,7 @@ class BatchPrefetcher {
     std::exception_ptr error;
   };
   void read_loop();
+  void stop();  // tells the readers to stop and joins them
   int take_filed(int64_t k, std::unique_lock<std::mutex>& lock);
 
   const BatchPlan& plan_;
