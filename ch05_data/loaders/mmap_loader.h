@@ -1,10 +1,11 @@
 // Stage 2: memory-mapped shards, read on the caller's thread.
 //
 // What changes from stage 1 (SyncLoader, common/data/loader.h): each shard is mapped once, and a batch
-// is copied straight out of the page cache, with no read() system call per batch. For a warm cache and
-// small batches that removes most of the per-batch overhead; for a cold cache the kernel's read-ahead
-// around each page fault plays the part of read()'s. The caller's thread still does everything (and pays
-// any simulated slow source), so the training step still waits for every batch.
+// is copied straight out of the page cache, with no read() system call per batch. On a warm cache that
+// saves only the call itself, small beside the copy; on a cold cache the kernel's read-ahead around each
+// page fault plays the part of read()'s, less efficiently (chapter 5's README has both measured). The
+// caller's thread still does everything (and pays any simulated slow source), so the training step still
+// waits for every batch.
 //
 // When not to use it: on storage where a shard may shrink while mapped (see mapped_shards.h), on 32-bit
 // hosts with large splits (address space), and whenever latency rather than system-call overhead is the

@@ -11,10 +11,12 @@
 // costs nothing that matters, while a mapped file that shrinks kills the process (SIGBUS) instead of
 // raising an error in the reader.
 //
-// When not to use it: when a step is much longer than a read (the stall is already negligible), and when
-// the per-batch CPU work is heavy and the cores are few: readers then compete with the training step for
-// the cores and the step itself slows down (chapter 5's benchmark shows it on a 2-core machine). It also
-// costs `depth` batches of memory and, after a seek, the batches read ahead are thrown away.
+// When not to use it: when a step is much longer than a read (the stall is already negligible, and handing
+// each batch between threads costs more than a fast read from the page cache), and when the per-batch
+// CPU work is heavy and the cores are few: readers then compete with the training step for the cores,
+// and the step slows down by about what the stall saved (chapter 5's benchmark shows it on a 2-core
+// machine). It also costs `depth` batches of memory and, after a seek, the batches read ahead are thrown
+// away.
 #pragma once
 
 #include "ch05_data/loaders/batch_prefetcher.h"
