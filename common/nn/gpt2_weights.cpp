@@ -1,6 +1,5 @@
 #include "common/nn/gpt2_weights.h"
 
-#include <regex>
 #include <set>
 
 #include "common/io/safetensors.h"
@@ -34,11 +33,30 @@ Shape stored_shape(const GPT2Config& c, const ParamInfo& p) {
   return p.shape;
 }
 
+// The layer index of "h.<i>.<rest>" (with or without the "transformer." prefix), or -1 for other names;
+// `rest` receives what follows the index.
+int layer_index(std::string_view name, std::string_view* rest = nullptr) {
+  if (name.starts_with(kPrefix)) name.remove_prefix(std::string_view(kPrefix).size());
+  if (!name.starts_with("h.")) return -1;
+  name.remove_prefix(2);
+  const size_t dot = name.find('.');
+  if (dot == 0 || dot == std::string_view::npos || dot > 6) return -1;
+  int index = 0;
+  for (char c : name.substr(0, dot)) {
+    if (c < '0' || c > '9') return -1;
+    index = index * 10 + (c - '0');
+  }
+  if (rest) *rest = name.substr(dot + 1);
+  return index;
+}
+
 }  // namespace
 
 bool is_conv1d_weight(const std::string& name) {
-  static const std::regex pattern(R"(h\.\d+\.(attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight)");
-  return std::regex_match(name, pattern);
+  std::string_view rest;
+  if (layer_index(name, &rest) < 0) return false;
+  return rest == "attn.c_attn.weight" || rest == "attn.c_proj.weight" || rest == "mlp.c_fc.weight" ||
+         rest == "mlp.c_proj.weight";
 }
 
 GPT2Config read_gpt2_config(const std::string& path) {
@@ -52,12 +70,9 @@ GPT2Config read_gpt2_config(const std::string& path) {
   c.padded_vocab_size = static_cast<int>(GPT2Config::pad_vocab(c.vocab_size));
   c.n_embd = static_cast<int>(wte[1]);
   c.block_size = static_cast<int>(wpe[0]);
-  static const std::regex layer(R"((?:transformer\.)?h\.(\d+)\..*)");
   std::set<int> layers;
-  for (const std::string& name : file.names()) {
-    std::smatch m;
-    if (std::regex_match(name, m, layer)) layers.insert(std::stoi(m[1]));
-  }
+  for (const std::string& name : file.names())
+    if (const int i = layer_index(name); i >= 0) layers.insert(i);
   LAB_CHECK(!layers.empty() && *layers.rbegin() + 1 == static_cast<int>(layers.size()), Format, path,
             ": transformer layers h.0 ... h.N are missing or not numbered contiguously");
   c.n_layer = static_cast<int>(layers.size());

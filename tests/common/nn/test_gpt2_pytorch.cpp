@@ -125,25 +125,36 @@ TEST_F(GPT2VsPyTorch, TenAdamWStepsWithClipping) {
     EXPECT_NEAR(loss, ref_losses[step], 2e-5 * (1 + ref_losses[step])) << "step " << step;
     EXPECT_NEAR(norm, ref_norms[step], 1e-4 * (1 + ref_norms[step])) << "step " << step;
   }
-  // The key part of c_attn's bias is excluded: softmax is invariant to it (q.(k+b) shifts a whole row of
-  // scores by q.b), so its true gradient is exactly zero and both implementations see only rounding noise,
-  // which Adam's normalisation turns into steps of +-lr in arbitrary directions.
+  // Final weights, per tensor, judged by the error of the total update (final - initial) relative to its
+  // size. Element by element would be ill-posed: Adam moves an element by about lr per step whatever the
+  // size of its gradient, so an element whose gradient is ~1e-8 (there are some) moves in a direction
+  // decided by rounding, in PyTorch and here alike. The key part of c_attn's bias is left out entirely:
+  // softmax is invariant to it (q.(k+b) shifts a whole row of scores by q.b), so its exact gradient is
+  // zero and only rounding noise drives it.
   const int64_t C = config_.n_embd;
   double worst = 0;
+  std::string worst_name;
   for (const ParamInfo& p : model.parameters().infos()) {
     std::vector<float> ours = real_rows(model.parameters().value(p.name), p.name);
     std::vector<float> theirs = ref_.load("final." + p.name).to_floats();
+    std::vector<float> initial = ref_.load("param." + p.name).to_floats();
     if (p.name.ends_with("attn.c_attn.bias")) {
-      ours.erase(ours.begin() + C, ours.begin() + 2 * C);
-      theirs.erase(theirs.begin() + C, theirs.begin() + 2 * C);
+      for (auto* v : {&ours, &theirs, &initial}) v->erase(v->begin() + C, v->begin() + 2 * C);
       const std::vector<float> key_grad = model.parameters().grad(p.name).view(C, {C}).to_floats();
       for (float g : key_grad) EXPECT_LT(std::fabs(g), 1e-6f) << "key-bias gradient must vanish in " << p.name;
     }
-    const double err = test::max_abs_error(ours, theirs);
-    EXPECT_LT(err, 1e-4) << "final weights of " << p.name;
-    worst = std::max(worst, err);
+    double diff2 = 0, update2 = 0;
+    for (size_t i = 0; i < ours.size(); ++i) {
+      diff2 += (double(ours[i]) - theirs[i]) * (double(ours[i]) - theirs[i]);
+      update2 += (double(theirs[i]) - initial[i]) * (double(theirs[i]) - initial[i]);
+    }
+    const double err = std::sqrt(diff2 / update2);
+    EXPECT_LT(err, 1e-3) << "final weights of " << p.name;
+    EXPECT_LT(test::max_abs_error(ours, theirs), 1e-3) << "final weights of " << p.name << " (10% of one step)";
+    if (err > worst) worst = err, worst_name = p.name;
   }
-  std::printf("weights after %zu steps: worst absolute error %.3g\n", ref_losses.size(), worst);
+  std::printf("weights after %zu steps: worst relative error of the update %.3g (%s)\n", ref_losses.size(), worst,
+              worst_name.c_str());
 }
 
 }  // namespace
