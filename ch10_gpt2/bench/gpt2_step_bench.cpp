@@ -126,6 +126,8 @@ int run(int argc, char** argv) {
     std::printf("  step %lld: %.1f ms\n", static_cast<long long>(i + 1), step_s.back() * 1e3);
     std::fflush(stdout);
   }
+  // Peak resident memory of the training steps themselves, before the floor measurement adds its matrices.
+  const int64_t rss = peak_resident_bytes();
   const bench::Summary step = bench::summarize(step_s);
   const double tokens_per_s = static_cast<double>(batch * seq) / step.median;
   const double model_flops = gpt2_flops_per_token(model.config(), seq) * static_cast<double>(batch * seq);
@@ -192,7 +194,6 @@ int run(int argc, char** argv) {
   row.set("mfu", mfu ? Json(*mfu) : Json());
   row.set("peak_name", peak_name.empty() ? Json() : Json(peak_name));
   const MemoryStats mem = memory_stats(device);
-  const int64_t rss = peak_resident_bytes();
   row.set("mem_peak_bytes", mem.peak_total);
   row.set("peak_rss_bytes", rss);
   std::printf("memory: allocator peak %.0f MiB (params %.0f, grads %.0f, optimizer %.0f, activations %.0f); peak "
