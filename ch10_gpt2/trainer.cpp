@@ -177,10 +177,8 @@ std::string Trainer::sample_text(int64_t step) {
   so.max_new_tokens = options_.sample_tokens;
   const std::vector<int32_t> ids = sample_tokens(*model_, {GPT2Tokenizer::kEndOfText}, so, sample_rng_);
   std::string text;
-  for (int32_t id : ids) {
-    if (id == GPT2Tokenizer::kEndOfText) break;
-    text += tokenizer_->token_bytes(id);
-  }
+  // End-of-text separates documents (here: paragraphs); show it as a paragraph break and keep going.
+  for (int32_t id : ids) text += id == GPT2Tokenizer::kEndOfText ? std::string("\n\n") : tokenizer_->token_bytes(id);
   std::printf("---- sample at step %lld ----\n%s\n------------------------------\n", static_cast<long long>(step),
               text.c_str());
   Json rec = Json::object();
