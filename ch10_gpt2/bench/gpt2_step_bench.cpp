@@ -83,7 +83,7 @@ int64_t peak_resident_bytes() {
 
 int run(int argc, char** argv) {
   std::string model_name = "d12", device_name_flag = "auto", dtype = "fp32", json_path;
-  int64_t batch = 4, seq = 64, steps = 10, warmup = 2, threads = 0, gemm_repeats = 5;
+  int64_t batch = 4, seq = 64, steps = 10, warmup = 2, threads = 0, gemm_repeats = 10;
   Flags flags("gpt2_step_bench", "Times GPT-2 training steps and compares them with the GEMM floor (CPU) or the "
                                  "GPU's peak (MFU).");
   flags.add_string("model", &model_name, "model size: d12, d24, d36, d48, small, tiny");
