@@ -16,8 +16,8 @@
 namespace lab {
 
 struct TrainState {
-  int64_t step = 0;             // optimizer steps completed
-  int64_t loader_position = 0;  // training batches consumed
+  int64_t step = 0;               // optimizer steps completed
+  int64_t loader_position = 0;    // training batches consumed
   std::array<uint64_t, 4> rng{};  // the sampler's generator
   GPT2Config config;
   Json options = Json::object();  // TrainOptions::to_json() of the run

@@ -29,9 +29,12 @@ void JsonLog::write(const Json& record) {
 std::string format_duration(double seconds) {
   const long s = static_cast<long>(seconds + 0.5);
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%lds", s);
-  else if (s < 3600) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%lds", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
   return buf;
 }
 

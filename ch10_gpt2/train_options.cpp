@@ -13,8 +13,7 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_choice("loader", &loader, ch05::loader_stages(), "data loader stage (chapter 5)");
   f.add_int("loader-depth", &loader_depth, "batches the prefetch and pinned loaders read ahead", 1, 1024);
   f.add_int("loader-workers", &loader_workers, "reader threads of the prefetch and pinned loaders", 1, 256);
-  f.add_int("slow-read-us", &slow_read_us, "simulated storage latency per batch read, in microseconds", 0,
-            60'000'000);
+  f.add_int("slow-read-us", &slow_read_us, "simulated storage latency per batch read, in microseconds", 0, 60'000'000);
   f.add_int("slow-preprocess-us", &slow_preprocess_us,
             "simulated CPU preprocessing per batch, in microseconds of CPU time", 0, 60'000'000);
   f.add_bool("shuffle", &shuffle, "shuffle shard order and batch positions every epoch (seeded)");
@@ -44,8 +43,7 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_int("save-every", &save_every, "checkpoint interval in steps (0: only at the end)", 0, int64_t{1} << 40);
   f.add_string("resume", &resume, "continue from this checkpoint directory");
   f.add_int("eval-every", &eval_every, "validation interval in steps (0: only at the end)", 0, int64_t{1} << 40);
-  f.add_int("val-batches", &val_batches, "validation batches per evaluation (0: the whole split)", 0,
-            int64_t{1} << 40);
+  f.add_int("val-batches", &val_batches, "validation batches per evaluation (0: the whole split)", 0, int64_t{1} << 40);
   f.add_int("sample-every", &sample_every, "sampling interval in steps (0: only at the end)", 0, int64_t{1} << 40);
   f.add_int("sample-tokens", &sample_tokens, "tokens to sample (0: no sampling)", 0, 1 << 20);
   std::string names;
@@ -92,9 +90,11 @@ Json TrainOptions::to_json() const {
 
 const std::vector<Preset>& train_presets() {
   static const std::vector<Preset> presets = {
-      {"baseline-fp32", "GPT-2 124M, fp32 everywhere: the first step of the speed staircase",
+      {"baseline-fp32",
+       "GPT-2 124M, fp32 everywhere: the first step of the speed staircase",
        {"--model", "d12", "--dtype", "fp32", "--batch", "4", "--seq", "64"}},
-      {"tf32", "GPT-2 124M with TF32 tensor-core GEMMs (GPU only)",
+      {"tf32",
+       "GPT-2 124M with TF32 tensor-core GEMMs (GPU only)",
        {"--model", "d12", "--dtype", "tf32", "--device", "cuda", "--batch", "16", "--seq", "1024"}},
       {"shakespeare-small", "the default run: a 4-layer model on the bundled tiny Shakespeare", {}},
   };
@@ -102,8 +102,9 @@ const std::vector<Preset>& train_presets() {
 }
 
 bool parse_train_options(int argc, char** argv, TrainOptions& options) {
-  Flags flags("gpt2_train", "Train GPT-2. With no flags: a small model on the bundled tiny Shakespeare, on the "
-                            "best device present, ending with a text sample.");
+  Flags flags("gpt2_train",
+              "Train GPT-2. With no flags: a small model on the bundled tiny Shakespeare, on the "
+              "best device present, ending with a text sample.");
   options.register_flags(flags);
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

@@ -18,8 +18,7 @@ namespace {
 
 // The settings that must not change between a run and its resumption (they define the batches and the
 // optimizer trajectory); the rest (steps, logging, evaluation, device) may.
-constexpr const char* kResumeInvariants[] = {"batch", "seq", "total_batch_tokens", "shuffle", "seed",
-                                             "data_train"};
+constexpr const char* kResumeInvariants[] = {"batch", "seq", "total_batch_tokens", "shuffle", "seed", "data_train"};
 
 }  // namespace
 
@@ -28,8 +27,10 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   device_ = options_.device == "auto" ? best_device() : parse_device(options_.device);
   LAB_CHECK(!device_.is_cuda() || cuda_available(), Unsupported, "--device ", options_.device,
             ": no CUDA GPU is available", (cuda_available() ? "" : " (or this build has no CUDA backend)"));
-  if (options_.dtype == "tf32") set_tf32(device_, true);
-  else if (device_.is_cuda()) set_tf32(device_, false);
+  if (options_.dtype == "tf32")
+    set_tf32(device_, true);
+  else if (device_.is_cuda())
+    set_tf32(device_, false);
 
   const int64_t micro_tokens = options_.batch * options_.seq;
   accum_steps_ = options_.total_batch_tokens > 0 ? options_.total_batch_tokens / micro_tokens : 1;
@@ -49,8 +50,8 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   if (!options_.resume.empty()) {
     model_ = std::make_unique<GPT2>(resumed.config, device_);
   } else {
-    const GPT2Config config = options_.init.empty() ? GPT2Config::from_name(options_.model)
-                                                    : read_gpt2_config(options_.init);
+    const GPT2Config config =
+        options_.init.empty() ? GPT2Config::from_name(options_.model) : read_gpt2_config(options_.init);
     model_ = std::make_unique<GPT2>(config, device_);
   }
   LAB_CHECK(options_.seq <= model_->config().block_size, InvalidArgument, "--seq ", options_.seq,
@@ -77,8 +78,8 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
 
   flops_per_token_ = gpt2_flops_per_token(model_->config(), options_.seq);
   if (device_.is_cuda()) {
-    const auto peak = bench::gpu_peak_flops(device_name(device_), options_.dtype == "tf32" ? bench::Precision::TF32
-                                                                                          : bench::Precision::FP32);
+    const auto peak = bench::gpu_peak_flops(device_name(device_),
+                                            options_.dtype == "tf32" ? bench::Precision::TF32 : bench::Precision::FP32);
     if (peak) {
       peak_flops_ = peak->flops;
       peak_name_ = peak->entry;
@@ -91,12 +92,12 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
               device_name(device_).c_str());
   std::printf("batch: %lld x %lld tokens, %lld micro-batch(es) per step, %lld steps, %s loader, %d CPU threads\n",
               static_cast<long long>(options_.batch), static_cast<long long>(options_.seq),
-              static_cast<long long>(accum_steps_), static_cast<long long>(options_.steps), train_loader_->name().c_str(),
-              num_threads());
+              static_cast<long long>(accum_steps_), static_cast<long long>(options_.steps),
+              train_loader_->name().c_str(), num_threads());
   if (device_.is_cuda())
-    std::printf("MFU peak: %s\n", peak_flops_ ? cat(peak_name_, " ", options_.dtype, " ", *peak_flops_ / 1e12,
-                                                     " TFLOP/s").c_str()
-                                              : "unknown GPU: peak not known, MFU not reported");
+    std::printf("MFU peak: %s\n",
+                peak_flops_ ? cat(peak_name_, " ", options_.dtype, " ", *peak_flops_ / 1e12, " TFLOP/s").c_str()
+                            : "unknown GPU: peak not known, MFU not reported");
   if (start_step_ > 0)
     std::printf("resumed from %s at step %lld\n", options_.resume.c_str(), static_cast<long long>(start_step_));
   std::fflush(stdout);

@@ -17,11 +17,11 @@
 namespace lab {
 
 struct TrainSummary {
-  int64_t steps = 0;                 // optimizer steps completed in total
-  double last_loss = NAN;            // training loss of the last step
-  double last_val_loss = NAN;        // NaN when there is no validation split
-  double seconds = 0;                // wall time of this run's steps
-  std::string sample;                // the last text sample ("" when none)
+  int64_t steps = 0;           // optimizer steps completed in total
+  double last_loss = NAN;      // training loss of the last step
+  double last_val_loss = NAN;  // NaN when there is no validation split
+  double seconds = 0;          // wall time of this run's steps
+  std::string sample;          // the last text sample ("" when none)
 };
 
 class Trainer {

@@ -35,6 +35,11 @@ fi
 # waiting, rather than spin, keep them from starving each other.
 export OMP_WAIT_POLICY=passive
 
+if command -v clang-format >/dev/null 2>&1; then
+  echo "== format check"
+  scripts/format.sh --check
+fi
+
 echo "== configure ($BUILD_DIR)"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
 echo "== build"

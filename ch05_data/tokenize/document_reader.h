@@ -70,7 +70,7 @@ class DocumentReader {
   int64_t file_offset_ = 0;
   std::string buffer_;  // bytes of the current file read so far; those from head_ on are not yet consumed
   size_t head_ = 0;
-  size_t scan_from_ = 0;  // where the separator search resumes in pending()
+  size_t scan_from_ = 0;        // where the separator search resumes in pending()
   bool skip_newlines_ = false;  // drop '\n' at the front of pending() (start of file, after a separator)
   bool document_open_ = false;  // a piece of the current document was already emitted
   int64_t next_document_ = 0;

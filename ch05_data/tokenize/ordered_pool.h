@@ -28,8 +28,8 @@ namespace lab::ch05 {
 template <typename In, typename Out>
 void run_ordered(int threads, int window, const std::function<bool(In*)>& produce,
                  const std::function<Out(In&)>& transform, const std::function<void(Out&)>& consume) {
-  LAB_CHECK(threads >= 1 && window >= 1, InvalidArgument, "run_ordered: threads (", threads, ") and window (",
-            window, ") must be at least 1");
+  LAB_CHECK(threads >= 1 && window >= 1, InvalidArgument, "run_ordered: threads (", threads, ") and window (", window,
+            ") must be at least 1");
   struct Slot {
     std::optional<Out> result;
     std::exception_ptr error;

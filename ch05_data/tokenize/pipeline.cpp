@@ -70,7 +70,9 @@ void prepare_output_directory(const std::string& out_prefix) {
 
 }  // namespace
 
-int default_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int default_threads() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 bool is_val_document(int64_t index, double val_fraction) {
   return std::floor(static_cast<double>(index + 1) * val_fraction) >

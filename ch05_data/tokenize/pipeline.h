@@ -21,14 +21,14 @@ namespace lab::ch05 {
 struct TokenizeOptions {
   std::vector<std::string> inputs;  // text files, read in this order
   DocSplit doc_split = DocSplit::File;
-  bool eot = true;                  // end-of-text (50256) before every document, as llm.c does
-  double val_fraction = 0.1;        // share of documents that go to val, in [0, 1)
+  bool eot = true;            // end-of-text (50256) before every document, as llm.c does
+  double val_fraction = 0.1;  // share of documents that go to val, in [0, 1)
   int64_t shard_tokens = 10'000'000;
-  std::string out_prefix;           // shards are <out_prefix>_train_000000.bin, ...; empty: count only
-  int threads = 0;                  // tokenizer threads; 0: one per core
+  std::string out_prefix;  // shards are <out_prefix>_train_000000.bin, ...; empty: count only
+  int threads = 0;         // tokenizer threads; 0: one per core
   size_t chunk_bytes = size_t{1} << 20;
-  int window = 0;                   // chunks in flight; 0: 4 per thread
-  bool progress = false;            // a progress line on stderr every few seconds
+  int window = 0;         // chunks in flight; 0: 4 per thread
+  bool progress = false;  // a progress line on stderr every few seconds
 };
 
 struct SplitStats {

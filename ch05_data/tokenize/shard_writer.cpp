@@ -50,8 +50,8 @@ void ShardWriter::remove_stale_shards() const {
     const std::string name = entry.path().filename().string();
     if (!name.starts_with(stem) || !name.ends_with(".bin")) continue;
     const std::string digits = name.substr(stem.size(), name.size() - stem.size() - 4);
-    const bool numbered = digits.size() >= 6 && digits.size() <= 18 &&
-                          digits.find_first_not_of("0123456789") == std::string::npos;
+    const bool numbered =
+        digits.size() >= 6 && digits.size() <= 18 && digits.find_first_not_of("0123456789") == std::string::npos;
     if (!numbered) continue;
     if (std::stoll(digits) >= static_cast<int64_t>(shards_.size())) fs::remove(entry.path());
   }

@@ -67,10 +67,9 @@ void run_scaling(const GPT2Tokenizer& tokenizer, TokenizeOptions options, int ma
     std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first.seconds < b.first.seconds; });
     const auto& [median, cpu_seconds] = runs[runs.size() / 2];
     if (threads == 1) one_thread_seconds = median.seconds;
-    std::printf("%-8d %10.3f %10.2f %12.3f %8.2fx %10.3f   (wall min %.3f s, max %.3f s)\n", threads,
-                median.seconds, median.megabytes_per_second(), median.tokens_per_second() / 1e6,
-                one_thread_seconds / median.seconds, cpu_seconds, runs.front().first.seconds,
-                runs.back().first.seconds);
+    std::printf("%-8d %10.3f %10.2f %12.3f %8.2fx %10.3f   (wall min %.3f s, max %.3f s)\n", threads, median.seconds,
+                median.megabytes_per_second(), median.tokens_per_second() / 1e6, one_thread_seconds / median.seconds,
+                cpu_seconds, runs.front().first.seconds, runs.back().first.seconds);
   }
 }
 
@@ -87,8 +86,10 @@ int run(int argc, char** argv) {
   flags.add_choice("doc-split", &doc_split, {"file", "blank-line", "line"},
                    "documents are whole files, paragraphs between empty lines, or lines");
   flags.add_bool("eot", &eot, "end-of-text token (50256) before every document");
-  flags.add_float("val-fraction", &val_fraction, "share of documents for val: document i is val iff "
-                  "floor((i+1)F) > floor(iF)", 0.0, 1.0);
+  flags.add_float("val-fraction", &val_fraction,
+                  "share of documents for val: document i is val iff "
+                  "floor((i+1)F) > floor(iF)",
+                  0.0, 1.0);
   flags.add_int("shard-tokens", &shard_tokens, "tokens per shard (the last shard of a split holds the rest)", 1,
                 2147483647);
   flags.add_int("threads", &threads, "tokenizer threads; 0 = one per core", 0, 1024);
@@ -136,4 +137,6 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace lab::ch05
 
-int main(int argc, char** argv) { return lab::run_main(argc, argv, lab::ch05::run); }
+int main(int argc, char** argv) {
+  return lab::run_main(argc, argv, lab::ch05::run);
+}

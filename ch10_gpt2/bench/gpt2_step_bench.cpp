@@ -84,8 +84,9 @@ int64_t peak_resident_bytes() {
 int run(int argc, char** argv) {
   std::string model_name = "d12", device_name_flag = "auto", dtype = "fp32", json_path;
   int64_t batch = 4, seq = 64, steps = 10, warmup = 2, threads = 0, gemm_repeats = 10;
-  Flags flags("gpt2_step_bench", "Times GPT-2 training steps and compares them with the GEMM floor (CPU) or the "
-                                 "GPU's peak (MFU).");
+  Flags flags("gpt2_step_bench",
+              "Times GPT-2 training steps and compares them with the GEMM floor (CPU) or the "
+              "GPU's peak (MFU).");
   flags.add_string("model", &model_name, "model size: d12, d24, d36, d48, small, tiny");
   flags.add_string("device", &device_name_flag, "cpu, cuda, cuda:N or auto");
   flags.add_choice("dtype", &dtype, {"fp32", "tf32"}, "math precision");
@@ -145,8 +146,8 @@ int run(int argc, char** argv) {
   row.set("tokens_per_s", tokens_per_s);
   row.set("model_gflops_per_step", model_flops / 1e9);
   std::printf("step: median %.1f ms (min %.1f, max %.1f) = forward %.1f + backward %.1f + optimizer %.1f ms\n",
-              step.median * 1e3, step.min * 1e3, step.max * 1e3, bench::median(fwd_s) * 1e3,
-              bench::median(bwd_s) * 1e3, bench::median(opt_s) * 1e3);
+              step.median * 1e3, step.min * 1e3, step.max * 1e3, bench::median(fwd_s) * 1e3, bench::median(bwd_s) * 1e3,
+              bench::median(opt_s) * 1e3);
   std::printf("throughput: %.0f tokens/s, %.1f model GFLOP/s\n", tokens_per_s, model_flops / step.median / 1e9);
 
   std::optional<double> mfu;
@@ -196,11 +197,12 @@ int run(int argc, char** argv) {
   const MemoryStats mem = memory_stats(device);
   row.set("mem_peak_bytes", mem.peak_total);
   row.set("peak_rss_bytes", rss);
-  std::printf("memory: allocator peak %.0f MiB (params %.0f, grads %.0f, optimizer %.0f, activations %.0f); peak "
-              "resident set %.0f MiB\n",
-              mem.peak_total / 1048576.0, mem.peak_of(MemCategory::Params) / 1048576.0,
-              mem.peak_of(MemCategory::Grads) / 1048576.0, mem.peak_of(MemCategory::Optimizer) / 1048576.0,
-              mem.peak_of(MemCategory::Activations) / 1048576.0, rss / 1048576.0);
+  std::printf(
+      "memory: allocator peak %.0f MiB (params %.0f, grads %.0f, optimizer %.0f, activations %.0f); peak "
+      "resident set %.0f MiB\n",
+      mem.peak_total / 1048576.0, mem.peak_of(MemCategory::Params) / 1048576.0,
+      mem.peak_of(MemCategory::Grads) / 1048576.0, mem.peak_of(MemCategory::Optimizer) / 1048576.0,
+      mem.peak_of(MemCategory::Activations) / 1048576.0, rss / 1048576.0);
   result.add_row(row);
   if (!json_path.empty()) {
     result.write(json_path);
@@ -212,4 +214,6 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace lab
 
-int main(int argc, char** argv) { return lab::run_main(argc, argv, lab::run); }
+int main(int argc, char** argv) {
+  return lab::run_main(argc, argv, lab::run);
+}

@@ -31,8 +31,7 @@ Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe) 
   Var out(new_activation({tokens.dim(0), tokens.dim(1), C}, wte.value()),
           tape.recording() && any_requires_grad({&wte, &wpe}));
   ops::embedding_forward(out.value(), tokens, wte.value(), wpe.value());
-  if (out.requires_grad())
-    tape.record([=] { ops::embedding_backward(wte.grad(), wpe.grad(), out.grad(), tokens); });
+  if (out.requires_grad()) tape.record([=] { ops::embedding_backward(wte.grad(), wpe.grad(), out.grad(), tokens); });
   return out;
 }
 
@@ -44,8 +43,8 @@ Var linear(Tape& tape, const Var& x, const Var& w, const Var& b) {
   ops::linear_forward(out.value(), x.value(), w.value(), bias);
   if (out.requires_grad())
     tape.record([=] {
-      ops::linear_backward(x.grad_or_none(), w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(),
-                           out.grad(), x.value(), w.value());
+      ops::linear_backward(x.grad_or_none(), w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(), out.grad(),
+                           x.value(), w.value());
     });
   return out;
 }
@@ -58,9 +57,8 @@ Var layernorm(Tape& tape, const Var& x, const Var& w, const Var& b) {
   Tensor rstd = new_activation({rows}, xv);
   ops::layernorm_forward(out.value(), mean, rstd, xv, w.value(), b.value());
   if (out.requires_grad())
-    tape.record([=] {
-      ops::layernorm_backward(x.grad(), w.grad(), b.grad(), out.grad(), x.value(), w.value(), mean, rstd);
-    });
+    tape.record(
+        [=] { ops::layernorm_backward(x.grad(), w.grad(), b.grad(), out.grad(), x.value(), w.value(), mean, rstd); });
   return out;
 }
 
@@ -74,8 +72,7 @@ Var gelu(Tape& tape, const Var& x) {
 Var residual(Tape& tape, const Var& a, const Var& b) {
   Var out(new_activation(a.value().shape(), a.value()), tape.recording() && any_requires_grad({&a, &b}));
   ops::residual_forward(out.value(), a.value(), b.value());
-  if (out.requires_grad())
-    tape.record([=] { ops::residual_backward(a.grad_or_none(), b.grad_or_none(), out.grad()); });
+  if (out.requires_grad()) tape.record([=] { ops::residual_backward(a.grad_or_none(), b.grad_or_none(), out.grad()); });
   return out;
 }
 

@@ -21,9 +21,9 @@ Var residual(Tape& tape, const Var& a, const Var& b);
 Var attention(Tape& tape, const Var& qkv, int n_head);
 
 // Cross-entropy of logits [..., Vp] (the first `vocab` columns real) against targets with one entry per
-// leading position (N of them), returning the per-row losses [N]. When the tape records, the gradient of grad_scale * mean(losses) is computed in the
-// same pass and written over the logits, which become their own gradient buffer: the logits' value is
-// no longer available afterwards. This is the last function of a forward pass; backward() starts here.
+// leading position (N of them), returning the per-row losses [N]. When the tape records, the gradient of grad_scale *
+// mean(losses) is computed in the same pass and written over the logits, which become their own gradient buffer: the
+// logits' value is no longer available afterwards. This is the last function of a forward pass; backward() starts here.
 Tensor cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale);
 
 }  // namespace lab::ag

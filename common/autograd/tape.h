@@ -20,7 +20,7 @@ class Tape {
 
   bool recording() const { return recording_; }
   void record(std::function<void()> backward_step);  // ignored when not recording
-  void backward();                                    // runs and clears every recorded step
+  void backward();                                   // runs and clears every recorded step
   void clear() { steps_.clear(); }
   size_t size() const { return steps_.size(); }
 

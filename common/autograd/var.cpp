@@ -9,9 +9,9 @@ Var::Var(Tensor value, bool requires_grad) : node_(std::make_shared<Node>()) {
 }
 
 Var Var::parameter(Tensor value, Tensor grad) {
-  LAB_CHECK(grad.numel() == value.numel() && grad.device() == value.device(), InvalidArgument,
-            "parameter gradient ", shape_str(grad.shape()), " on ", grad.device().str(), " does not match value ",
-            shape_str(value.shape()), " on ", value.device().str());
+  LAB_CHECK(grad.numel() == value.numel() && grad.device() == value.device(), InvalidArgument, "parameter gradient ",
+            shape_str(grad.shape()), " on ", grad.device().str(), " does not match value ", shape_str(value.shape()),
+            " on ", value.device().str());
   Var v(std::move(value), true);
   v.node_->grad = std::move(grad);
   return v;
@@ -22,7 +22,9 @@ const Tensor& Var::value() const {
   return node_->value;
 }
 
-bool Var::requires_grad() const { return node_ && node_->requires_grad; }
+bool Var::requires_grad() const {
+  return node_ && node_->requires_grad;
+}
 
 const Tensor& Var::grad() const {
   LAB_CHECK(requires_grad(), InvalidArgument, "grad() of a Var that does not require a gradient");
@@ -33,7 +35,9 @@ const Tensor& Var::grad() const {
   return node_->grad;
 }
 
-Tensor Var::grad_or_none() const { return requires_grad() ? grad() : Tensor(); }
+Tensor Var::grad_or_none() const {
+  return requires_grad() ? grad() : Tensor();
+}
 
 void Var::bind_grad(Tensor g) const {
   LAB_CHECK(requires_grad(), InvalidArgument, "bind_grad on a Var that does not require a gradient");

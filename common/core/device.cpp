@@ -1,8 +1,8 @@
 #include "common/core/device.h"
 
-#include "common/core/error.h"
-
 #include <fstream>
+
+#include "common/core/error.h"
 
 #ifdef LAB_WITH_CUDA
 #include "common/cuda/cublas.h"
@@ -20,8 +20,7 @@ Device parse_device(const std::string& name) {
   if (name == "cuda") return Device::cuda(0);
   if (name.rfind("cuda:", 0) == 0) {
     const std::string idx = name.substr(5);
-    if (!idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos)
-      return Device::cuda(std::stoi(idx));
+    if (!idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos) return Device::cuda(std::stoi(idx));
   }
   fail(ErrorKind::InvalidArgument, "unknown device '", name, "' (expected cpu, cuda or cuda:N)");
 }
@@ -34,7 +33,9 @@ bool cuda_available() {
 #endif
 }
 
-Device best_device() { return cuda_available() ? Device::cuda(0) : Device::cpu(); }
+Device best_device() {
+  return cuda_available() ? Device::cuda(0) : Device::cpu();
+}
 
 void synchronize(Device device) {
   if (device.is_cpu()) return;

@@ -10,14 +10,24 @@ namespace lab {
 enum class DType : uint8_t { F32, BF16, F16, I32, U16 };
 
 size_t dtype_size(DType t);
-const char* dtype_name(DType t);  // "f32", "bf16", "f16", "i32", "u16"
+const char* dtype_name(DType t);             // "f32", "bf16", "f16", "i32", "u16"
 DType parse_dtype(const std::string& name);  // throws InvalidArgument on an unknown name
 
 // C++ type <-> DType, for Tensor::data<T>() checks.
-template <typename T> struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::F32; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::I32; };
-template <> struct DTypeOf<uint16_t> { static constexpr DType value = DType::U16; };
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::F32;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::I32;
+};
+template <>
+struct DTypeOf<uint16_t> {
+  static constexpr DType value = DType::U16;
+};
 
 // ---------------------------------------------------------------- bf16 / f16 on the host
 // bf16 is the top half of an IEEE float; rounding is to nearest-even, NaN stays NaN.
@@ -34,7 +44,7 @@ inline float bf16_bits_to_float(uint16_t b) {
   std::memcpy(&f, &u, 4);
   return f;
 }
-uint16_t float_to_f16_bits(float f);   // round to nearest-even, overflow to inf
+uint16_t float_to_f16_bits(float f);  // round to nearest-even, overflow to inf
 float f16_bits_to_float(uint16_t h);
 
 }  // namespace lab

@@ -26,8 +26,7 @@ const char* to_string(ErrorKind kind);
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& message)
-      : std::runtime_error(message), kind_(kind) {}
+  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   ErrorKind kind() const { return kind_; }
 
  private:
@@ -51,15 +50,14 @@ template <typename... Args>
 }  // namespace lab
 
 // LAB_CHECK(cond, kind, message parts...): throw Error(kind, "...") when cond is false.
-#define LAB_CHECK(cond, kind, ...)                          \
-  do {                                                      \
+#define LAB_CHECK(cond, kind, ...)                                 \
+  do {                                                             \
     if (!(cond)) ::lab::fail(::lab::ErrorKind::kind, __VA_ARGS__); \
   } while (0)
 
 // LAB_ASSERT(cond): an internal invariant; reports the statement and file:line.
-#define LAB_ASSERT(cond)                                                                   \
-  do {                                                                                     \
-    if (!(cond))                                                                           \
-      ::lab::fail(::lab::ErrorKind::Internal, "internal check failed: ", #cond, " at ", \
-                  __FILE__, ":", __LINE__);                                                \
+#define LAB_ASSERT(cond)                                                                                          \
+  do {                                                                                                            \
+    if (!(cond))                                                                                                  \
+      ::lab::fail(::lab::ErrorKind::Internal, "internal check failed: ", #cond, " at ", __FILE__, ":", __LINE__); \
   } while (0)

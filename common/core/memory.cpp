@@ -32,8 +32,12 @@ thread_local MemCategory t_current_category = MemCategory::Other;
 MemoryScope::MemoryScope(MemCategory category) : saved_(t_current_category) {
   t_current_category = category;
 }
-MemoryScope::~MemoryScope() { t_current_category = saved_; }
-MemCategory current_mem_category() { return t_current_category; }
+MemoryScope::~MemoryScope() {
+  t_current_category = saved_;
+}
+MemCategory current_mem_category() {
+  return t_current_category;
+}
 
 std::string MemoryStats::table() const {
   std::string out;

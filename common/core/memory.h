@@ -40,10 +40,10 @@ struct MemoryStats {
   std::array<int64_t, kNumMemCategories> live{};  // bytes handed out and not yet returned
   std::array<int64_t, kNumMemCategories> peak{};  // each category's own maximum of live
   int64_t live_total = 0;
-  int64_t peak_total = 0;      // maximum of the sum (not the sum of the maxima)
-  int64_t reserved = 0;        // bytes held from the system: live + cached free blocks
+  int64_t peak_total = 0;  // maximum of the sum (not the sum of the maxima)
+  int64_t reserved = 0;    // bytes held from the system: live + cached free blocks
   int64_t peak_reserved = 0;
-  int64_t system_allocs = 0;   // calls to the system allocator (aligned_alloc / cudaMalloc)
+  int64_t system_allocs = 0;  // calls to the system allocator (aligned_alloc / cudaMalloc)
 
   int64_t live_of(MemCategory c) const { return live[static_cast<int>(c)]; }
   int64_t peak_of(MemCategory c) const { return peak[static_cast<int>(c)]; }
@@ -78,6 +78,8 @@ class Allocator {
 Allocator& allocator_for(Device device);
 
 // Memory statistics of a device's allocator.
-inline MemoryStats memory_stats(Device device) { return allocator_for(device).stats(); }
+inline MemoryStats memory_stats(Device device) {
+  return allocator_for(device).stats();
+}
 
 }  // namespace lab

@@ -8,9 +8,13 @@
 
 namespace lab {
 
-int num_threads() { return omp_get_max_threads(); }
+int num_threads() {
+  return omp_get_max_threads();
+}
 
-void set_num_threads(int n) { omp_set_num_threads(std::max(1, n)); }
+void set_num_threads(int n) {
+  omp_set_num_threads(std::max(1, n));
+}
 
 void parallel_memset_zero(void* dst, size_t bytes) {
   // Below a few MiB the fork/join costs more than it saves.

@@ -5,8 +5,8 @@
 
 namespace lab {
 
-int num_threads();              // threads an OpenMP parallel region uses
-void set_num_threads(int n);    // also applies to BLAS (same OpenMP pool)
+int num_threads();            // threads an OpenMP parallel region uses
+void set_num_threads(int n);  // also applies to BLAS (same OpenMP pool)
 void parallel_memset_zero(void* dst, size_t bytes);
 
 }  // namespace lab

@@ -89,16 +89,16 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
 }
 
 Tensor Tensor::from_floats(std::span<const float> values, const Shape& shape, Device device) {
-  LAB_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), InvalidArgument, "from_floats: ",
-            values.size(), " values for shape ", shape_str(shape));
+  LAB_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), InvalidArgument, "from_floats: ", values.size(),
+            " values for shape ", shape_str(shape));
   Tensor t = empty(shape, DType::F32, device);
   copy_bytes(t.raw(), device, values.data(), Device::cpu(), t.nbytes());
   return t;
 }
 
 Tensor Tensor::from_ints(std::span<const int32_t> values, const Shape& shape, Device device) {
-  LAB_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), InvalidArgument, "from_ints: ",
-            values.size(), " values for shape ", shape_str(shape));
+  LAB_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), InvalidArgument, "from_ints: ", values.size(),
+            " values for shape ", shape_str(shape));
   Tensor t = empty(shape, DType::I32, device);
   copy_bytes(t.raw(), device, values.data(), Device::cpu(), t.nbytes());
   return t;
@@ -145,8 +145,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
               shape_str(shape));
     s[infer] = numel_ / known;
   }
-  LAB_CHECK(shape_numel(s) == numel_, InvalidArgument, "reshape ", shape_str(shape_), " (", numel_,
-            " elements) to ", shape_str(shape));
+  LAB_CHECK(shape_numel(s) == numel_, InvalidArgument, "reshape ", shape_str(shape_), " (", numel_, " elements) to ",
+            shape_str(shape));
   Tensor t = *this;
   t.shape_ = s;
   return t;
@@ -154,8 +154,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
 
 Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
   check_defined("slice_rows");
-  LAB_CHECK(ndim() >= 1 && 0 <= begin && begin <= end && end <= shape_[0], InvalidArgument, "slice_rows(",
-            begin, ", ", end, ") of shape ", shape_str(shape_));
+  LAB_CHECK(ndim() >= 1 && 0 <= begin && begin <= end && end <= shape_[0], InvalidArgument, "slice_rows(", begin, ", ",
+            end, ") of shape ", shape_str(shape_));
   const int64_t row = shape_[0] ? numel_ / shape_[0] : 0;
   Shape s = shape_;
   s[0] = end - begin;
@@ -165,8 +165,8 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
 Tensor Tensor::view(int64_t offset_elems, const Shape& shape) const {
   check_defined("view");
   const int64_t n = shape_numel(shape);
-  LAB_CHECK(offset_elems >= 0 && offset_elems + n <= numel_, InvalidArgument, "view of ", n,
-            " elements at offset ", offset_elems, " of a tensor with ", numel_);
+  LAB_CHECK(offset_elems >= 0 && offset_elems + n <= numel_, InvalidArgument, "view of ", n, " elements at offset ",
+            offset_elems, " of a tensor with ", numel_);
   Tensor t = *this;
   t.offset_bytes_ = offset_bytes_ + static_cast<size_t>(offset_elems) * dtype_size(dtype_);
   t.shape_ = shape;
@@ -216,7 +216,9 @@ void Tensor::copy_from(const Tensor& src) const {
   copy_bytes(raw(), device(), src.raw(), src.device(), nbytes());
 }
 
-void Tensor::zero_() const { zero_bytes(raw(), device(), nbytes()); }
+void Tensor::zero_() const {
+  zero_bytes(raw(), device(), nbytes());
+}
 
 void Tensor::fill_(float value) const {
   check_dtype(DType::F32, "fill_");
@@ -236,8 +238,8 @@ std::vector<float> Tensor::to_floats() const {
     copy_bytes(out.data(), Device::cpu(), raw(), device(), nbytes());
     return out;
   }
-  LAB_CHECK(dtype_ == DType::BF16 || dtype_ == DType::F16, InvalidArgument, "to_floats of a ",
-            dtype_name(dtype_), " tensor");
+  LAB_CHECK(dtype_ == DType::BF16 || dtype_ == DType::F16, InvalidArgument, "to_floats of a ", dtype_name(dtype_),
+            " tensor");
   std::vector<uint16_t> bits(static_cast<size_t>(numel_));
   copy_bytes(bits.data(), Device::cpu(), raw(), device(), nbytes());
   for (size_t i = 0; i < bits.size(); ++i)

@@ -80,21 +80,21 @@ class Tensor {
   }
 
   // ---- views (share storage)
-  Tensor reshape(const Shape& shape) const;                 // same numel; one dim may be -1
-  Tensor slice_rows(int64_t begin, int64_t end) const;      // [begin, end) along dim 0
+  Tensor reshape(const Shape& shape) const;                     // same numel; one dim may be -1
+  Tensor slice_rows(int64_t begin, int64_t end) const;          // [begin, end) along dim 0
   Tensor view(int64_t offset_elems, const Shape& shape) const;  // contiguous range of the flat elements
   Tensor flatten() const { return reshape({numel_}); }
 
   // ---- copies and fills
   Tensor to(Device device) const;  // a copy on `device` (a copy even when already there)
   Tensor clone() const { return to(device()); }
-  Tensor to_dtype(DType dtype) const;  // f32 <-> bf16/f16 conversion, CPU only
+  Tensor to_dtype(DType dtype) const;       // f32 <-> bf16/f16 conversion, CPU only
   void copy_from(const Tensor& src) const;  // same element count and dtype, any devices (data, not handle)
   void zero_() const;
-  void fill_(float value) const;       // f32 tensors
-  std::vector<float> to_floats() const;    // f32/bf16/f16 on any device -> host floats
-  std::vector<int32_t> to_ints() const;    // i32/u16 on any device -> host ints
-  float item() const;                      // a one-element float tensor's value
+  void fill_(float value) const;         // f32 tensors
+  std::vector<float> to_floats() const;  // f32/bf16/f16 on any device -> host floats
+  std::vector<int32_t> to_ints() const;  // i32/u16 on any device -> host ints
+  float item() const;                    // a one-element float tensor's value
 
   // ---- checks with clear messages: `what` names the tensor in the error
   void check_dtype(DType expected, const char* what) const;

@@ -24,12 +24,13 @@ uint64_t epoch_seed(uint64_t seed, int64_t epoch, uint64_t salt) {
 
 }  // namespace
 
-BatchPlan::BatchPlan(const std::vector<std::string>& shard_paths, const LoaderOptions& options)
-    : options_(options) {
-  LAB_CHECK(options.batch > 0 && options.seq > 0, InvalidArgument, "loader: batch and sequence length must be "
-            "positive (got ", options.batch, " x ", options.seq, ")");
-  LAB_CHECK(options.world > 0 && options.rank >= 0 && options.rank < options.world, InvalidArgument,
-            "loader: rank ", options.rank, " is outside a world of ", options.world);
+BatchPlan::BatchPlan(const std::vector<std::string>& shard_paths, const LoaderOptions& options) : options_(options) {
+  LAB_CHECK(options.batch > 0 && options.seq > 0, InvalidArgument,
+            "loader: batch and sequence length must be "
+            "positive (got ",
+            options.batch, " x ", options.seq, ")");
+  LAB_CHECK(options.world > 0 && options.rank >= 0 && options.rank < options.world, InvalidArgument, "loader: rank ",
+            options.rank, " is outside a world of ", options.world);
   LAB_CHECK(options.workers >= 1 && options.depth >= 1, InvalidArgument, "loader: workers (", options.workers,
             ") and depth (", options.depth, ") must be at least 1");
   LAB_CHECK(options.slow.read_latency_us >= 0 && options.slow.preprocess_us >= 0, InvalidArgument,
@@ -42,9 +43,9 @@ BatchPlan::BatchPlan(const std::vector<std::string>& shard_paths, const LoaderOp
   }
   per_epoch_ = total_tokens_ > 0 ? (total_tokens_ - 1) / batch_tokens() : 0;
   per_rank_ = per_epoch_ / options.world;
-  LAB_CHECK(per_rank_ > 0, InvalidArgument, "loader: ", total_tokens_, " tokens in ", shards_.size(),
-            " shard(s) (", shard_paths.front(), " ...) are too few for one batch of ", options.batch, " x ",
-            options.seq, " per rank (", options.world, " rank(s))");
+  LAB_CHECK(per_rank_ > 0, InvalidArgument, "loader: ", total_tokens_, " tokens in ", shards_.size(), " shard(s) (",
+            shard_paths.front(), " ...) are too few for one batch of ", options.batch, " x ", options.seq,
+            " per rank (", options.world, " rank(s))");
 }
 
 std::vector<int> BatchPlan::shard_order(int64_t epoch) const {

@@ -29,8 +29,8 @@
 namespace lab {
 
 struct LoaderOptions {
-  int64_t batch = 4;   // B
-  int64_t seq = 64;    // T
+  int64_t batch = 4;  // B
+  int64_t seq = 64;   // T
   int rank = 0;
   int world = 1;
   bool shuffle = false;
@@ -47,8 +47,8 @@ struct LoaderOptions {
 
 // A contiguous run of tokens inside one shard.
 struct ShardPiece {
-  int shard = 0;        // index into BatchPlan::shards()
-  int64_t offset = 0;   // first token within the shard
+  int shard = 0;       // index into BatchPlan::shards()
+  int64_t offset = 0;  // first token within the shard
   int64_t count = 0;
 };
 
@@ -87,7 +87,7 @@ class BatchPlan {
     std::vector<int64_t> order;
   };
   const std::vector<int64_t>& permutation(int64_t epoch) const;  // call with perm_mutex_ held
-  mutable std::mutex perm_mutex_;  // loaders may ask from several threads
+  mutable std::mutex perm_mutex_;                                // loaders may ask from several threads
   mutable std::array<Permutation, 2> perms_;
   mutable size_t perm_oldest_ = 0;
 };

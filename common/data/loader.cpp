@@ -20,8 +20,8 @@ void BatchLoader::next(Tensor& inputs, Tensor& targets) {
   const int64_t per_epoch = plan_.batches_per_epoch();
   if (position_ > 0 && position_ % per_epoch == 0) {
     const LoaderOptions& o = plan_.options();
-    report(o, cat("data: ", name(), " loader: epoch ", plan_.epoch_of(position_), " begins at batch ", position_,
-                  " (", per_epoch, " batches per epoch for rank ", o.rank, " of ", o.world, ")"));
+    report(o, cat("data: ", name(), " loader: epoch ", plan_.epoch_of(position_), " begins at batch ", position_, " (",
+                  per_epoch, " batches per epoch for rank ", o.rank, " of ", o.world, ")"));
   }
   ++position_;
 }

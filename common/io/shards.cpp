@@ -26,10 +26,10 @@ int64_t validate_header(const InputFile& file) {
             " bytes, shorter than its ", kShardHeaderBytes, "-byte header");
   int32_t header[kShardHeaderInts];
   file.read_at(0, header, sizeof(header));
-  LAB_CHECK(header[0] == kShardMagic, Format, "shard '", path, "': bad magic ", header[0], " (expected ",
-            kShardMagic, ")");
-  LAB_CHECK(header[1] == kShardVersion, Format, "shard '", path, "': unsupported version ", header[1],
-            " (expected ", kShardVersion, ")");
+  LAB_CHECK(header[0] == kShardMagic, Format, "shard '", path, "': bad magic ", header[0], " (expected ", kShardMagic,
+            ")");
+  LAB_CHECK(header[1] == kShardVersion, Format, "shard '", path, "': unsupported version ", header[1], " (expected ",
+            kShardVersion, ")");
   const int64_t count = header[2];
   LAB_CHECK(count >= 0, Format, "shard '", path, "': negative token count ", count);
   const int64_t expected_bytes = kShardHeaderBytes + 2 * count;
@@ -55,14 +55,14 @@ std::vector<uint16_t> read_shard(const std::string& path) {
 void read_shard_tokens(const std::string& path, int64_t offset, int64_t count, uint16_t* out) {
   const InputFile file(path);
   const int64_t available = validate_header(file);
-  LAB_CHECK(offset >= 0 && count >= 0 && offset <= available && count <= available - offset, Format, "shard '",
-            path, "': cannot read ", count, " tokens at offset ", offset, ", it holds ", available);
+  LAB_CHECK(offset >= 0 && count >= 0 && offset <= available && count <= available - offset, Format, "shard '", path,
+            "': cannot read ", count, " tokens at offset ", offset, ", it holds ", available);
   file.read_at(kShardHeaderBytes + 2 * offset, out, static_cast<size_t>(count) * sizeof(uint16_t));
 }
 
 void write_shard(const std::string& path, std::span<const uint16_t> tokens) {
-  LAB_CHECK(tokens.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()), InvalidArgument,
-            "shard '", path, "': ", tokens.size(), " tokens do not fit the header's int32 count");
+  LAB_CHECK(tokens.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()), InvalidArgument, "shard '", path,
+            "': ", tokens.size(), " tokens do not fit the header's int32 count");
   int32_t header[kShardHeaderInts] = {};
   header[0] = kShardMagic;
   header[1] = kShardVersion;

@@ -10,8 +10,8 @@ struct Named {
   int n_layer, n_head, n_embd, block_size;
 };
 constexpr Named kConfigs[] = {
-    {"d12", 12, 12, 768, 1024}, {"d24", 24, 16, 1024, 1024}, {"d36", 36, 20, 1280, 1024},
-    {"d48", 48, 25, 1600, 1024}, {"small", 4, 4, 128, 256},  {"tiny", 2, 2, 64, 64},
+    {"d12", 12, 12, 768, 1024},  {"d24", 24, 16, 1024, 1024}, {"d36", 36, 20, 1280, 1024},
+    {"d48", 48, 25, 1600, 1024}, {"small", 4, 4, 128, 256},   {"tiny", 2, 2, 64, 64},
 };
 }  // namespace
 
@@ -41,14 +41,14 @@ void GPT2Config::validate() const {
             "model config: every size must be positive (", str(), ")");
   LAB_CHECK(n_embd % n_head == 0, InvalidArgument, "model config: width ", n_embd, " is not divisible by ", n_head,
             " heads");
-  LAB_CHECK(padded_vocab_size >= vocab_size, InvalidArgument, "model config: padded vocabulary ",
-            padded_vocab_size, " is smaller than the vocabulary ", vocab_size);
+  LAB_CHECK(padded_vocab_size >= vocab_size, InvalidArgument, "model config: padded vocabulary ", padded_vocab_size,
+            " is smaller than the vocabulary ", vocab_size);
 }
 
 int64_t GPT2Config::num_parameters() const {
   const int64_t C = n_embd, L = n_layer;
-  const int64_t per_layer = 2 * C /*ln_1*/ + 3 * C * C + 3 * C /*c_attn*/ + C * C + C /*attn.c_proj*/ +
-                            2 * C /*ln_2*/ + 4 * C * C + 4 * C /*c_fc*/ + 4 * C * C + C /*mlp.c_proj*/;
+  const int64_t per_layer = 2 * C /*ln_1*/ + 3 * C * C + 3 * C /*c_attn*/ + C * C + C /*attn.c_proj*/ + 2 * C /*ln_2*/ +
+                            4 * C * C + 4 * C /*c_fc*/ + 4 * C * C + C /*mlp.c_proj*/;
   return int64_t{vocab_size} * C + int64_t{block_size} * C + L * per_layer + 2 * C /*ln_f*/;
 }
 

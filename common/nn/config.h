@@ -15,8 +15,8 @@ struct GPT2Config {
   int n_layer = 12;
   int n_head = 12;
   int n_embd = 768;
-  int block_size = 1024;     // maximum sequence length (rows of wpe)
-  int vocab_size = 50257;    // real vocabulary
+  int block_size = 1024;   // maximum sequence length (rows of wpe)
+  int vocab_size = 50257;  // real vocabulary
   int padded_vocab_size = 50304;
 
   // "d12", "d24", "d36", "d48" (GPT-2 124M/350M/774M/1558M), "small" (4 layers, 128 wide: the default
@@ -25,9 +25,9 @@ struct GPT2Config {
   static std::vector<std::string> names();
   static int64_t pad_vocab(int64_t vocab) { return (vocab + 127) / 128 * 128; }
 
-  void validate() const;     // throws InvalidArgument on inconsistent values
+  void validate() const;           // throws InvalidArgument on inconsistent values
   int64_t num_parameters() const;  // with the real (unpadded) vocabulary, as usually quoted
-  std::string str() const;   // "12 layers, 12 heads, 768 wide, block 1024, vocab 50257 (padded 50304)"
+  std::string str() const;         // "12 layers, 12 heads, 768 wide, block 1024, vocab 50257 (padded 50304)"
   Json to_json() const;
   static GPT2Config from_json(const Json& j);
   bool operator==(const GPT2Config&) const = default;

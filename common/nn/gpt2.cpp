@@ -8,7 +8,9 @@ namespace lab {
 
 namespace {
 
-std::string layer_name(int i, const char* rest) { return cat("h.", i, ".", rest); }
+std::string layer_name(int i, const char* rest) {
+  return cat("h.", i, ".", rest);
+}
 
 void declare_parameters(ParameterStore& p, const GPT2Config& c) {
   const int64_t C = c.n_embd;

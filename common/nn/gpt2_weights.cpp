@@ -64,8 +64,8 @@ GPT2Config read_gpt2_config(const std::string& path) {
   GPT2Config c;
   const Shape& wte = file.shape(stored_name(file, "wte.weight"));
   const Shape& wpe = file.shape(stored_name(file, "wpe.weight"));
-  LAB_CHECK(wte.size() == 2 && wpe.size() == 2 && wte[1] == wpe[1], Format, path,
-            ": wte.weight ", shape_str(wte), " and wpe.weight ", shape_str(wpe), " are not [vocab, C] and [T, C]");
+  LAB_CHECK(wte.size() == 2 && wpe.size() == 2 && wte[1] == wpe[1], Format, path, ": wte.weight ", shape_str(wte),
+            " and wpe.weight ", shape_str(wpe), " are not [vocab, C] and [T, C]");
   c.vocab_size = static_cast<int>(wte[0]);
   c.padded_vocab_size = static_cast<int>(GPT2Config::pad_vocab(c.vocab_size));
   c.n_embd = static_cast<int>(wte[1]);
@@ -111,8 +111,8 @@ void load_gpt2_weights(GPT2& model, const std::string& path) {
 
 void save_gpt2_weights(const GPT2& model, const std::string& path, DType dtype,
                        const std::map<std::string, std::string>& extra_metadata) {
-  LAB_CHECK(dtype == DType::F32 || dtype == DType::BF16, InvalidArgument,
-            "weights can be saved as f32 or bf16, not ", dtype_name(dtype));
+  LAB_CHECK(dtype == DType::F32 || dtype == DType::BF16, InvalidArgument, "weights can be saved as f32 or bf16, not ",
+            dtype_name(dtype));
   const GPT2Config& c = model.config();
   const ParameterStore& params = model.parameters();
   std::vector<NamedTensor> tensors;

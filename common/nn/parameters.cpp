@@ -6,7 +6,9 @@ namespace lab {
 
 namespace {
 constexpr int64_t kAlign = 32;
-int64_t align_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+int64_t align_up(int64_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 }  // namespace
 
 void ParameterStore::declare(const std::string& name, const Shape& shape, bool decay) {
@@ -60,7 +62,9 @@ Tensor ParameterStore::grad(const std::string& name) const {
   return grads_.view(p.offset, p.shape);
 }
 
-Var ParameterStore::var(const std::string& name) const { return Var::parameter(value(name), grad(name)); }
+Var ParameterStore::var(const std::string& name) const {
+  return Var::parameter(value(name), grad(name));
+}
 
 int64_t ParameterStore::num_parameters() const {
   int64_t n = 0;

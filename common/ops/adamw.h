@@ -21,16 +21,16 @@ struct AdamWHyper {
   int64_t step = 1;  // 1-based step count t, for bias correction
 };
 
-void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
-                  const AdamWHyper& hyper, float grad_scale);
+void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
+                  float grad_scale);
 
 namespace cpu {
-void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
-                  const AdamWHyper& hyper, float grad_scale);
+void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
+                  float grad_scale);
 }  // namespace cpu
 namespace cuda {
-void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
-                  const AdamWHyper& hyper, float grad_scale);
+void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
+                  float grad_scale);
 }  // namespace cuda
 
 }  // namespace lab::ops

@@ -12,16 +12,13 @@
 
 namespace lab::ops {
 
-void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
-                      float dloss);
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss);
 
 namespace cpu {
-void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
-                      float dloss);
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss);
 }  // namespace cpu
 namespace cuda {
-void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
-                      float dloss);
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss);
 }  // namespace cuda
 
 }  // namespace lab::ops

@@ -18,17 +18,17 @@ void check_same_device(std::initializer_list<const Tensor*> tensors, const char*
 
 #ifdef LAB_WITH_CUDA
 #define LAB_DISPATCH(device, fn, ...) \
-  do {                                 \
-    if ((device).is_cuda())            \
-      cuda::fn(__VA_ARGS__);           \
-    else                               \
-      cpu::fn(__VA_ARGS__);            \
+  do {                                \
+    if ((device).is_cuda())           \
+      cuda::fn(__VA_ARGS__);          \
+    else                              \
+      cpu::fn(__VA_ARGS__);           \
   } while (0)
 #else
-#define LAB_DISPATCH(device, fn, ...)                                                                 \
-  do {                                                                                                 \
-    if ((device).is_cuda())                                                                            \
+#define LAB_DISPATCH(device, fn, ...)                                                                      \
+  do {                                                                                                     \
+    if ((device).is_cuda())                                                                                \
       ::lab::fail(::lab::ErrorKind::Unsupported, #fn ": CUDA tensor, but this build has no CUDA backend"); \
-    cpu::fn(__VA_ARGS__);                                                                              \
+    cpu::fn(__VA_ARGS__);                                                                                  \
   } while (0)
 #endif

@@ -15,8 +15,8 @@ void check_layernorm(const Tensor& x, const Tensor& w, const Tensor& mean, const
 }
 }  // namespace
 
-void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                       const Tensor& w, const Tensor& b) {
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                       const Tensor& b) {
   check_layernorm(x, w, mean, rstd, "layernorm_forward");
   b.check_shape(w.shape(), "layernorm bias");
   out.check_shape(x.shape(), "layernorm out");

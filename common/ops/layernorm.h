@@ -10,20 +10,20 @@ namespace lab::ops {
 
 inline constexpr float kLayerNormEps = 1e-5f;
 
-void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                       const Tensor& w, const Tensor& b);
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                       const Tensor& b);
 void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
                         const Tensor& w, const Tensor& mean, const Tensor& rstd);
 
 namespace cpu {
-void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                       const Tensor& w, const Tensor& b);
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                       const Tensor& b);
 void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
                         const Tensor& w, const Tensor& mean, const Tensor& rstd);
 }  // namespace cpu
 namespace cuda {
-void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                       const Tensor& w, const Tensor& b);
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                       const Tensor& b);
 void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
                         const Tensor& w, const Tensor& mean, const Tensor& rstd);
 }  // namespace cuda

@@ -6,8 +6,7 @@ namespace lab::ops {
 
 namespace {
 // Checks the shapes shared by forward and backward and returns (N, C, OC).
-void check_linear(const Tensor& inp, const Tensor& weight, const Tensor& out_like, const Tensor& bias,
-                  const char* op) {
+void check_linear(const Tensor& inp, const Tensor& weight, const Tensor& out_like, const Tensor& bias, const char* op) {
   weight.check_ndim(2, "linear weight");
   const int64_t OC = weight.dim(0), C = weight.dim(1);
   LAB_CHECK(inp.ndim() >= 1 && inp.dim(-1) == C, InvalidArgument, op, ": input ", shape_str(inp.shape()),

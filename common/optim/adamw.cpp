@@ -29,7 +29,9 @@ void AdamW::step(float lr, float grad_scale) {
   }
 }
 
-double global_grad_norm(const ParameterStore& params) { return std::sqrt(ops::sum_squares(params.grads())); }
+double global_grad_norm(const ParameterStore& params) {
+  return std::sqrt(ops::sum_squares(params.grads()));
+}
 
 float clip_coefficient(double grad_norm, double max_norm) {
   if (max_norm <= 0.0) return 1.0f;

@@ -19,8 +19,8 @@ double LrSchedule::at(int64_t step) const {
   if (kind == Kind::Constant) return max_lr;
   const double min_lr = max_lr * min_lr_fraction;
   const int64_t decay_steps = std::max<int64_t>(1, total_steps - warmup_steps);
-  const double progress = std::clamp(static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps),
-                                     0.0, 1.0);
+  const double progress =
+      std::clamp(static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps), 0.0, 1.0);
   const double shape = kind == Kind::Cosine ? 0.5 * (1.0 + std::cos(M_PI * progress)) : 1.0 - progress;
   return min_lr + (max_lr - min_lr) * shape;
 }

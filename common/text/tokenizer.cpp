@@ -94,8 +94,7 @@ std::vector<int32_t> GPT2Tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3);  // English averages about four bytes per token
   text::PreTokenizer pieces(text);
-  for (std::string_view piece = pieces.next(); !piece.empty(); piece = pieces.next())
-    impl_->encode_piece(piece, &ids);
+  for (std::string_view piece = pieces.next(); !piece.empty(); piece = pieces.next()) impl_->encode_piece(piece, &ids);
   return ids;
 }
 
@@ -105,9 +104,13 @@ std::string GPT2Tokenizer::decode(std::span<const int32_t> ids) const {
   return text;
 }
 
-std::string GPT2Tokenizer::token_bytes(int32_t id) const { return impl_->bytes_of(id); }
+std::string GPT2Tokenizer::token_bytes(int32_t id) const {
+  return impl_->bytes_of(id);
+}
 
-int32_t GPT2Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->vocab.token_bytes.size()); }
+int32_t GPT2Tokenizer::vocab_size() const {
+  return static_cast<int32_t>(impl_->vocab.token_bytes.size());
+}
 
 std::string bundled_data_path(const std::string& file_name) {
   const char* override_dir = std::getenv("LAB_DATA_DIR");

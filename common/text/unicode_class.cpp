@@ -24,6 +24,8 @@ const std::array<CharClass, 128> kAsciiClasses = [] {
 
 }  // namespace
 
-CharClass char_class(char32_t cp) { return cp < 128 ? kAsciiClasses[cp] : lookup_runs(cp); }
+CharClass char_class(char32_t cp) {
+  return cp < 128 ? kAsciiClasses[cp] : lookup_runs(cp);
+}
 
 }  // namespace lab::text

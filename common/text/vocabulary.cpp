@@ -72,8 +72,7 @@ std::unordered_map<std::string, int32_t> read_encoder(const std::string& path, c
   for (const auto& [token, value] : json.as_object()) {
     LAB_CHECK(value.is_number() && value.as_number() >= 0 && value.as_number() < static_cast<double>(count) &&
                   value.as_number() == static_cast<double>(static_cast<int64_t>(value.as_number())),
-              Format, "encoder '", path, "': token \"", token, "\" has id ", value.dump(), ", expected 0..",
-              count - 1);
+              Format, "encoder '", path, "': token \"", token, "\" has id ", value.dump(), ", expected 0..", count - 1);
     const int32_t id = static_cast<int32_t>(value.as_int());
     LAB_CHECK(!seen[id], Format, "encoder '", path, "': id ", id, " is used twice");
     LAB_CHECK(alphabet.to_bytes(token, &bytes), Format, "encoder '", path, "': token \"", token,
@@ -118,8 +117,8 @@ void read_merges(const std::string& path, const ByteAlphabet& alphabet,
               Format, "merges '", path, "' line ", line_no, ": a character outside GPT-2's byte alphabet");
     const auto left = id_of.find(left_bytes), right = id_of.find(right_bytes),
                merged = id_of.find(left_bytes + right_bytes);
-    LAB_CHECK(left != id_of.end() && right != id_of.end() && merged != id_of.end(), Format, "merges '", path,
-              "' line ", line_no, ": the merge uses or makes a token that encoder.json lacks");
+    LAB_CHECK(left != id_of.end() && right != id_of.end() && merged != id_of.end(), Format, "merges '", path, "' line ",
+              line_no, ": the merge uses or makes a token that encoder.json lacks");
     lines.push_back(Line{line_no, left->second, right->second, merged->second});
   }
   LAB_CHECK(!lines.empty(), Format, "merges '", path, "': no merges");

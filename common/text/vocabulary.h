@@ -15,7 +15,7 @@
 namespace lab::text {
 
 struct Vocabulary {
-  std::vector<std::string> token_bytes;  // id -> the raw bytes of the token
+  std::vector<std::string> token_bytes;   // id -> the raw bytes of the token
   std::array<int32_t, 256> byte_token{};  // byte -> id of the token that is that single byte
   MergeTable merges;
 };

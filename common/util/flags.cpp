@@ -45,8 +45,8 @@ void Flags::add_int(const std::string& name, int64_t* target, const std::string&
     auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
     LAB_CHECK(ec == std::errc() && ptr == v.data() + v.size(), InvalidArgument, "--", name,
               ": expected an integer, got '", v, "'");
-    LAB_CHECK(value >= min && value <= max, InvalidArgument, "--", name, ": ", value, " is out of range [", min,
-              ", ", max, "]");
+    LAB_CHECK(value >= min && value <= max, InvalidArgument, "--", name, ": ", value, " is out of range [", min, ", ",
+              max, "]");
     *target = value;
   };
 }
@@ -67,9 +67,12 @@ void Flags::add_bool(const std::string& name, bool* target, const std::string& h
   Flag& f = add(name, help, *target ? "true" : "false");
   f.is_bool = true;
   f.assign = [name, target](const std::string& v) {
-    if (v == "true" || v == "1" || v == "on") *target = true;
-    else if (v == "false" || v == "0" || v == "off") *target = false;
-    else fail(ErrorKind::InvalidArgument, "--", name, ": expected true or false, got '", v, "'");
+    if (v == "true" || v == "1" || v == "on")
+      *target = true;
+    else if (v == "false" || v == "0" || v == "off")
+      *target = false;
+    else
+      fail(ErrorKind::InvalidArgument, "--", name, ": expected true or false, got '", v, "'");
   };
 }
 
@@ -141,8 +144,10 @@ std::string Flags::usage() const {
   for (const auto& f : flags_) {
     std::string head = "  --" + f.name + (f.is_bool ? "" : " V");
     out << head;
-    if (head.size() < 28) out << std::string(28 - head.size(), ' ');
-    else out << "\n" << std::string(28, ' ');
+    if (head.size() < 28)
+      out << std::string(28 - head.size(), ' ');
+    else
+      out << "\n" << std::string(28, ' ');
     out << f.help;
     if (!f.default_text.empty()) out << " [default " << f.default_text << "]";
     out << "\n";

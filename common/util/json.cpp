@@ -40,8 +40,8 @@ class Parser {
   }
 
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
-                                   text_[pos_] == '\r'))
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r'))
       ++pos_;
   }
 
@@ -68,9 +68,18 @@ class Parser {
     if (c == '{') return parse_object(depth);
     if (c == '[') return parse_array(depth);
     if (c == '"') return Json(parse_string());
-    if (c == 't') { expect_word("true"); return Json(true); }
-    if (c == 'f') { expect_word("false"); return Json(false); }
-    if (c == 'n') { expect_word("null"); return Json(); }
+    if (c == 't') {
+      expect_word("true");
+      return Json(true);
+    }
+    if (c == 'f') {
+      expect_word("false");
+      return Json(false);
+    }
+    if (c == 'n') {
+      expect_word("null");
+      return Json();
+    }
     if (c == '-' || (c >= '0' && c <= '9')) return Json(parse_number());
     error("unexpected character");
   }
@@ -136,10 +145,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char c = text_[pos_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<uint32_t>(c - 'A' + 10);
-      else error("invalid \\u escape");
+      if (c >= '0' && c <= '9')
+        v |= static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= static_cast<uint32_t>(c - 'A' + 10);
+      else
+        error("invalid \\u escape");
     }
     return v;
   }
@@ -288,11 +301,15 @@ void dump_value(std::string& out, const Json& v, int indent, int level) {
   }
 }
 
-[[noreturn]] void type_error(const char* expected) { fail(ErrorKind::Format, "JSON: expected ", expected); }
+[[noreturn]] void type_error(const char* expected) {
+  fail(ErrorKind::Format, "JSON: expected ", expected);
+}
 
 }  // namespace
 
-Json Json::parse(std::string_view text) { return Parser(text).parse_document(); }
+Json Json::parse(std::string_view text) {
+  return Parser(text).parse_document();
+}
 
 std::string Json::dump(int indent) const {
   std::string out;
@@ -358,8 +375,12 @@ Json& Json::set(std::string_view key, Json value) {
   return members.back().second;
 }
 
-void Json::push_back(Json value) { as_array().push_back(std::move(value)); }
+void Json::push_back(Json value) {
+  as_array().push_back(std::move(value));
+}
 
-size_t Json::size() const { return is_array() ? as_array().size() : as_object().size(); }
+size_t Json::size() const {
+  return is_array() ? as_array().size() : as_object().size();
+}
 
 }  // namespace lab

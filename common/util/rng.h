@@ -14,8 +14,8 @@ class Rng {
 
   uint64_t next_u64();
   uint32_t next_u32() { return static_cast<uint32_t>(next_u64() >> 32); }
-  float uniform();                              // [0, 1) with 24 random bits
-  uint64_t below(uint64_t n);                   // uniform in [0, n), unbiased
+  float uniform();                                  // [0, 1) with 24 random bits
+  uint64_t below(uint64_t n);                       // uniform in [0, n), unbiased
   float normal(float mean = 0.f, float std = 1.f);  // Box-Muller; each pair of draws shares one transform
 
   // The generator's state. A normal() pair half consumed is dropped: a restored generator starts a new pair.

@@ -64,8 +64,8 @@ TEST(DocumentReader, FileSplitSkipsEmptyFiles) {
 }
 
 TEST(DocumentReader, BlankLineSplit) {
-  const auto paths = write_files(scratch_directory(), {"\n\nfirst line\nsecond\n\n\n\nnext \n \nsame\n\nlast\n",
-                                                       "other file\n\n", "\n"});
+  const auto paths = write_files(scratch_directory(),
+                                 {"\n\nfirst line\nsecond\n\n\n\nnext \n \nsame\n\nlast\n", "other file\n\n", "\n"});
   EXPECT_EQ(read_all(paths, DocSplit::BlankLine, 1 << 20).documents,
             (Docs{"first line\nsecond", "next \n \nsame", "last\n", "other file"}));
 }

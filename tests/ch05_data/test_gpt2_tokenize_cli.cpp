@@ -1,6 +1,5 @@
 // The gpt2_tokenize executable end to end: --print-ids, a full run, and one error line for bad flags.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -36,7 +35,9 @@ CommandResult run_command(const std::string& command) {
   return result;
 }
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+std::string quoted(const std::string& s) {
+  return "'" + s + "'";
+}
 
 TEST(Gpt2TokenizeCli, PrintIds) {
   const std::string dir = scratch_directory();

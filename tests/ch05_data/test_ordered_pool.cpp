@@ -15,7 +15,9 @@ namespace lab::ch05 {
 namespace {
 
 // Items whose transform takes a varying time, so workers finish out of order.
-void sleep_for_item(int item) { std::this_thread::sleep_for(std::chrono::microseconds((item * 7919) % 500)); }
+void sleep_for_item(int item) {
+  std::this_thread::sleep_for(std::chrono::microseconds((item * 7919) % 500));
+}
 
 TEST(OrderedPool, ResultsComeInProductionOrderWithinTheWindow) {
   for (const int threads : {1, 2, 4}) {

@@ -128,8 +128,10 @@ TEST(Pipeline, ShardSizeRule) {
     int64_t total = 0;
     for (size_t s = 0; s < split->shards.size(); ++s) {
       const int64_t n = read_shard_info(split->shards[s]).num_tokens;
-      if (s + 1 < split->shards.size()) EXPECT_EQ(n, 500) << split->shards[s];
-      else EXPECT_TRUE(n >= 1 && n <= 500) << split->shards[s] << " holds " << n;
+      if (s + 1 < split->shards.size())
+        EXPECT_EQ(n, 500) << split->shards[s];
+      else
+        EXPECT_TRUE(n >= 1 && n <= 500) << split->shards[s] << " holds " << n;
       total += n;
     }
     EXPECT_EQ(total, split->tokens);
@@ -159,8 +161,8 @@ TEST(Pipeline, CountOnlyWritesNothing) {
   const Corpus corpus = write_corpus(dir);
   TokenizeOptions o = small_chunk_options(corpus, "");
   const TokenizeStats stats = tokenize_to_shards(tokenizer(), o);
-  const testing::Streams expected = testing::reference_streams(
-      testing::reference_documents(corpus.texts, DocSplit::BlankLine), true, 0.1);
+  const testing::Streams expected =
+      testing::reference_streams(testing::reference_documents(corpus.texts, DocSplit::BlankLine), true, 0.1);
   EXPECT_EQ(stats.train.tokens, static_cast<int64_t>(expected.train.size()));
   EXPECT_EQ(stats.val.tokens, static_cast<int64_t>(expected.val.size()));
   EXPECT_TRUE(stats.train.shards.empty());

@@ -69,7 +69,7 @@ inline std::vector<uint16_t> concatenated(const std::vector<std::string>& shards
 inline std::string make_corpus(uint64_t seed, int paragraphs) {
   static const std::string shakespeare = read_file(bundled_data_path("tinyshakespeare.txt"));
   const std::vector<std::string> extras = {"caf\u00e9 na\u00efve", "\u4e2d\u6587 \U0001F600", "  spaced  out  ",
-                                           "tabs\tand\ttabs", "don't 'S 123456", "\xff\xfe invalid"};
+                                           "tabs\tand\ttabs",      "don't 'S 123456",         "\xff\xfe invalid"};
   Rng rng(seed);
   std::string text;
   for (int p = 0; p < paragraphs; ++p) {

@@ -1,10 +1,10 @@
 // The trainer end to end on a tiny model and synthetic shards: the JSON log contract, learning, exact
 // resume, checkpoint errors, and the command line's handling of bad flags.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cstdio>
 #include <fstream>
-#include <sys/wait.h>
 
 #include "ch10_gpt2/trainer.h"
 #include "common/io/files.h"
@@ -96,10 +96,10 @@ TEST(Trainer, ResumeContinuesBitForBit) {
   const std::string dir = scratch_directory();
   TrainOptions o = tiny_options(dir);
   o.steps = 8;
-  o.lr_decay_steps = 8;  // the schedule's horizon must not depend on when the run stops
+  o.lr_decay_steps = 8;       // the schedule's horizon must not depend on when the run stops
   o.total_batch_tokens = 64;  // two micro-batches per step: the data position is not the step count
   o.shuffle = true;
-  o.sample_tokens = 4;   // the sampler's generator is part of the state too
+  o.sample_tokens = 4;  // the sampler's generator is part of the state too
   o.log_json = dir + "/full.jsonl";
   Trainer full(o);
   const TrainSummary full_summary = full.run();

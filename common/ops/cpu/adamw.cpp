@@ -1,12 +1,12 @@
 // CPU reference of common/ops/adamw.h: one fused, vectorised pass over the flat buffers.
-#include <cmath>
-
 #include "common/ops/adamw.h"
+
+#include <cmath>
 
 namespace lab::ops::cpu {
 
-void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
-                  const AdamWHyper& hp, float grad_scale) {
+void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hp,
+                  float grad_scale) {
   float* p = params.data<float>();
   const float* g = grads.data<float>();
   float* mp = m.data<float>();

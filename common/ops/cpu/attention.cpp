@@ -3,10 +3,11 @@
 // Each (batch, head) pair is independent, so the loop over pairs is the parallel loop; inside it the two
 // products of attention are small GEMMs over strided views of qkv (q, k, v are column blocks of width HS
 // inside rows of width 3C), issued single-threaded because we are already inside the parallel region.
+#include "common/ops/attention.h"
+
 #include <cmath>
 #include <vector>
 
-#include "common/ops/attention.h"
 #include "common/ops/cpu/gemm.h"
 #include "common/ops/cpu/vec_math.h"
 

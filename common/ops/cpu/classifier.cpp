@@ -3,15 +3,15 @@
 // One row of logits (50,304 floats, ~200 KB) stays in the core's L2 cache, so the three passes over it
 // (max, sum of exponentials, gradient) cost about one trip to memory; recomputing exp in the third pass is
 // cheaper than storing the probabilities.
+#include "common/ops/classifier.h"
+
 #include <cmath>
 
-#include "common/ops/classifier.h"
 #include "common/ops/cpu/vec_math.h"
 
 namespace lab::ops::cpu {
 
-void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
-                      float dloss) {
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss) {
   const int64_t N = logits.dim(0), Vp = logits.dim(1);
   const int32_t* tgt = targets.data<int32_t>();
   for (int64_t n = 0; n < N; ++n)

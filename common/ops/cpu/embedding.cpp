@@ -2,9 +2,9 @@
 //
 // Backward parallelises over channel slices, not over tokens: each thread owns a slice of every row of dwte,
 // so repeated tokens never race and the sum order is fixed (deterministic, thread-count independent).
-#include <algorithm>
-
 #include "common/ops/embedding.h"
+
+#include <algorithm>
 
 namespace lab::ops::cpu {
 
@@ -36,8 +36,8 @@ void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& do
   const int64_t B = tokens.dim(0), T = tokens.dim(1), C = dwte.dim(1), V = dwte.dim(0);
   const int32_t* tok = tokens.data<int32_t>();
   for (int64_t i = 0; i < B * T; ++i)
-    LAB_CHECK(tok[i] >= 0 && tok[i] < V, InvalidArgument, "embedding_backward: token id ", tok[i], " outside [0, ",
-              V, ")");
+    LAB_CHECK(tok[i] >= 0 && tok[i] < V, InvalidArgument, "embedding_backward: token id ", tok[i], " outside [0, ", V,
+              ")");
   float* dte = dwte.data<float>();
   float* dpe = dwpe.data<float>();
   const float* d = dout.data<float>();

@@ -1,8 +1,9 @@
 // CPU reference of common/ops/gelu.h (tanh approximation, vectorised through tanh_fast).
+#include "common/ops/gelu.h"
+
 #include <cmath>
 
 #include "common/ops/cpu/vec_math.h"
-#include "common/ops/gelu.h"
 
 namespace lab::ops::cpu {
 

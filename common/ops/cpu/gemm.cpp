@@ -72,7 +72,9 @@ GemmRecorder::GemmRecorder() {
             "only one GemmRecorder may be active at a time");
 }
 
-GemmRecorder::~GemmRecorder() { g_recorder.store(nullptr); }
+GemmRecorder::~GemmRecorder() {
+  g_recorder.store(nullptr);
+}
 
 std::vector<GemmShape> GemmRecorder::shapes() const {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -3,15 +3,15 @@
 // Forward: one row per iteration (two passes over the row: mean, then variance; numerically safer than
 // E[x^2] - E[x]^2). Backward: dx is per row; dw/db are column sums, computed by column slices so the order
 // of summation is fixed (deterministic whatever the thread count).
+#include "common/ops/layernorm.h"
+
 #include <algorithm>
 #include <cmath>
 
-#include "common/ops/layernorm.h"
-
 namespace lab::ops::cpu {
 
-void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                       const Tensor& w, const Tensor& b) {
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                       const Tensor& b) {
   const int64_t C = x.dim(-1), N = x.numel() / C;
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();

@@ -3,10 +3,11 @@
 // Forward writes the bias into `out` first and lets the GEMM accumulate onto it (beta = 1), which saves a
 // separate pass over the output. The bias gradient is a column sum, split by column slices so that each
 // thread sums its columns over all rows in a fixed order (deterministic).
+#include "common/ops/linear.h"
+
 #include <algorithm>
 
 #include "common/ops/cpu/gemm.h"
-#include "common/ops/linear.h"
 
 namespace lab::ops::cpu {
 
@@ -19,8 +20,8 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
     for (int64_t n = 0; n < N; ++n) std::copy(b, b + OC, o + n * OC);
   }
   GemmRecorder::note({false, true, N, OC, C, bias.defined()});
-  sgemm(false, true, N, OC, C, 1.0f, inp.data<float>(), C, weight.data<float>(), C, bias.defined() ? 1.0f : 0.0f,
-        o, OC);
+  sgemm(false, true, N, OC, C, 1.0f, inp.data<float>(), C, weight.data<float>(), C, bias.defined() ? 1.0f : 0.0f, o,
+        OC);
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,

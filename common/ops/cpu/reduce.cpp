@@ -2,10 +2,10 @@
 //
 // Fixed-size chunks are summed in float (vectorised), then the chunk sums are added in double in chunk
 // order: the result does not depend on the thread count, which exact resume and reproducible runs need.
+#include "common/ops/reduce.h"
+
 #include <algorithm>
 #include <vector>
-
-#include "common/ops/reduce.h"
 
 namespace lab::ops::cpu {
 
@@ -33,7 +33,11 @@ double chunked_sum(const Tensor& x) {
 
 }  // namespace
 
-double sum_squares(const Tensor& x) { return chunked_sum<true>(x); }
-double sum(const Tensor& x) { return chunked_sum<false>(x); }
+double sum_squares(const Tensor& x) {
+  return chunked_sum<true>(x);
+}
+double sum(const Tensor& x) {
+  return chunked_sum<false>(x);
+}
 
 }  // namespace lab::ops::cpu

@@ -67,8 +67,8 @@ TEST_P(GPT2OnCuda, LogitsLossAndEveryGradientMatchTheCpu) {
   Pair p(small_config(), 12);
   {
     Tape a(false), b(false);
-    EXPECT_TRUE(test::all_close("logits", p.gpu.logits(a, p.tokens_gpu).value(),
-                                p.cpu.logits(b, p.tokens_cpu).value(), {2e-5 * scale(), 2e-5 * scale()}));
+    EXPECT_TRUE(test::all_close("logits", p.gpu.logits(a, p.tokens_gpu).value(), p.cpu.logits(b, p.tokens_cpu).value(),
+                                {2e-5 * scale(), 2e-5 * scale()}));
   }
   Tape tg, tc;
   const double loss_gpu = mean(p.gpu.loss(tg, p.tokens_gpu, p.targets_gpu));

@@ -107,8 +107,10 @@ TEST(GPT2, ParameterLayoutPutsDecayedWeightsFirst) {
   const ParameterStore& p = model.parameters();
   for (const ParamInfo& info : p.infos()) {
     EXPECT_EQ(info.decay, info.shape.size() == 2) << info.name;
-    if (info.decay) EXPECT_LE(info.offset + info.numel(), p.decay_numel()) << info.name;
-    else EXPECT_GE(info.offset, p.decay_numel()) << info.name;
+    if (info.decay)
+      EXPECT_LE(info.offset + info.numel(), p.decay_numel()) << info.name;
+    else
+      EXPECT_GE(info.offset, p.decay_numel()) << info.name;
     EXPECT_EQ(info.offset % 32, 0) << info.name;
   }
   EXPECT_EQ(GPT2Config::from_name("d12").num_parameters(), 124439808);  // GPT-2 small, as published

@@ -79,8 +79,8 @@ TEST_F(GPT2VsPyTorch, LogitsLossAndEveryGradient) {
   double worst = 0;
   std::string worst_name;
   for (const ParamInfo& p : model.parameters().infos()) {
-    const double err =
-        test::max_scaled_error(real_rows(model.parameters().grad(p.name), p.name), ref_.load("grad." + p.name).to_floats());
+    const double err = test::max_scaled_error(real_rows(model.parameters().grad(p.name), p.name),
+                                              ref_.load("grad." + p.name).to_floats());
     EXPECT_LT(err, 1e-4) << "gradient of " << p.name;
     if (err > worst) worst = err, worst_name = p.name;
   }

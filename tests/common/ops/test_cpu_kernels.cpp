@@ -14,13 +14,13 @@ namespace lab {
 namespace {
 
 std::vector<double> reference_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const std::vector<float>& A,
-                                   const std::vector<float>& B, const std::vector<float>& C0, float alpha,
-                                   float beta) {
+                                   const std::vector<float>& B, const std::vector<float>& C0, float alpha, float beta) {
   std::vector<double> C(static_cast<size_t>(M * N));
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
       double s = 0;
-      for (int64_t p = 0; p < K; ++p) s += double(ta ? A[p * M + i] : A[i * K + p]) * (tb ? B[j * K + p] : B[p * N + j]);
+      for (int64_t p = 0; p < K; ++p)
+        s += double(ta ? A[p * M + i] : A[i * K + p]) * (tb ? B[j * K + p] : B[p * N + j]);
       C[i * N + j] = alpha * s + beta * C0[i * N + j];
     }
   return C;

@@ -99,15 +99,14 @@ TEST(OpGradients, Gelu) {
   const Tensor r = random_normal({4, 37}, rng);
   auto f = [&](Tape& t) { return ag::gelu(t, x); };
   run_backward(f, r);
-  expect_gradient_close([&] { return forward_loss(f, r); }, x.value(), x.grad().to_floats(), "dx", 1e-2, 1e-3,
-                        2e-3, 148, rng);
+  expect_gradient_close([&] { return forward_loss(f, r); }, x.value(), x.grad().to_floats(), "dx", 1e-2, 1e-3, 2e-3,
+                        148, rng);
 }
 
 TEST(OpGradients, GeluMatchesTheFormula) {
   const std::vector<float> xs = {-6.0f, -2.5f, -1.0f, -0.1f, 0.0f, 1e-4f, 0.5f, 1.0f, 3.0f, 10.0f};
   Tape tape(false);
-  const std::vector<float> y =
-      ag::gelu(tape, Var(Tensor::from_floats(xs, {10}))).value().to_floats();
+  const std::vector<float> y = ag::gelu(tape, Var(Tensor::from_floats(xs, {10}))).value().to_floats();
   for (size_t i = 0; i < xs.size(); ++i) {
     const double x = xs[i];
     const double ref = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
@@ -158,8 +157,8 @@ TEST(OpGradients, Attention) {
   const Tensor r = random_normal({2, 5, 12}, rng);
   auto f = [&](Tape& t) { return ag::attention(t, qkv, n_head); };
   run_backward(f, r);
-  expect_gradient_close([&] { return forward_loss(f, r); }, qkv.value(), qkv.grad().to_floats(), "dqkv", kEps,
-                        2e-3, 2e-3, 120, rng);
+  expect_gradient_close([&] { return forward_loss(f, r); }, qkv.value(), qkv.grad().to_floats(), "dqkv", kEps, 2e-3,
+                        2e-3, 120, rng);
 }
 
 TEST(OpGradients, AttentionIsCausal) {

@@ -31,7 +31,7 @@ TEST(PreTokenizer, SpaceRunsGiveTheirLastSpaceToTheNextWord) {
   EXPECT_EQ(pieces("a   b"), (Pieces{"a", "  ", " b"}));
   EXPECT_EQ(pieces("a\t b"), (Pieces{"a", "\t", " b"}));
   EXPECT_EQ(pieces("a\n\nb"), (Pieces{"a", "\n", "\n", "b"}));  // only U+0020 joins the next piece
-  EXPECT_EQ(pieces("end  "), (Pieces{"end", "  "}));             // a trailing run stays whole
+  EXPECT_EQ(pieces("end  "), (Pieces{"end", "  "}));            // a trailing run stays whole
   EXPECT_EQ(pieces(" "), (Pieces{" "}));
 }
 
@@ -51,7 +51,9 @@ TEST(PreTokenizer, UnicodeWhiteSpaceProperty) {
   // U+0085 is White_Space; U+FEFF and U+001C are not (JavaScript's \s and Python's isspace() disagree).
   EXPECT_EQ(pieces("a\u0085\u0085b"), (Pieces{"a", "\u0085", "\u0085", "b"}));
   EXPECT_EQ(pieces("a\ufeffb"), (Pieces{"a", "\ufeff", "b"}));
-  EXPECT_EQ(pieces("a\x1c" "b"), (Pieces{"a", "\x1c", "b"}));
+  EXPECT_EQ(pieces("a\x1c"
+                   "b"),
+            (Pieces{"a", "\x1c", "b"}));
 }
 
 TEST(PreTokenizer, CombiningMarksAreNotLetters) {
@@ -60,10 +62,12 @@ TEST(PreTokenizer, CombiningMarksAreNotLetters) {
 
 TEST(PreTokenizer, InvalidBytesArePunctuation) {
   EXPECT_EQ(pieces("hi \xff\xfe!"), (Pieces{"hi", " \xff\xfe!"}));
-  EXPECT_EQ(pieces("a\x80" "b"), (Pieces{"a", "\x80", "b"}));
-  EXPECT_EQ(pieces("\xe4\xb8"), (Pieces{"\xe4\xb8"}));          // a truncated 3-byte sequence
+  EXPECT_EQ(pieces("a\x80"
+                   "b"),
+            (Pieces{"a", "\x80", "b"}));
+  EXPECT_EQ(pieces("\xe4\xb8"), (Pieces{"\xe4\xb8"}));                // a truncated 3-byte sequence
   EXPECT_EQ(pieces("\xed\xa0\x80x"), (Pieces{"\xed\xa0\x80", "x"}));  // an encoded surrogate
-  EXPECT_EQ(pieces("\xc0\xaf"), (Pieces{"\xc0\xaf"}));          // an overlong '/'
+  EXPECT_EQ(pieces("\xc0\xaf"), (Pieces{"\xc0\xaf"}));                // an overlong '/'
 }
 
 TEST(PreTokenizer, LastSplitPoint) {
@@ -72,15 +76,16 @@ TEST(PreTokenizer, LastSplitPoint) {
   EXPECT_EQ(last_split_point(""), 0u);
   EXPECT_EQ(last_split_point("ab cd"), 2u);
   EXPECT_EQ(last_split_point("ab cd\n"), 5u);
-  EXPECT_EQ(last_split_point("ab cd  \n"), 5u);       // never inside a space run
+  EXPECT_EQ(last_split_point("ab cd  \n"), 5u);          // never inside a space run
   EXPECT_EQ(last_split_point("ab c\u00e9 \u00e9"), 2u);  // only after an ASCII character
 }
 
 // Cutting at last_split_point never changes the tokens, whatever follows the cut.
 TEST(PreTokenizer, SplitPointKeepsTokensForAnyContinuation) {
   const GPT2Tokenizer tokenizer = GPT2Tokenizer::load_default();
-  const std::vector<std::string> alphabet = {"a", "b", "Z", "1", "'", "s", "re", " ", "  ", "\n", "\n\n", "\t",
-                                             "!", ".", "\u00e9", "\u4e2d", "\u00a0", "\u3000", "\xff", "'s"};
+  const std::vector<std::string> alphabet = {"a",      "b",      "Z",      "1",      "'",    "s", "re",
+                                             " ",      "  ",     "\n",     "\n\n",   "\t",   "!", ".",
+                                             "\u00e9", "\u4e2d", "\u00a0", "\u3000", "\xff", "'s"};
   Rng rng(7);
   int checked = 0;
   for (int trial = 0; trial < 400; ++trial) {

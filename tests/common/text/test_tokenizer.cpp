@@ -97,7 +97,7 @@ TEST(Tokenizer, TrickyStringsMatchTheReference) {
 TEST(Tokenizer, RandomUtf8RoundTrips) {
   // Code points drawn from blocks with letters, numbers, spaces, marks, symbols and emoji.
   const std::vector<std::pair<char32_t, char32_t>> blocks = {
-      {0x20, 0x7E}, {0x09, 0x0D}, {0xA0, 0x24F}, {0x300, 0x36F}, {0x400, 0x4FF}, {0x600, 0x6FF},
+      {0x20, 0x7E},   {0x09, 0x0D},     {0xA0, 0x24F},    {0x300, 0x36F},   {0x400, 0x4FF},   {0x600, 0x6FF},
       {0x900, 0x97F}, {0x2000, 0x206F}, {0x3000, 0x30FF}, {0x4E00, 0x4FFF}, {0xAC00, 0xAD00}, {0x1F300, 0x1F6FF}};
   Rng rng(2026);
   for (int trial = 0; trial < 300; ++trial) {
@@ -123,7 +123,9 @@ TEST(Tokenizer, RandomBytesRoundTrip) {
 
 TEST(Tokenizer, InvalidUtf8TokenizesAsSingleBytes) {
   // A lone continuation byte between letters is a piece of its own: three pieces, each one token.
-  const std::vector<int32_t> ids = tokenizer().encode("a\x80" "b");
+  const std::vector<int32_t> ids = tokenizer().encode(
+      "a\x80"
+      "b");
   ASSERT_EQ(ids.size(), 3u);
   EXPECT_EQ(tokenizer().token_bytes(ids[1]), "\x80");
   for (const std::string bad : {"\xff", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "abc\xe2\x82"}) {
