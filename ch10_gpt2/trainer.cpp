@@ -165,7 +165,8 @@ double Trainer::evaluate() {
   for (int64_t i = 0; i < n; ++i) {
     val_loader_->next(x, y);
     Tape tape(false);
-    const Tensor losses = model_->loss(tape, x.to(device_), y.to(device_));
+    const Tensor losses =
+        model_->loss(tape, x.device() == device_ ? x : x.to(device_), y.device() == device_ ? y : y.to(device_));
     total += ops::sum(losses) / static_cast<double>(losses.numel());
   }
   return total / static_cast<double>(n);
