@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <mutex>
 #include <thread>
 
+#include "common/core/device.h"
 #include "common/core/error.h"
 #include "common/core/parallel.h"
 
@@ -43,25 +43,6 @@ std::function<void(MachineInfo&)> default_gpu_describer() {
 std::function<void(MachineInfo&)>& gpu_describer() {
   static std::function<void(MachineInfo&)> describer = default_gpu_describer();
   return describer;
-}
-
-// The first "model name" line of /proc/cpuinfo (x86); ARM kernels write "Model" or "Hardware" instead.
-std::string read_cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  for (const char* key : {"model name", "Model", "Hardware"}) {
-    in.clear();
-    in.seekg(0);
-    while (std::getline(in, line)) {
-      const size_t colon = line.find(':');
-      if (colon == std::string::npos || line.rfind(key, 0) != 0) continue;
-      const std::string label = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
-      if (label != key) continue;
-      const size_t start = line.find_first_not_of(' ', colon + 1);
-      return start == std::string::npos ? "unknown" : line.substr(start);
-    }
-  }
-  return "unknown";
 }
 
 int usable_cpus() {
@@ -124,7 +105,7 @@ MachineInfo describe_machine() {
   if (gethostname(host, sizeof host - 1) == 0) m.hostname = host;
   struct utsname u;
   if (uname(&u) == 0) m.os = std::string(u.sysname) + " " + u.release + " " + u.machine;
-  m.cpu_model = read_cpu_model();
+  m.cpu_model = cpu_model_name();
   m.cpu_cores = usable_cpus();
   m.threads = num_threads();
   m.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);

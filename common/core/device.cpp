@@ -47,6 +47,25 @@ void synchronize(Device device) {
 #endif
 }
 
+std::string cpu_model_name() {
+  // x86 kernels write "model name"; ARM kernels write "Model" or "Hardware" instead.
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  for (const char* key : {"model name", "Model", "Hardware"}) {
+    in.clear();
+    in.seekg(0);
+    while (std::getline(in, line)) {
+      const size_t colon = line.find(':');
+      if (colon == std::string::npos || line.rfind(key, 0) != 0) continue;
+      const std::string label = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+      if (label != key) continue;
+      const size_t start = line.find_first_not_of(' ', colon + 1);
+      return start == std::string::npos ? "unknown" : line.substr(start);
+    }
+  }
+  return "unknown";
+}
+
 std::string device_name(Device device) {
   if (device.is_cuda()) {
 #ifdef LAB_WITH_CUDA
@@ -55,14 +74,7 @@ std::string device_name(Device device) {
     fail(ErrorKind::Unsupported, "device_name(", device.str(), "): this build has no CUDA backend");
 #endif
   }
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
-    const size_t colon = line.find(':');
-    if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-  }
-  return "unknown CPU";
+  return cpu_model_name();
 }
 
 void set_tf32(Device device, bool enabled) {

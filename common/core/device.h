@@ -32,6 +32,9 @@ Device best_device();
 // host clock around GPU work.
 void synchronize(Device device);
 
+// The CPU's model name from /proc/cpuinfo ("AMD EPYC"), "unknown" when it names none.
+std::string cpu_model_name();
+
 // "NVIDIA H100 80GB HBM3" for a GPU; the CPU model name for the CPU.
 std::string device_name(Device device);
 
