@@ -34,9 +34,8 @@ void widen_tokens_on_device(const Tensor& tokens, const Tensor& inputs, const Te
   if (n == 0) return;
   using ops::cuda::kBlockSize;
   ops::cuda::LaunchScope scope(inputs);
-  widen_tokens_kernel<<<ops::cuda::grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()>>>(
-      tokens.data<uint16_t>(), inputs.data<int32_t>(), targets.data<int32_t>(), n);
-  LAB_CHECK_LAUNCH();
+  LAB_LAUNCH(widen_tokens_kernel, {ops::cuda::grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()},
+             tokens.data<uint16_t>(), inputs.data<int32_t>(), targets.data<int32_t>(), n);
 }
 
 }  // namespace lab::ch05

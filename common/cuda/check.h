@@ -5,7 +5,8 @@
 //     `cudaGetLastError()` at common/ops/cuda/gelu.cu:41
 //
 // Kernel launches report configuration errors only through cudaGetLastError, so every launch is followed
-// by LAB_CHECK_LAUNCH(). Errors raised by a kernel while it runs surface at the next synchronising call.
+// by check_launch() (LAB_LAUNCH does it). Errors raised by a kernel while it runs surface at the next
+// synchronising call, or at once with LAB_CUDA_SYNC_LAUNCH=1.
 #pragma once
 
 #include <cublas_api.h>
@@ -15,6 +16,14 @@ namespace lab::cuda {
 
 [[noreturn]] void throw_cuda_error(cudaError_t error, const char* statement, const char* file, int line);
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* statement, const char* file, int line);
+
+// After every kernel launch (LAB_LAUNCH in launch.cuh calls it): a bad launch configuration is an
+// Error naming `kernel`. With LAB_CUDA_SYNC_LAUNCH=1 in the environment it also synchronises the device
+// and reports a fault raised while the kernel ran as this kernel's.
+void check_launch(const char* kernel);
+
+// True when LAB_CUDA_SYNC_LAUNCH=1 is set (read once).
+bool sync_after_launch();
 
 }  // namespace lab::cuda
 
@@ -32,6 +41,3 @@ namespace lab::cuda {
     if (lab_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                       \
       ::lab::cuda::throw_cublas_error(lab_cublas_status_, #statement, __FILE__, __LINE__); \
   } while (0)
-
-// After every kernel launch: reports a bad launch configuration (grid, block, shared memory) at once.
-#define LAB_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

@@ -51,9 +51,8 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
                          static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta1), t)),
                          static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta2), t))};
   LaunchScope scope(params);
-  adamw_kernel<<<grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()>>>(params.data<float>(), grads.data<float>(),
-                                                                           m.data<float>(), v.data<float>(), n, k);
-  LAB_CHECK_LAUNCH();
+  LAB_LAUNCH(adamw_kernel, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()}, params.data<float>(),
+             grads.data<float>(), m.data<float>(), v.data<float>(), n, k);
 }
 
 }  // namespace lab::ops::cuda

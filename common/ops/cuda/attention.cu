@@ -108,8 +108,7 @@ void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, 
                     d.T, TT, d.NH);
   }
   const int64_t rows = B * d.NH * d.T;
-  causal_softmax_kernel<<<softmax_grid(rows), kBlockSize, 0, scope.stream()>>>(att.data<float>(), rows, d.T);
-  LAB_CHECK_LAUNCH();
+  LAB_LAUNCH(causal_softmax_kernel, {softmax_grid(rows), kBlockSize, 0, scope.stream()}, att.data<float>(), rows, d.T);
   for (int64_t b = 0; b < B; ++b) {
     const float* v = qkv.data<float>() + b * d.T * ld_qkv + 2 * d.C;
     const float* att_b = att.data<float>() + b * d.NH * TT;
@@ -145,9 +144,8 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
                     TT, d.NH);
     gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_T, d.HS, d.T, d.T, 1.0f, dout_b, d.C, d.HS, att_b, d.T, TT, 1.0f, dv, ld_qkv,
                     d.HS, d.NH);
-    causal_softmax_backward_kernel<<<softmax_grid(rows), kBlockSize, 0, scope.stream()>>>(dA, att_b, rows, d.T,
-                                                                                          d.scale);
-    LAB_CHECK_LAUNCH();
+    LAB_LAUNCH(causal_softmax_backward_kernel, {softmax_grid(rows), kBlockSize, 0, scope.stream()}, dA, att_b, rows,
+               d.T, d.scale);
     gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_N, d.HS, d.T, d.T, 1.0f, k, ld_qkv, d.HS, dA, d.T, TT, 1.0f, dq, ld_qkv,
                     d.HS, d.NH);
     gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_T, d.HS, d.T, d.T, 1.0f, q, ld_qkv, d.HS, dA, d.T, TT, 1.0f, dk, ld_qkv,

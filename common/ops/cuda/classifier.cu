@@ -57,9 +57,8 @@ void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& 
   const int64_t N = logits.dim(0), Vp = logits.dim(1);
   if (N == 0) return;
   LaunchScope scope(logits);
-  fused_classifier_kernel<<<grid_for(N, 1), kThreads, 0, scope.stream()>>>(logits.data<float>(), losses.data<float>(),
-                                                                           targets.data<int32_t>(), Vp, vocab, dloss);
-  LAB_CHECK_LAUNCH();
+  LAB_LAUNCH(fused_classifier_kernel, {grid_for(N, 1), kThreads, 0, scope.stream()}, logits.data<float>(),
+             losses.data<float>(), targets.data<int32_t>(), Vp, vocab, dloss);
 }
 
 }  // namespace lab::ops::cuda

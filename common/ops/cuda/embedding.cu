@@ -56,18 +56,16 @@ void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wt
   const int64_t B = tokens.dim(0), T = tokens.dim(1), C = wte.dim(1), V = wte.dim(0);
   if (B * T * C == 0) return;
   LaunchScope scope(out);
-  embedding_forward_kernel<<<grid_for(B * T * C, kBlockSize), kBlockSize, 0, scope.stream()>>>(
-      out.data<float>(), tokens.data<int32_t>(), wte.data<float>(), wpe.data<float>(), B * T, T, C, V);
-  LAB_CHECK_LAUNCH();
+  LAB_LAUNCH(embedding_forward_kernel, {grid_for(B * T * C, kBlockSize), kBlockSize, 0, scope.stream()},
+             out.data<float>(), tokens.data<int32_t>(), wte.data<float>(), wpe.data<float>(), B * T, T, C, V);
 }
 
 void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
   const int64_t B = tokens.dim(0), T = tokens.dim(1), C = dwte.dim(1), V = dwte.dim(0);
   if (B * T * C == 0) return;
   LaunchScope scope(dout);
-  embedding_backward_kernel<<<grid_for(T * C, kBlockSize), kBlockSize, 0, scope.stream()>>>(
-      dwte.data<float>(), dwpe.data<float>(), dout.data<float>(), tokens.data<int32_t>(), B, T, C, V);
-  LAB_CHECK_LAUNCH();
+  LAB_LAUNCH(embedding_backward_kernel, {grid_for(T * C, kBlockSize), kBlockSize, 0, scope.stream()},
+             dwte.data<float>(), dwpe.data<float>(), dout.data<float>(), tokens.data<int32_t>(), B, T, C, V);
 }
 
 }  // namespace lab::ops::cuda

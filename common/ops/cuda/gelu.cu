@@ -39,18 +39,16 @@ void gelu_forward(const Tensor& out, const Tensor& x) {
   const int64_t n = x.numel();
   if (n == 0) return;
   LaunchScope scope(x);
-  gelu_forward_kernel<<<grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()>>>(out.data<float>(), x.data<float>(),
-                                                                                  n);
-  LAB_CHECK_LAUNCH();
+  LAB_LAUNCH(gelu_forward_kernel, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()}, out.data<float>(),
+             x.data<float>(), n);
 }
 
 void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) {
   const int64_t n = x.numel();
   if (n == 0) return;
   LaunchScope scope(x);
-  gelu_backward_kernel<<<grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()>>>(dx.data<float>(), x.data<float>(),
-                                                                                   dout.data<float>(), n);
-  LAB_CHECK_LAUNCH();
+  LAB_LAUNCH(gelu_backward_kernel, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()}, dx.data<float>(),
+             x.data<float>(), dout.data<float>(), n);
 }
 
 }  // namespace lab::ops::cuda

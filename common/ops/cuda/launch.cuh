@@ -10,6 +10,7 @@
 #include "common/core/error.h"
 #include "common/core/tensor.h"
 #include "common/cuda/check.h"
+#include "common/cuda/launch.cuh"
 #include "common/cuda/runtime.h"
 #include "common/cuda/stream.h"
 

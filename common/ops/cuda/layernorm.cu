@@ -100,10 +100,8 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
   if (C == 0 || x.numel() == 0) return;
   const int64_t N = x.numel() / C;
   LaunchScope scope(x);
-  layernorm_forward_kernel<<<grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()>>>(
-      out.data<float>(), mean.data<float>(), rstd.data<float>(), x.data<float>(), w.data<float>(), b.data<float>(), N,
-      C);
-  LAB_CHECK_LAUNCH();
+  LAB_LAUNCH(layernorm_forward_kernel, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()}, out.data<float>(),
+             mean.data<float>(), rstd.data<float>(), x.data<float>(), w.data<float>(), b.data<float>(), N, C);
 }
 
 void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
@@ -112,14 +110,12 @@ void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, co
   if (C == 0 || x.numel() == 0) return;
   const int64_t N = x.numel() / C;
   LaunchScope scope(x);
-  layernorm_backward_dx_kernel<<<grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()>>>(
-      dx.data<float>(), dout.data<float>(), x.data<float>(), w.data<float>(), mean.data<float>(), rstd.data<float>(), N,
-      C);
-  LAB_CHECK_LAUNCH();
-  layernorm_backward_dwdb_kernel<<<grid_for(C, kWarpSize), dim3(kWarpSize, kColumnRows), 0, scope.stream()>>>(
-      dw.data<float>(), db.data<float>(), dout.data<float>(), x.data<float>(), mean.data<float>(), rstd.data<float>(),
-      N, C);
-  LAB_CHECK_LAUNCH();
+  LAB_LAUNCH(layernorm_backward_dx_kernel, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()},
+             dx.data<float>(), dout.data<float>(), x.data<float>(), w.data<float>(), mean.data<float>(),
+             rstd.data<float>(), N, C);
+  LAB_LAUNCH(layernorm_backward_dwdb_kernel, {grid_for(C, kWarpSize), dim3(kWarpSize, kColumnRows), 0, scope.stream()},
+             dw.data<float>(), db.data<float>(), dout.data<float>(), x.data<float>(), mean.data<float>(),
+             rstd.data<float>(), N, C);
 }
 
 }  // namespace lab::ops::cuda

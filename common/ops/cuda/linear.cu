@@ -54,9 +54,8 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
   LaunchScope scope(out);
   float beta = 0.0f;
   if (bias.defined()) {
-    broadcast_bias_kernel<<<grid_for(N * OC, kBlockSize), kBlockSize, 0, scope.stream()>>>(out.data<float>(),
-                                                                                           bias.data<float>(), N, OC);
-    LAB_CHECK_LAUNCH();
+    LAB_LAUNCH(broadcast_bias_kernel, {grid_for(N * OC, kBlockSize), kBlockSize, 0, scope.stream()}, out.data<float>(),
+               bias.data<float>(), N, OC);
     beta = 1.0f;
   }
   const float alpha = 1.0f;
@@ -84,9 +83,8 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
                              dout.data<float>(), oc, &one, dweight.data<float>(), c));
   }
   if (dbias.defined()) {
-    bias_backward_kernel<<<grid_for(OC, kWarpSize), dim3(kWarpSize, kColumnRows), 0, scope.stream()>>>(
-        dbias.data<float>(), dout.data<float>(), N, OC);
-    LAB_CHECK_LAUNCH();
+    LAB_LAUNCH(bias_backward_kernel, {grid_for(OC, kWarpSize), dim3(kWarpSize, kColumnRows), 0, scope.stream()},
+               dbias.data<float>(), dout.data<float>(), N, OC);
   }
 }
 

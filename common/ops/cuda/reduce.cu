@@ -43,9 +43,8 @@ double reduce_to_host(const Tensor& x) {
   const Tensor partials = Tensor::empty({blocks}, DType::F32, x.device());
   {
     LaunchScope scope(x);
-    partial_sums_kernel<kSquare><<<static_cast<unsigned int>(blocks), kBlockSize, 0, scope.stream()>>>(
-        partials.data<float>(), x.data<float>(), n);
-    LAB_CHECK_LAUNCH();
+    LAB_LAUNCH((partial_sums_kernel<kSquare>), {static_cast<unsigned int>(blocks), kBlockSize, 0, scope.stream()},
+               partials.data<float>(), x.data<float>(), n);
   }
   // A synchronous copy on the same (current) stream: it waits for the kernel.
   double total = 0.0;

@@ -34,18 +34,17 @@ void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int64_t n = out.numel();
   if (n == 0) return;
   LaunchScope scope(out);
-  residual_forward_kernel<<<grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()>>>(
-      out.data<float>(), a.data<float>(), b.data<float>(), n);
-  LAB_CHECK_LAUNCH();
+  LAB_LAUNCH(residual_forward_kernel, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()}, out.data<float>(),
+             a.data<float>(), b.data<float>(), n);
 }
 
 void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) {
   const int64_t n = dout.numel();
   if (n == 0 || (!da.defined() && !db.defined())) return;
   LaunchScope scope(dout);
-  residual_backward_kernel<<<grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()>>>(
-      da.defined() ? da.data<float>() : nullptr, db.defined() ? db.data<float>() : nullptr, dout.data<float>(), n);
-  LAB_CHECK_LAUNCH();
+  LAB_LAUNCH(residual_backward_kernel, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()},
+             da.defined() ? da.data<float>() : nullptr, db.defined() ? db.data<float>() : nullptr, dout.data<float>(),
+             n);
 }
 
 }  // namespace lab::ops::cuda
