@@ -40,7 +40,7 @@ Device best_device() {
 void synchronize(Device device) {
   if (device.is_cpu()) return;
 #ifdef LAB_WITH_CUDA
-  cuda::set_device(device.index);
+  cuda::DeviceGuard guard(device.index);  // the caller's current device is current again afterwards
   cuda::synchronize();
 #else
   fail(ErrorKind::Unsupported, "synchronize(", device.str(), "): this build has no CUDA backend");
@@ -80,7 +80,8 @@ std::string device_name(Device device) {
 void set_tf32(Device device, bool enabled) {
   LAB_CHECK(device.is_cuda(), Unsupported, "TF32 is a GPU tensor-core mode; the CPU computes in fp32");
 #ifdef LAB_WITH_CUDA
-  cuda::set_device(device.index);
+  // The switch is process-wide (common/cuda/cublas.h): the device is validated, the current one left alone.
+  cuda::check_device_index(device.index);
   cuda::set_tf32(enabled);
 #else
   (void)enabled;

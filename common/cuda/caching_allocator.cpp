@@ -1,7 +1,11 @@
+// The CUDA caching allocator (see caching_allocator.h): free lists keyed by (owner stream, size class), a
+// shared pool for the blocks of destroyed streams, and freed blocks that wait for events of other streams.
 #include "common/cuda/caching_allocator.h"
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <list>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -9,6 +13,7 @@
 #include <vector>
 
 #include "common/core/error.h"
+#include "common/core/tensor.h"
 #include "common/cuda/check.h"
 #include "common/cuda/runtime.h"
 #include "common/cuda/stream.h"
@@ -31,6 +36,10 @@ double mib(int64_t bytes) {
   return static_cast<double>(bytes) / (1024.0 * 1024.0);
 }
 
+// The owner of a block whose stream has been destroyed: any stream may take it. current_stream() never
+// returns a null handle (it starts as cudaStreamLegacy), so null cannot be confused with a live stream.
+const cudaStream_t kNoStream = nullptr;
+
 class CudaCachingAllocator final : public Allocator {
  public:
   explicit CudaCachingAllocator(int device) : device_(device) {}
@@ -38,64 +47,186 @@ class CudaCachingAllocator final : public Allocator {
   void* allocate(size_t bytes, MemCategory category) override {
     const size_t size = cuda_size_class(bytes);
     const cudaStream_t stream = current_stream(device_);
+    collect_finished_frees();
     void* ptr = take_cached(size, stream);
     if (!ptr) ptr = allocate_from_device(size, bytes);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      live_[ptr] = Block{size, stream};
+      live_[ptr] = Block{size, stream, {}};
     }
     counters_.on_alloc(size, category);
     return ptr;
   }
 
-  // Only bookkeeping: no CUDA call, so nothing here can fail on a healthy process (this runs inside
-  // Storage's destructor).
+  // Runs inside Storage's destructor, so it must not throw. A block used on no other stream is only
+  // bookkeeping; otherwise one event is recorded per such stream. If recording fails (the device is
+  // already broken, and the next checked call says so) the block is never reused.
   void deallocate(void* ptr, size_t /*bytes*/, MemCategory category) override {
     size_t size = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       const auto it = live_.find(ptr);
       LAB_ASSERT(it != live_.end());  // a pointer this allocator never handed out
-      const Block block = it->second;
+      Block block = std::move(it->second);
       live_.erase(it);
-      free_[{block.stream, block.size}].push_back(ptr);
       size = block.size;
+      if (block.uses.empty()) {
+        cache(ptr, block);
+      } else if (record_uses(block)) {
+        pending_.push_back({ptr, std::move(block)});
+      }
     }
     counters_.on_free(size, category);
+  }
+
+  void record_stream(void* ptr, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = live_.find(ptr);
+    LAB_CHECK(it != live_.end(), InvalidArgument,
+              "record_stream: the tensor's memory was not handed out by the caching allocator of cuda:", device_,
+              " (a wrapped buffer, or a view of one)");
+    Block& block = it->second;
+    if (stream == block.owner) return;
+    for (const StreamUse& use : block.uses)
+      if (use.stream == stream) return;
+    block.uses.push_back({stream, take_event()});
+  }
+
+  void release_stream(cudaStream_t stream) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto first = free_.lower_bound({stream, 0});
+    auto last = first;
+    for (; last != free_.end() && last->first.first == stream; ++last) {
+      std::vector<void*>& shared = pool_[last->first.second];
+      shared.insert(shared.end(), last->second.begin(), last->second.end());
+    }
+    free_.erase(first, last);
+    for (auto& [ptr, block] : live_) forget(block, stream);
+    for (PendingFree& pending : pending_) {
+      if (pending.block.owner == stream) pending.block.owner = kNoStream;
+    }
   }
 
   MemoryStats stats() const override { return counters_.snapshot(); }
   void reset_peak() override { counters_.reset_peak(); }
 
   void empty_cache() override {
-    std::map<std::pair<cudaStream_t, size_t>, std::vector<void*>> drained;
+    DeviceGuard guard(device_);
+    // A cached block may still be read by queued work of its stream, a pending one by another stream's:
+    // wait for all of it, after which every pending block is free too.
+    CUDA_CHECK(cudaDeviceSynchronize());
+    collect_finished_frees();
+    std::vector<std::pair<size_t, void*>> drained;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      drained.swap(free_);
+      for (const auto& [key, blocks] : free_)
+        for (void* p : blocks) drained.emplace_back(key.second, p);
+      for (const auto& [size, blocks] : pool_)
+        for (void* p : blocks) drained.emplace_back(size, p);
+      free_.clear();
+      pool_.clear();
     }
-    if (drained.empty()) return;
-    DeviceGuard guard(device_);
-    // A cached block may still be read by queued work of its stream (see the header); wait for it all.
-    CUDA_CHECK(cudaDeviceSynchronize());
-    for (auto& [key, blocks] : drained) {
-      for (void* p : blocks) CUDA_CHECK(cudaFree(p));
-      counters_.on_reserve(-static_cast<int64_t>(key.second * blocks.size()), false);
+    for (const auto& [size, p] : drained) {
+      CUDA_CHECK(cudaFree(p));
+      counters_.on_reserve(-static_cast<int64_t>(size), false);
     }
   }
 
  private:
+  // A stream other than the owner that uses a block, and the event that marks the end of that use.
+  struct StreamUse {
+    cudaStream_t stream;
+    cudaEvent_t event;
+  };
   struct Block {
     size_t size;
-    cudaStream_t stream;
+    cudaStream_t owner;
+    std::vector<StreamUse> uses;
   };
+  struct PendingFree {
+    void* ptr;
+    Block block;
+  };
+
+  // ---------------------------------------------------------------- with mutex_ held
+
+  void cache(void* ptr, const Block& block) {
+    if (block.owner == kNoStream) {
+      pool_[block.size].push_back(ptr);
+    } else {
+      free_[{block.owner, block.size}].push_back(ptr);
+    }
+  }
 
   void* take_cached(size_t size, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = free_.find({stream, size});
-    if (it == free_.end() || it->second.empty()) return nullptr;
-    void* ptr = it->second.back();
-    it->second.pop_back();
-    return ptr;
+    for (std::vector<void*>* list : {find_list(free_, std::make_pair(stream, size)), find_list(pool_, size)}) {
+      if (!list || list->empty()) continue;
+      void* ptr = list->back();
+      list->pop_back();
+      return ptr;
+    }
+    return nullptr;
+  }
+
+  template <typename Map, typename Key>
+  static std::vector<void*>* find_list(Map& map, const Key& key) {
+    const auto it = map.find(key);
+    return it == map.end() ? nullptr : &it->second;
+  }
+
+  // An event of this device for marking a use, from the spares when there is one.
+  cudaEvent_t take_event() {
+    if (!spare_events_.empty()) {
+      const cudaEvent_t event = spare_events_.back();
+      spare_events_.pop_back();
+      return event;
+    }
+    DeviceGuard guard(device_);
+    cudaEvent_t event = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return event;
+  }
+
+  // Records each use's event on its stream; false when one cannot be recorded. Never throws.
+  bool record_uses(const Block& block) noexcept {
+    int saved = -1;
+    const bool switched =
+        cudaGetDevice(&saved) == cudaSuccess && saved != device_ && cudaSetDevice(device_) == cudaSuccess;
+    bool recorded = true;
+    for (const StreamUse& use : block.uses)
+      recorded = recorded && cudaEventRecord(use.event, use.stream) == cudaSuccess;
+    if (switched) cudaSetDevice(saved);
+    return recorded;
+  }
+
+  // `stream` is gone and its work has finished: `block` no longer waits for it nor belongs to it.
+  void forget(Block& block, cudaStream_t stream) noexcept {
+    if (block.owner == stream) block.owner = kNoStream;
+    const auto used =
+        std::find_if(block.uses.begin(), block.uses.end(), [&](const StreamUse& use) { return use.stream == stream; });
+    if (used == block.uses.end()) return;
+    spare_events_.push_back(used->event);
+    block.uses.erase(used);
+  }
+
+  // ---------------------------------------------------------------- taking mutex_ themselves
+
+  // Moves every pending block whose uses have all finished to its free list (or the pool).
+  void collect_finished_frees() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      bool done = true;
+      for (const StreamUse& use : it->block.uses) done = done && CUDA_QUERY(cudaEventQuery(use.event));
+      if (!done) {
+        ++it;
+        continue;
+      }
+      for (const StreamUse& use : it->block.uses) spare_events_.push_back(use.event);
+      it->block.uses.clear();
+      cache(it->ptr, it->block);
+      it = pending_.erase(it);
+    }
   }
 
   void* allocate_from_device(size_t size, size_t requested) {
@@ -125,13 +256,14 @@ class CudaCachingAllocator final : public Allocator {
   const int device_;
   std::mutex mutex_;
   std::unordered_map<void*, Block> live_;
-  std::map<std::pair<cudaStream_t, size_t>, std::vector<void*>> free_;  // (stream, size class) -> blocks
+  std::map<std::pair<cudaStream_t, size_t>, std::vector<void*>> free_;  // (owner, size class) -> blocks
+  std::map<size_t, std::vector<void*>> pool_;                           // blocks of destroyed streams
+  std::list<PendingFree> pending_;                                      // freed, waiting for the events of their uses
+  std::vector<cudaEvent_t> spare_events_;
   MemoryCounters counters_;
 };
 
-}  // namespace
-
-Allocator& caching_allocator(int device) {
+CudaCachingAllocator& allocator_of(int device) {
   check_device_index(device);
   // One per visible device, created together on first use and never destroyed: blocks may be returned
   // by static objects during exit, after any destructor of ours would have run.
@@ -141,6 +273,23 @@ Allocator& caching_allocator(int device) {
     return all;
   }();
   return *allocators[static_cast<size_t>(device)];
+}
+
+}  // namespace
+
+Allocator& caching_allocator(int device) {
+  return allocator_of(device);
+}
+
+void record_stream(const Tensor& tensor, const Stream& stream) {
+  LAB_CHECK(tensor.defined() && tensor.device() == Device::cuda(stream.device()), InvalidArgument,
+            "record_stream: the tensor must live on the stream's device, cuda:", stream.device());
+  allocator_of(stream.device()).record_stream(tensor.storage()->data(), stream.get());
+}
+
+void release_stream(int device, cudaStream_t stream) noexcept {
+  if (device < 0 || device >= device_count()) return;
+  allocator_of(device).release_stream(stream);
 }
 
 }  // namespace lab::cuda

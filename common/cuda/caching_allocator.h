@@ -1,28 +1,60 @@
-// The CUDA caching allocator: size-class free lists per device, stream-aware reuse, and the same
-// per-category accounting as the CPU allocator (plus reserved bytes and the number of cudaMalloc calls).
+// The CUDA caching allocator: size-class free lists per device and stream, events for blocks used on other
+// streams, and the same per-category accounting as the CPU allocator (plus reserved bytes and the number of
+// cudaMalloc calls).
 //
 // Why cache: cudaMalloc and cudaFree are slow and synchronise the device, and a training step frees and
-// re-allocates the same activation buffers every step. A freed block goes to the free list of its size
-// class and *of the stream it was allocated on*, and is handed out again only for an allocation on that
-// stream. Work on one stream runs in order, so a block can be reused at once, even while kernels that
-// read it are still queued: they run before anything queued by its next owner. Reusing it on another
-// stream would need an event; this allocator simply never does it.
+// re-allocates the same activation buffers every step.
+//
+// Streams. Each block has an *owner*: the stream that was current when it was allocated. A freed block goes
+// to the free list of its size class and of its owner, and is handed out again for an allocation on that
+// stream. Work on one stream runs in order, so the block can be reused at once, even while kernels that
+// read it are still queued: they run before anything queued by its next user.
+//
+// A block read or written by work on *another* stream is different: that work may still be running when the
+// owner frees the block. record_stream(tensor, stream) declares such a use, as PyTorch's
+// Tensor.record_stream does. When the block is freed, an event is recorded on every stream it was used on,
+// and the block goes back to its free list only after all those events have completed (checked, without
+// blocking, at later allocations). Without the call, the block could be handed to the owner's next
+// allocation and overwritten while the other stream still reads it.
+//
+// Destroyed streams. Stream's destructor waits for its work and then calls release_stream(): the stream's
+// cached blocks move to a pool that every stream takes from, blocks it still owns go there when they are
+// freed, and its pending uses are forgotten (they have finished). So no memory stays cached for a stream that
+// no longer exists, and a new stream that happens to receive the same handle starts with nothing.
 //
 // Sizes are rounded up to quarter-powers of two (at most 25% slack, 512 bytes at least). When cudaMalloc
 // fails, the allocator empties its cache and tries once more; if that fails too, it throws
 // Error(ErrorKind::Cuda) naming the requested size and the live/reserved totals.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 
 #include "common/core/memory.h"
 
+namespace lab {
+class Tensor;
+}
+
 namespace lab::cuda {
+
+class Stream;
 
 // The allocator of GPU `device`; throws InvalidArgument for a device that is not visible.
 Allocator& caching_allocator(int device);
 
 // The size class a request of `bytes` is rounded up to (exposed for tests).
 size_t cuda_size_class(size_t bytes);
+
+// Declares that work queued on `stream` uses `tensor`'s memory, so that the memory is not reused before that
+// work has finished (see above). A no-op for the stream the memory was allocated on. Throws InvalidArgument
+// for a tensor that is not on `stream`'s device or whose memory the caching allocator did not hand out
+// (a wrapped buffer).
+void record_stream(const Tensor& tensor, const Stream& stream);
+
+// Called by Stream's destructor after the stream's work has finished and before the handle is destroyed:
+// the stream's cached blocks go to the shared pool (see above). Never throws.
+void release_stream(int device, cudaStream_t stream) noexcept;
 
 }  // namespace lab::cuda

@@ -25,6 +25,13 @@ bool sync_after_launch() {
   return enabled;
 }
 
+bool finished(cudaError_t status, const char* statement, const char* file, int line) {
+  if (status == cudaSuccess) return true;
+  if (status != cudaErrorNotReady) throw_cuda_error(status, statement, file, line);
+  if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
+  return false;
+}
+
 void check_launch(const char* kernel) {
   const cudaError_t launch_error = cudaGetLastError();
   if (launch_error != cudaSuccess)

@@ -25,6 +25,13 @@ void check_launch(const char* kernel);
 // True when LAB_CUDA_SYNC_LAUNCH=1 is set (read once).
 bool sync_after_launch();
 
+// The answer of a non-blocking completion query (cudaStreamQuery, cudaEventQuery): true when the work has
+// finished, false for cudaErrorNotReady, an Error naming `statement` for anything else. "Not ready" is an
+// answer, not a failure: when the runtime left it behind as the thread's last error it is cleared, so a
+// later launch check does not report it; any other pending error (one this query did not cause) is left
+// in place for the check that owns it.
+bool finished(cudaError_t status, const char* statement, const char* file, int line);
+
 }  // namespace lab::cuda
 
 #define CUDA_CHECK(statement)                                                         \
@@ -33,6 +40,9 @@ bool sync_after_launch();
     if (lab_cuda_error_ != cudaSuccess)                                               \
       ::lab::cuda::throw_cuda_error(lab_cuda_error_, #statement, __FILE__, __LINE__); \
   } while (0)
+
+// True when the queried work has finished; see finished() above.
+#define CUDA_QUERY(statement) ::lab::cuda::finished((statement), #statement, __FILE__, __LINE__)
 
 // cuBLAS and cuBLASLt share one status type, so this checks both.
 #define CUBLAS_CHECK(statement)                                                            \

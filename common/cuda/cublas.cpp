@@ -3,6 +3,8 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "common/core/memory.h"
@@ -24,13 +26,11 @@ std::atomic<bool> g_tf32{false};
 struct DeviceHandles {
   cublasHandle_t blas = nullptr;
   cublasLtHandle_t lt = nullptr;
-  std::map<cudaStream_t, std::unique_ptr<Storage>> workspaces;
 
   DeviceHandles() = default;
   DeviceHandles(const DeviceHandles&) = delete;
   DeviceHandles& operator=(const DeviceHandles&) = delete;
   ~DeviceHandles() {
-    workspaces.clear();
     if (blas) cublasDestroy(blas);
     if (lt) cublasLtDestroy(lt);
   }
@@ -45,10 +45,27 @@ DeviceHandles& handles_of(int device) {
   return *slot;
 }
 
-BlasWorkspace workspace_of(DeviceHandles& handles, int device, cudaStream_t stream) {
-  auto& storage = handles.workspaces[stream];
+// One workspace per (device, stream), shared by every thread: work on one stream runs in order, so GEMMs
+// queued there by different threads never use it at the same time, while GEMMs of two streams may. A
+// stream's workspace is freed when the stream is destroyed (release_stream_workspace), so there are as many
+// as there are live streams that ran a GEMM. Never destroyed as a whole: a Storage freed during static
+// destruction could outlive the caching allocator's users.
+struct Workspaces {
+  std::mutex mutex;
+  std::map<std::pair<int, cudaStream_t>, std::unique_ptr<Storage>> by_stream;
+};
+
+Workspaces& workspaces() {
+  static Workspaces* const all = new Workspaces;
+  return *all;
+}
+
+BlasWorkspace workspace_of(int device, cudaStream_t stream) {
+  Workspaces& all = workspaces();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  auto& storage = all.by_stream[{device, stream}];
   if (!storage) {
-    // Allocated while `stream` is current (it is the current stream), so its reuse stays on that stream.
+    // Allocated while `stream` is current (it is the current stream), so the allocator reuses it on `stream`.
     storage = std::make_unique<Storage>(kWorkspaceBytes, Device::cuda(device), MemCategory::Workspace);
   }
   return {storage->data(), storage->bytes()};
@@ -61,7 +78,7 @@ cublasHandle_t cublas_handle() {
   DeviceHandles& handles = handles_of(device);
   if (!handles.blas) CUBLAS_CHECK(cublasCreate(&handles.blas));
   const cudaStream_t stream = current_stream(device);
-  const BlasWorkspace workspace = workspace_of(handles, device, stream);
+  const BlasWorkspace workspace = workspace_of(device, stream);
   // Setting the stream resets the workspace to cuBLAS's default pool, so the workspace comes second.
   CUBLAS_CHECK(cublasSetStream(handles.blas, stream));
   CUBLAS_CHECK(cublasSetWorkspace(handles.blas, workspace.data, workspace.bytes));
@@ -77,7 +94,19 @@ cublasLtHandle_t cublaslt_handle() {
 
 BlasWorkspace blas_workspace() {
   const int device = current_device();
-  return workspace_of(handles_of(device), device, current_stream(device));
+  return workspace_of(device, current_stream(device));
+}
+
+void release_stream_workspace(int device, cudaStream_t stream) noexcept {
+  std::unique_ptr<Storage> released;  // freed outside the lock: the allocator takes its own
+  {
+    Workspaces& all = workspaces();
+    std::lock_guard<std::mutex> lock(all.mutex);
+    const auto it = all.by_stream.find({device, stream});
+    if (it == all.by_stream.end()) return;
+    released = std::move(it->second);
+    all.by_stream.erase(it);
+  }
 }
 
 void set_tf32(bool enabled) {

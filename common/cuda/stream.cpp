@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "common/core/error.h"
+#include "common/cuda/caching_allocator.h"
 #include "common/cuda/check.h"
+#include "common/cuda/cublas.h"
 #include "common/cuda/runtime.h"
 
 namespace lab::cuda {
@@ -73,6 +75,10 @@ void Stream::release() noexcept {
   // Errors cannot be reported from a destructor; a failed wait here means the device is already broken
   // and the next checked call says so.
   cudaStreamSynchronize(stream_);
+  // The stream's work has finished: its cuBLAS workspace and cached blocks can go to other streams. The
+  // workspace first, so that its block is among those handed on.
+  release_stream_workspace(device_, stream_);
+  release_stream(device_, stream_);
   cudaStreamDestroy(stream_);
   stream_ = nullptr;
 }
@@ -82,13 +88,7 @@ void Stream::synchronize() const {
 }
 
 bool Stream::query() const {
-  const cudaError_t status = cudaStreamQuery(stream_);
-  if (status == cudaErrorNotReady) {
-    cudaGetLastError();  // "not ready" is an answer, not an error; keep it out of later checks
-    return false;
-  }
-  CUDA_CHECK(status);
-  return true;
+  return CUDA_QUERY(cudaStreamQuery(stream_));
 }
 
 void Stream::wait(const Event& event) const {
@@ -122,13 +122,7 @@ void Event::synchronize() const {
 }
 
 bool Event::query() const {
-  const cudaError_t status = cudaEventQuery(event_);
-  if (status == cudaErrorNotReady) {
-    cudaGetLastError();
-    return false;
-  }
-  CUDA_CHECK(status);
-  return true;
+  return CUDA_QUERY(cudaEventQuery(event_));
 }
 
 float elapsed_ms(const Event& start, const Event& end) {

@@ -10,7 +10,8 @@
 //     compute_stream.wait(ready);               // order the consumer after the copy, without a host sync
 //
 // Memory allocated while a stream is current is reused only on that stream (see caching_allocator.h), so
-// a tensor handed from one stream to another needs an event between the two, as above.
+// a tensor handed from one stream to another needs an event between the two, as above, and, when the
+// other stream may still use it after its owner frees it, record_stream(tensor, other_stream).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -32,9 +33,8 @@ class Stream {
  public:
   Stream();  // on the current device
   explicit Stream(int device);
-  // Waits for the stream's queued work before destroying it: the caching allocator may hand this
-  // stream's cached blocks to a later stream that receives the same handle, which is safe only once the
-  // old work has finished.
+  // Waits for the stream's queued work, then frees its cuBLAS workspace and hands its cached blocks to
+  // the other streams (caching_allocator.h) before destroying it.
   ~Stream();
   Stream(Stream&& other) noexcept;  // the moved-from stream is left empty
   Stream& operator=(Stream&& other) noexcept;

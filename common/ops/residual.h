@@ -1,6 +1,7 @@
 // Residual connection: out = a + b; its backward adds dout into both inputs' gradients.
 //   forward:  out = a + b
-//   backward: da += dout; db += dout   (either may be undefined)
+//   backward: da += dout; db += dout   (either may be undefined; either may be dout itself, and both
+//             still receive dout's value from before the call)
 // Any shape, equal element counts; f32.
 #pragma once
 

@@ -14,12 +14,16 @@ void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) {
   const float* dp = dout.data<float>();
+  float* ap = da.defined() ? da.data<float>() : nullptr;
+  float* bp = db.defined() ? db.data<float>() : nullptr;
   const int64_t n = dout.numel();
-  for (const Tensor* g : {&da, &db}) {
-    if (!g->defined()) continue;
-    float* gp = g->data<float>();
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) gp[i] += dp[i];
+  // One pass that reads each gradient before either write, as the CUDA kernel does: da or db may be the
+  // very buffer dout lives in, and then both must still receive the original dout.
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = dp[i];
+    if (ap) ap[i] += g;
+    if (bp) bp[i] += g;
   }
 }
 

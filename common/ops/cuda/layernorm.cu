@@ -6,9 +6,10 @@
 // makes two passes for the statistics (mean, then the variance around it: numerically safer than
 // E[x^2] - E[x]^2) and a third to write; the row stays in L1/L2 between passes.
 //
-// dw and db are column sums over all N rows: one block of (32 columns x kColumnRows rows) per 32
-// channels. Each thread sums every kColumnRows-th row of its column in a fixed order, and the block adds
-// the partial sums in shared memory: deterministic, no atomics.
+// dw and db are column sums over all N rows, both in one pass over dout and x (column_sums.cuh: the rows
+// split over enough blocks to fill the GPU, partial sums, then a small kernel adds them in a fixed order:
+// deterministic, no atomics).
+#include "common/ops/cuda/column_sums.cuh"
 #include "common/ops/cuda/launch.cuh"
 #include "common/ops/cuda/reductions.cuh"
 #include "common/ops/layernorm.h"
@@ -18,7 +19,6 @@ namespace lab::ops::cuda {
 namespace {
 
 constexpr int kRowsPerBlock = kBlockSize / kWarpSize;
-constexpr int kColumnRows = 16;
 
 // ---------------------------------------------------------------- kernels
 
@@ -69,26 +69,19 @@ __global__ void layernorm_backward_dx_kernel(float* dx, const float* dout, const
   }
 }
 
-// dw[c] += sum_n dout[n, c] * xhat[n, c];  db[c] += sum_n dout[n, c]
-__global__ void layernorm_backward_dwdb_kernel(float* dw, float* db, const float* dout, const float* x,
-                                               const float* mean, const float* rstd, int64_t N, int64_t C) {
-  __shared__ float scratch[kColumnRows][kWarpSize];
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kWarpSize + threadIdx.x;
-  float dw_part = 0.0f, db_part = 0.0f;
-  if (c < C) {  // no early return: every thread takes part in the column sums below
-    for (int64_t n = threadIdx.y; n < N; n += kColumnRows) {
-      const float d = dout[n * C + c];
-      dw_part += d * (x[n * C + c] - mean[n]) * rstd[n];
-      db_part += d;
-    }
+// The summands of dw[c] += sum_n dout[n, c] * xhat[n, c] and db[c] += sum_n dout[n, c].
+struct WeightAndBiasTerms {
+  const float* dout;
+  const float* x;
+  const float* mean;
+  const float* rstd;
+  int64_t C;
+  __device__ void add(int64_t n, int64_t c, float (&part)[2]) const {
+    const float d = dout[n * C + c];
+    part[0] += d * (x[n * C + c] - mean[n]) * rstd[n];
+    part[1] += d;
   }
-  const float dw_total = column_sum<kColumnRows>(dw_part, scratch);
-  const float db_total = column_sum<kColumnRows>(db_part, scratch);
-  if (threadIdx.y == 0 && c < C) {
-    dw[c] += dw_total;
-    db[c] += db_total;
-  }
-}
+};
 
 }  // namespace
 
@@ -113,9 +106,9 @@ void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, co
   LAB_LAUNCH(layernorm_backward_dx_kernel, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()},
              dx.data<float>(), dout.data<float>(), x.data<float>(), w.data<float>(), mean.data<float>(),
              rstd.data<float>(), N, C);
-  LAB_LAUNCH(layernorm_backward_dwdb_kernel, {grid_for(C, kWarpSize), dim3(kWarpSize, kColumnRows), 0, scope.stream()},
-             dw.data<float>(), db.data<float>(), dout.data<float>(), x.data<float>(), mean.data<float>(),
-             rstd.data<float>(), N, C);
+  add_column_sums<2>({{dw.data<float>(), db.data<float>()}},
+                     WeightAndBiasTerms{dout.data<float>(), x.data<float>(), mean.data<float>(), rstd.data<float>(), C},
+                     N, C, x.device(), scope.stream());
 }
 
 }  // namespace lab::ops::cuda

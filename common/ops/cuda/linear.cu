@@ -10,18 +10,16 @@
 //
 // Bias, forward: a kernel writes the bias into every row of out (one thread per element, coalesced) and
 // the GEMM accumulates onto it (beta = 1), as the CPU reference does.
-// Bias, backward: dbias is a column sum of dout: one block of (32 columns x kColumnRows rows) per 32
-// output channels, a fixed summation order (deterministic, no atomics).
+// Bias, backward: dbias is a column sum of dout (column_sums.cuh: the rows split over enough blocks to fill
+// the GPU, then a fixed summation order; deterministic, no atomics).
 #include "common/cuda/cublas.h"
+#include "common/ops/cuda/column_sums.cuh"
 #include "common/ops/cuda/launch.cuh"
-#include "common/ops/cuda/reductions.cuh"
 #include "common/ops/linear.h"
 
 namespace lab::ops::cuda {
 
 namespace {
-
-constexpr int kColumnRows = 16;
 
 // ---------------------------------------------------------------- kernels
 
@@ -31,16 +29,12 @@ __global__ void broadcast_bias_kernel(float* out, const float* bias, int64_t N, 
   out[i] = bias[i % OC];
 }
 
-__global__ void bias_backward_kernel(float* dbias, const float* dout, int64_t N, int64_t OC) {
-  __shared__ float scratch[kColumnRows][kWarpSize];
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * kWarpSize + threadIdx.x;
-  float part = 0.0f;
-  if (j < OC) {  // no early return: every thread takes part in the column sum below
-    for (int64_t n = threadIdx.y; n < N; n += kColumnRows) part += dout[n * OC + j];
-  }
-  const float total = column_sum<kColumnRows>(part, scratch);
-  if (threadIdx.y == 0 && j < OC) dbias[j] += total;
-}
+// The summands of dbias[j] += sum_n dout[n, j].
+struct BiasTerms {
+  const float* dout;
+  int64_t OC;
+  __device__ void add(int64_t n, int64_t j, float (&part)[1]) const { part[0] += dout[n * OC + j]; }
+};
 
 }  // namespace
 
@@ -83,8 +77,8 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
                              dout.data<float>(), oc, &one, dweight.data<float>(), c));
   }
   if (dbias.defined()) {
-    LAB_LAUNCH(bias_backward_kernel, {grid_for(OC, kWarpSize), dim3(kWarpSize, kColumnRows), 0, scope.stream()},
-               dbias.data<float>(), dout.data<float>(), N, OC);
+    add_column_sums<1>({{dbias.data<float>()}}, BiasTerms{dout.data<float>(), OC}, N, OC, dout.device(),
+                       scope.stream());
   }
 }
 

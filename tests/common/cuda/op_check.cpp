@@ -25,6 +25,13 @@ Tolerance tolerance_for(DType dtype, int64_t reduction_length) {
   return {tol, tol};
 }
 
+Tolerance tolerance_for_offset(DType dtype, int64_t reduction_length, double offset_over_spread) {
+  const Tolerance usual = tolerance_for(dtype, reduction_length);
+  const double eps = usual.rel / (16.0 * std::sqrt(static_cast<double>(std::max<int64_t>(1, reduction_length))));
+  const double inherited = 8.0 * eps * offset_over_spread;
+  return {std::max(usual.rel, inherited), std::max(usual.abs, inherited)};
+}
+
 ::testing::AssertionResult all_close(const char* what, const Tensor& actual, const Tensor& expected, Tolerance tol) {
   if (actual.numel() != expected.numel())
     return ::testing::AssertionFailure() << what << ": " << actual.numel() << " elements, expected "

@@ -26,6 +26,12 @@ struct Tolerance {
 // (a warp tree here, SIMD lanes there) may each sit that far from the exact value.
 Tolerance tolerance_for(DType dtype, int64_t reduction_length);
 
+// For inputs that sit far from zero compared with their spread (logits around 1000, LayerNorm rows with mean
+// 1e4 and std 1): each input is only known to about eps * offset, and every result computed from differences
+// between inputs inherits that error relative to the spread. The tolerance is the larger of tolerance_for()
+// and 8 eps * offset_over_spread.
+Tolerance tolerance_for_offset(DType dtype, int64_t reduction_length, double offset_over_spread);
+
 // Every element of `actual` (any device) within `tol` of `expected` (any device); NaN anywhere fails.
 // On failure the message names the tensor, counts the bad elements and lists the first few.
 ::testing::AssertionResult all_close(const char* what, const Tensor& actual, const Tensor& expected, Tolerance tol);

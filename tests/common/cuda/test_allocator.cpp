@@ -1,5 +1,6 @@
 // The CUDA caching allocator: size classes, reuse of freed blocks, per-category accounting, separation of
-// streams, emptying the cache, and the error when the device is out of memory.
+// streams, blocks used on other streams (record_stream), the blocks of destroyed streams, emptying the
+// cache, and the error when the device is out of memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,12 +13,14 @@
 #include "common/cuda/caching_allocator.h"
 #include "common/cuda/stream.h"
 #include "tests/common/cuda/gpu_test.h"
+#include "tests/common/cuda/stream_gate.h"
 #include "tests/common/expect_error.h"
 
 namespace lab {
 namespace {
 
 using test::kGpu;
+using test::StreamGate;
 
 // A pure function of the size: checked on every machine.
 TEST(CudaAllocator, SizeClassesAreQuarterPowersOfTwo) {
@@ -94,6 +97,103 @@ TEST(CudaAllocator, BlocksAreReusedOnlyOnTheirOwnStream) {
   void* back = alloc.allocate(bytes, MemCategory::Other);
   EXPECT_EQ(back, on_default);
   alloc.deallocate(back, bytes, MemCategory::Other);
+}
+
+// The case record_stream exists for: stream B still has to read a tensor (held back here by a gate, as a
+// long kernel would) when its owner, stream A, frees it and allocates again. Without the recorded use, A's
+// next allocation of the same size gets the same block and overwrites it before B has read it.
+TEST(CudaAllocator, RecordedStreamKeepsAFreedBlockUntilItsWorkIsDone) {
+  LAB_REQUIRE_GPU();
+  const int64_t n = 40000;  // a 160000-byte class of its own in this test
+  const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
+  cuda::Stream a, b;
+  const Tensor seen = Tensor::zeros({n}, DType::F32, kGpu);  // what B reads, copied out when B runs
+  void* block = nullptr;
+  StreamGate gate(b);
+  {
+    cuda::StreamGuard on_a(a);
+    Tensor data = Tensor::from_floats(ones, {n}, kGpu);
+    block = data.raw();
+    {
+      cuda::StreamGuard on_b(b);
+      cuda::copy_async(seen.raw(), kGpu, data.raw(), kGpu, data.nbytes());  // queued behind the gate
+    }
+    cuda::record_stream(data, b);
+    data = Tensor();  // freed by A while B's read is still queued
+
+    const Tensor next = Tensor::empty({n}, DType::F32, kGpu);
+    EXPECT_NE(next.raw(), block) << "a block still in use by another stream was handed out again";
+    next.fill_(7.0f);
+    a.synchronize();
+  }
+  gate.release();
+  b.synchronize();
+  EXPECT_EQ(seen.to_floats(), ones) << "stream B read memory that stream A had already reused";
+
+  // B is done: the block is free again, for its owner A.
+  cuda::StreamGuard on_a(a);
+  const Tensor again = Tensor::empty({n}, DType::F32, kGpu);
+  EXPECT_EQ(again.raw(), block);
+}
+
+TEST(CudaAllocator, RecordStreamOnTheOwnerIsANoOpAndWrappedMemoryIsRejected) {
+  LAB_REQUIRE_GPU();
+  cuda::Stream a;
+  cuda::StreamGuard on_a(a);
+  void* block = nullptr;
+  {
+    const Tensor t = Tensor::empty({3000}, DType::F32, kGpu);
+    block = t.raw();
+    cuda::record_stream(t, a);
+  }
+  const Tensor reused = Tensor::empty({3000}, DType::F32, kGpu);
+  EXPECT_EQ(reused.raw(), block) << "the owner's own use must not delay reuse";
+
+  const Tensor wrapped = Tensor::wrap(reused.raw(), {10}, DType::F32, kGpu, [] {});
+  testing::expect_error([&] { cuda::record_stream(wrapped, a); }, ErrorKind::InvalidArgument,
+                        {"record_stream", "caching allocator"});
+}
+
+// A destroyed stream's cached blocks serve every other stream, and so does a block it still owned when it
+// died; without that, each short-lived stream would leave its blocks cached forever.
+TEST(CudaAllocator, BlocksOfADestroyedStreamServeOtherStreams) {
+  LAB_REQUIRE_GPU();
+  Allocator& alloc = cuda::caching_allocator(0);
+  alloc.empty_cache();
+  const size_t bytes = (size_t{5} << 20) + 12345;  // the 6 MiB class, used nowhere else in these tests
+  void* cached = nullptr;
+  void* still_live = nullptr;
+  {
+    cuda::Stream short_lived;
+    cuda::StreamGuard on(short_lived);
+    cached = alloc.allocate(bytes, MemCategory::Other);
+    still_live = alloc.allocate(bytes, MemCategory::Other);
+    alloc.deallocate(cached, bytes, MemCategory::Other);
+  }
+  alloc.deallocate(still_live, bytes, MemCategory::Other);  // its owner is gone
+  const int64_t mallocs = alloc.stats().system_allocs;
+  void* first = alloc.allocate(bytes, MemCategory::Other);  // on the default stream
+  void* second = alloc.allocate(bytes, MemCategory::Other);
+  EXPECT_TRUE((first == cached && second == still_live) || (first == still_live && second == cached));
+  EXPECT_EQ(alloc.stats().system_allocs, mallocs) << "the destroyed stream's blocks were not reused";
+  alloc.deallocate(first, bytes, MemCategory::Other);
+  alloc.deallocate(second, bytes, MemCategory::Other);
+}
+
+TEST(CudaAllocator, ShortLivedStreamsDoNotGrowTheCache) {
+  LAB_REQUIRE_GPU();
+  Allocator& alloc = cuda::caching_allocator(0);
+  const size_t bytes = size_t{3} << 20;
+  const auto round = [&] {
+    cuda::Stream stream;
+    cuda::StreamGuard on(stream);
+    void* p = alloc.allocate(bytes, MemCategory::Other);
+    alloc.deallocate(p, bytes, MemCategory::Other);
+  };
+  round();
+  const int64_t reserved = alloc.stats().reserved;
+  for (int i = 0; i < 20; ++i) round();
+  EXPECT_EQ(alloc.stats().reserved, reserved) << "each destroyed stream left a block behind";
 }
 
 TEST(CudaAllocator, EmptyCacheReturnsCachedBlocks) {

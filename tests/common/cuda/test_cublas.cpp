@@ -1,9 +1,12 @@
-// cuBLAS handles and the TF32 switch: the handle follows the current stream, and the switch changes both
-// the math mode and the numbers a GEMM produces.
+// cuBLAS handles, their workspaces and the TF32 switch: the handle follows the current stream, a stream's
+// workspace is shared by threads and freed with the stream, and the switch changes both the math mode and
+// the numbers a GEMM produces.
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <vector>
 
+#include "common/core/memory.h"
 #include "common/core/tensor.h"
 #include "common/cuda/cublas.h"
 #include "common/cuda/runtime.h"
@@ -41,6 +44,39 @@ TEST(CudaBlas, HandleFollowsTheCurrentStream) {
     EXPECT_GE(workspace.bytes, size_t{1} << 20);
   }
   EXPECT_NE(cuda::cublaslt_handle(), nullptr);
+}
+
+int64_t live_workspace_bytes() {
+  return memory_stats(kGpu).live_of(MemCategory::Workspace);
+}
+
+TEST(CudaBlas, WorkspaceOfADestroyedStreamIsFreed) {
+  LAB_REQUIRE_GPU();
+  const int64_t before = live_workspace_bytes();
+  {
+    cuda::Stream side;
+    cuda::StreamGuard guard(side);
+    ASSERT_NE(cuda::cublas_handle(), nullptr);
+    EXPECT_GT(live_workspace_bytes(), before) << "the side stream got a workspace of its own";
+  }
+  EXPECT_EQ(live_workspace_bytes(), before) << "the workspace outlived its stream";
+}
+
+TEST(CudaBlas, ThreadsShareTheWorkspaceOfAStream) {
+  LAB_REQUIRE_GPU();
+  cuda::Stream side;
+  cuda::StreamGuard guard(side);
+  const void* mine = cuda::blas_workspace().data;
+  const int64_t live = live_workspace_bytes();
+  const void* theirs = nullptr;
+  std::thread other([&] {
+    cuda::StreamGuard on(side);
+    ASSERT_NE(cuda::cublas_handle(), nullptr);
+    theirs = cuda::blas_workspace().data;
+  });
+  other.join();
+  EXPECT_EQ(theirs, mine);
+  EXPECT_EQ(live_workspace_bytes(), live) << "a second thread on the same stream allocated another workspace";
 }
 
 TEST(CudaBlas, Tf32SwitchSetsTheMathMode) {

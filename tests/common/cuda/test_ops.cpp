@@ -4,8 +4,10 @@
 //
 // Outputs are poisoned with NaN before each run, so an element the kernel forgets to write fails the
 // comparison. Gradients start from random non-zero values on both sides, so a kernel that overwrites
-// instead of accumulating (+=) fails too. Both sides go through the public ops (lab::ops::...), so the
-// dispatch is exercised as well. TF32 is off: these compare strict fp32 results.
+// instead of accumulating (+=) fails too. Inputs far from zero punish unstable numerics: logits and
+// attention scores around +1000 (a softmax without its max subtraction overflows), LayerNorm rows with mean
+// 1e4 and std 1 (a one-pass variance E[x^2] - E[x]^2 cancels to noise). Both sides go through the public ops
+// (lab::ops::...), so the dispatch is exercised as well. TF32 is off: these compare strict fp32 results.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,6 +41,7 @@ using test::random_ids;
 using test::random_normal;
 using test::Tolerance;
 using test::tolerance_for;
+using test::tolerance_for_offset;
 
 Tensor on_gpu(const Tensor& t) {
   return t.to(kGpu);
@@ -92,12 +95,26 @@ TEST_P(EmbeddingTest, ForwardAndBackwardMatchCpu) {
   const Tensor dout = random_normal({p.B, p.T, p.C}, rng_);
   const Tensor dwte = random_normal({p.Vp, p.C}, rng_);
   const Tensor dwpe = random_normal({p.maxT, p.C}, rng_);
+  const Tensor dwte_initial = dwte.clone();
   const Tensor dwte_gpu = on_gpu(dwte), dwpe_gpu = on_gpu(dwpe);
   ops::embedding_backward(dwte, dwpe, dout, tokens);
   ops::embedding_backward(dwte_gpu, dwpe_gpu, on_gpu(dout), on_gpu(tokens));
   // A row of dwte sums every position holding its token: up to B*T terms, in atomic (arbitrary) order.
   EXPECT_TRUE(all_close("embedding dwte", dwte_gpu, dwte, tolerance_for(DType::F32, p.B * p.T)));
   EXPECT_TRUE(all_close("embedding dwpe", dwpe_gpu, dwpe, tolerance_for(DType::F32, p.B)));
+  // Every column of every row: a row whose token occurs changed in every column; a row whose token does not
+  // occur kept its exact bits.
+  std::vector<bool> occurs(static_cast<size_t>(p.Vp), false);
+  for (const int32_t id : tokens.to_ints()) occurs[static_cast<size_t>(id)] = true;
+  const std::vector<float> before = dwte_initial.to_floats(), after = dwte_gpu.to_floats();
+  int64_t wrong = 0;
+  for (int64_t v = 0; v < p.Vp; ++v) {
+    for (int64_t c = 0; c < p.C; ++c) {
+      const size_t i = static_cast<size_t>(v * p.C + c);
+      if (occurs[static_cast<size_t>(v)] ? after[i] == before[i] : after[i] != before[i]) ++wrong;
+    }
+  }
+  EXPECT_EQ(wrong, 0) << "dwte elements of occurring rows left unchanged, or of absent rows changed";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, EmbeddingTest,
@@ -127,13 +144,16 @@ TEST(EmbeddingGpu, OutOfRangeTokenGivesNanRowAndNoGradient) {
       }
     }
   }
-  // The backward skips the bad ids: dwte only receives the valid positions' gradients.
+  // The backward skips the bad ids: dwte only receives the valid positions' gradients, in every column.
   const Tensor dwte = Tensor::zeros({V, C}, DType::F32, kGpu), dwpe = Tensor::zeros({T, C}, DType::F32, kGpu);
   const Tensor dout = Tensor::from_floats(std::vector<float>(T * C, 1.0f), {1, T, C}, kGpu);
   ops::embedding_backward(dwte, dwpe, dout, on_gpu(tokens));
-  const std::vector<float> g = dwte.to_floats();
-  for (int64_t v = 0; v < V; ++v) EXPECT_FLOAT_EQ(g[v * C], (v == 0 || v == 5) ? 1.0f : 0.0f) << "dwte row " << v;
-  EXPECT_FLOAT_EQ(dwpe.to_floats()[1 * C], 1.0f) << "dwpe still receives every position";
+  const std::vector<float> g = dwte.to_floats(), gp = dwpe.to_floats();
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t v = 0; v < V; ++v)
+      EXPECT_EQ(g[v * C + c], (v == 0 || v == 5) ? 1.0f : 0.0f) << "dwte row " << v << ", column " << c;
+    for (int64_t t = 0; t < T; ++t) EXPECT_EQ(gp[t * C + c], 1.0f) << "dwpe receives every position: " << t;
+  }
 }
 
 // ================================================================ linear
@@ -190,7 +210,7 @@ TEST_P(LinearTest, BackwardSkipsUndefinedGradients) {
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
                          ::testing::Values(LinearCase{1, 1, 1, 1, true}, LinearCase{1, 7, 13, 5, true},
                                            LinearCase{3, 11, 65, 129, false}, LinearCase{2, 33, 257, 255, true},
-                                           LinearCase{2, 64, 768, 2304, true}));
+                                           LinearCase{2, 64, 768, 2304, true}, LinearCase{4, 513, 64, 33, true}));
 
 // ================================================================ layernorm
 
@@ -201,14 +221,12 @@ struct LayerNormCase {
 
 class LayerNormTest : public OpTest<LayerNormCase> {};
 
-TEST_P(LayerNormTest, ForwardAndBackwardMatchCpu) {
-  const LayerNormCase p = GetParam();
-  const Tolerance tol = tolerance_for(DType::F32, std::max(p.N, p.C));
-  // An offset and a spread, as activations have: the statistics must not lose the small deviations.
-  std::vector<float> xs = random_normal({p.N, p.C}, rng_, 2.0f).to_floats();
-  for (float& v : xs) v += 3.0f;
+// Runs forward and backward on both devices for rows x + offset, x ~ N(0, std), and compares with `tol`.
+void expect_layernorm_matches_cpu(const LayerNormCase& p, Rng& rng, float offset, float std, Tolerance tol) {
+  std::vector<float> xs = random_normal({p.N, p.C}, rng, std).to_floats();
+  for (float& v : xs) v += offset;
   const Tensor x = Tensor::from_floats(xs, {p.N, p.C});
-  const Tensor w = random_normal({p.C}, rng_), b = random_normal({p.C}, rng_);
+  const Tensor w = random_normal({p.C}, rng), b = random_normal({p.C}, rng);
 
   const Tensor out = Tensor::empty({p.N, p.C}, DType::F32);
   const Tensor mean = Tensor::empty({p.N}, DType::F32), rstd = Tensor::empty({p.N}, DType::F32);
@@ -221,9 +239,9 @@ TEST_P(LayerNormTest, ForwardAndBackwardMatchCpu) {
   EXPECT_TRUE(all_close("layernorm rstd", rstd_gpu, rstd, tol));
 
   // The backward of both sides reads the CPU statistics, so it is compared on identical inputs.
-  const Tensor dout = random_normal({p.N, p.C}, rng_);
-  const Tensor dx = random_normal({p.N, p.C}, rng_);
-  const Tensor dw = random_normal({p.C}, rng_), db = random_normal({p.C}, rng_);
+  const Tensor dout = random_normal({p.N, p.C}, rng);
+  const Tensor dx = random_normal({p.N, p.C}, rng);
+  const Tensor dw = random_normal({p.C}, rng), db = random_normal({p.C}, rng);
   const Tensor dx_gpu = on_gpu(dx), dw_gpu = on_gpu(dw), db_gpu = on_gpu(db);
   ops::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd);
   ops::layernorm_backward(dx_gpu, dw_gpu, db_gpu, on_gpu(dout), on_gpu(x), on_gpu(w), on_gpu(mean), on_gpu(rstd));
@@ -232,9 +250,23 @@ TEST_P(LayerNormTest, ForwardAndBackwardMatchCpu) {
   EXPECT_TRUE(all_close("layernorm db", db_gpu, db, tol));
 }
 
+TEST_P(LayerNormTest, ForwardAndBackwardMatchCpu) {
+  const LayerNormCase p = GetParam();
+  // An offset and a spread, as activations have: the statistics must not lose the small deviations.
+  expect_layernorm_matches_cpu(p, rng_, 3.0f, 2.0f, tolerance_for(DType::F32, std::max(p.N, p.C)));
+}
+
+// Mean 1e4, std 1: E[x^2] - E[x]^2 would subtract two numbers near 1e8 whose float rounding (about 8) is far
+// larger than the variance (1). Only a variance taken around the mean survives.
+TEST_P(LayerNormTest, RowsFarFromZeroMatchCpu) {
+  const LayerNormCase p = GetParam();
+  expect_layernorm_matches_cpu(p, rng_, 1e4f, 1.0f, tolerance_for_offset(DType::F32, std::max(p.N, p.C), 1e4));
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormTest,
                          ::testing::Values(LayerNormCase{1, 1}, LayerNormCase{5, 7}, LayerNormCase{9, 33},
-                                           LayerNormCase{33, 768}, LayerNormCase{257, 1600}, LayerNormCase{1000, 31}));
+                                           LayerNormCase{33, 768}, LayerNormCase{257, 1600}, LayerNormCase{1000, 31},
+                                           LayerNormCase{4099, 96}));
 
 // ================================================================ elementwise: gelu, residual
 
@@ -289,6 +321,34 @@ TEST_P(ResidualTest, ForwardAndBackwardMatchCpu) {
   EXPECT_TRUE(all_close("residual db (da undefined)", db_gpu, db, tol));
 }
 
+// The tape may hand the residual backward the gradient buffer of its output as da (the gradient flows
+// through unchanged, as llm.c does): da = dout + dout and db += dout, on both devices.
+TEST_P(ResidualTest, BackwardIntoTheBufferOfDoutMatchesCpu) {
+  const int64_t n = GetParam().n;
+  const Tensor dout = random_normal({n}, rng_), db = random_normal({n}, rng_);
+  const std::vector<float> g = dout.to_floats(), db0 = db.to_floats();
+  std::vector<float> doubled(g.size()), db_expected(g.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    doubled[i] = g[i] + g[i];
+    db_expected[i] = db0[i] + g[i];
+  }
+  const Tensor dout_gpu = on_gpu(dout), db_gpu = on_gpu(db);
+  ops::residual_backward(dout, db, dout);
+  ops::residual_backward(dout_gpu, db_gpu, dout_gpu);
+  EXPECT_EQ(dout.to_floats(), doubled) << "CPU: da aliasing dout";
+  EXPECT_EQ(db.to_floats(), db_expected) << "CPU: db must receive the original dout";
+  EXPECT_EQ(dout_gpu.to_floats(), doubled) << "CUDA: da aliasing dout";
+  EXPECT_EQ(db_gpu.to_floats(), db_expected) << "CUDA: db must receive the original dout";
+
+  // And the other way round: db is dout's buffer.
+  const Tensor dout2 = random_normal({n}, rng_), da = random_normal({n}, rng_);
+  const Tensor dout2_gpu = on_gpu(dout2), da_gpu = on_gpu(da);
+  ops::residual_backward(da, dout2, dout2);
+  ops::residual_backward(da_gpu, dout2_gpu, dout2_gpu);
+  EXPECT_EQ(da_gpu.to_floats(), da.to_floats());
+  EXPECT_EQ(dout2_gpu.to_floats(), dout2.to_floats());
+}
+
 const auto kElementwiseSizes =
     ::testing::Values(ElementwiseCase{1}, ElementwiseCase{255}, ElementwiseCase{257}, ElementwiseCase{(1 << 20) + 3});
 INSTANTIATE_TEST_SUITE_P(Sizes, GeluTest, kElementwiseSizes);
@@ -328,6 +388,40 @@ TEST_P(AttentionTest, ForwardAndBackwardMatchCpu) {
   EXPECT_TRUE(all_close("attention dqkv", dqkv_gpu, dqkv, tol));
 }
 
+// Scores around +1024: channel 0 of every head's q and k holds 64, the other channels N(0, 1), so each
+// score is 64 * 64 / sqrt(16) = 1024 plus a N(0, 1)-sized term. exp(1024) overflows float: only a softmax that
+// subtracts the row's maximum first gets finite probabilities.
+TEST_P(AttentionTest, ScoresFarFromZeroMatchCpu) {
+  AttentionCase p = GetParam();
+  p.HS = 16;
+  const int64_t C = p.NH * p.HS;
+  const int nh = static_cast<int>(p.NH);
+  const float big = 64.0f;
+  const double offset = big * big / 4.0;  // scale 1/sqrt(16)
+  std::vector<float> values = random_normal({p.B, p.T, 3 * C}, rng_).to_floats();
+  for (int64_t bt = 0; bt < p.B * p.T; ++bt)
+    for (int64_t h = 0; h < p.NH; ++h)
+      for (const int64_t part : {int64_t{0}, C}) values[static_cast<size_t>(bt * 3 * C + part + h * p.HS)] = big;
+  const Tensor qkv = Tensor::from_floats(values, {p.B, p.T, 3 * C});
+  const Tolerance tol = tolerance_for_offset(DType::F32, p.T * p.HS, offset);
+
+  const Tensor out = Tensor::empty({p.B, p.T, C}, DType::F32);
+  const Tensor att = Tensor::empty({p.B, p.NH, p.T, p.T}, DType::F32);
+  ops::attention_forward(out, att, qkv, nh);
+  const Tensor out_gpu = poisoned({p.B, p.T, C}, kGpu);
+  const Tensor att_gpu = poisoned({p.B, p.NH, p.T, p.T}, kGpu);
+  ops::attention_forward(out_gpu, att_gpu, on_gpu(qkv), nh);
+  EXPECT_TRUE(all_close("attention probabilities (offset scores)", att_gpu, att, tol));
+  EXPECT_TRUE(all_close("attention out (offset scores)", out_gpu, out, tol));
+
+  const Tensor dout = random_normal({p.B, p.T, C}, rng_);
+  const Tensor dqkv = random_normal({p.B, p.T, 3 * C}, rng_);
+  const Tensor dqkv_gpu = on_gpu(dqkv);
+  ops::attention_backward(dqkv, dout, qkv, att, nh);
+  ops::attention_backward(dqkv_gpu, on_gpu(dout), on_gpu(qkv), on_gpu(att), nh);
+  EXPECT_TRUE(all_close("attention dqkv (offset scores)", dqkv_gpu, dqkv, tol));
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                          ::testing::Values(AttentionCase{1, 1, 1, 1}, AttentionCase{2, 7, 3, 5},
                                            AttentionCase{3, 33, 2, 8}, AttentionCase{2, 64, 4, 16},
@@ -360,6 +454,26 @@ TEST_P(ClassifierTest, LossesAndGradientMatchCpu) {
   const std::vector<float> grad = logits_gpu.to_floats();
   for (int64_t n = 0; n < p.N; ++n)
     for (int64_t v = p.V; v < p.Vp; ++v) ASSERT_EQ(grad[n * p.Vp + v], 0.0f) << "padded column " << v << ", row " << n;
+}
+
+// Logits around +1000 (as an untrained or diverging model can produce): exp(1000) overflows float, so only a
+// kernel that subtracts the row's maximum gets finite losses and gradients. x - max is exact for floats this
+// close together, so the usual tolerance applies.
+TEST_P(ClassifierTest, LogitsFarFromZeroMatchCpu) {
+  const ClassifierCase p = GetParam();
+  const Tolerance tol = tolerance_for_offset(DType::F32, p.V, 1000.0 / 2.0);
+  std::vector<float> values = random_normal({p.N, p.Vp}, rng_, 2.0f).to_floats();
+  for (float& v : values) v += 1000.0f;
+  const Tensor logits = Tensor::from_floats(values, {p.N, p.Vp});
+  const Tensor targets = random_ids({p.N}, rng_, p.V);
+  const float dloss = 1.0f / static_cast<float>(p.N);
+  const Tensor logits_gpu = on_gpu(logits);
+  const Tensor losses = Tensor::empty({p.N}, DType::F32);
+  ops::fused_classifier(logits, losses, targets, p.V, dloss);
+  const Tensor losses_gpu = poisoned({p.N}, kGpu);
+  ops::fused_classifier(logits_gpu, losses_gpu, on_gpu(targets), p.V, dloss);
+  EXPECT_TRUE(all_close("classifier losses (logits near 1000)", losses_gpu, losses, tol));
+  EXPECT_TRUE(all_close("classifier dlogits (logits near 1000)", logits_gpu, logits, tol));
 }
 
 TEST_P(ClassifierTest, ZeroDlossLeavesLogitsUntouched) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/core/tensor.h"
+#include "common/cuda/cublas.h"
 #include "common/cuda/runtime.h"
 #include "tests/common/cuda/gpu_test.h"
 #include "tests/common/expect_error.h"
@@ -88,14 +89,36 @@ TEST(CudaRuntime, IntegerTensorsRoundTrip) {
   EXPECT_EQ(Tensor::from_ints(ids, {4}, kGpu).to_ints(), ids);
 }
 
-TEST(CudaRuntime, CopiesBetweenTwoGpus) {
-  LAB_REQUIRE_GPU();
-  if (cuda::device_count() < 2) GTEST_SKIP() << "needs two GPUs";
+// Tests that need two GPUs. The emulation build also runs them with two emulated GPUs (LAB_EMU_DEVICES=2,
+// tests/common/cuda/CMakeLists.txt).
+class CudaTwoGpus : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LAB_REQUIRE_GPU();
+    if (cuda::device_count() < 2) GTEST_SKIP() << "needs two GPUs";
+  }
+};
+
+TEST_F(CudaTwoGpus, CopiesBetweenTheGpus) {
   const std::vector<float> host = iota_floats(4097, -2.0f);
   const Tensor on_first = Tensor::from_floats(host, {4097}, Device::cuda(0));
   const Tensor on_second = on_first.to(Device::cuda(1));
   EXPECT_EQ(on_second.device(), Device::cuda(1));
   EXPECT_EQ(on_second.to_floats(), host);
+}
+
+// Naming a device in synchronize() or set_tf32() must not change which device is current for the ops that
+// follow on this thread.
+TEST_F(CudaTwoGpus, SynchronizeAndTf32KeepTheCurrentDevice) {
+  cuda::set_device(1);
+  synchronize(Device::cuda(0));
+  EXPECT_EQ(cuda::current_device(), 1) << "synchronize(cuda:0) switched the current device";
+  const bool tf32 = cuda::tf32_enabled();
+  set_tf32(Device::cuda(0), !tf32);
+  EXPECT_EQ(cuda::current_device(), 1) << "set_tf32(cuda:0) switched the current device";
+  EXPECT_EQ(cuda::tf32_enabled(), !tf32);
+  set_tf32(Device::cuda(0), tf32);
+  cuda::set_device(0);
 }
 
 }  // namespace

@@ -2,40 +2,24 @@
 // ordering across streams with events, event timing, and asynchronous copies from pinned buffers.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
 #include <numeric>
 #include <vector>
 
 #include "common/core/tensor.h"
 #include "common/cuda/pinned.h"
+#include "common/cuda/runtime.h"
 #include "common/cuda/stream.h"
 #include "common/ops/gelu.h"
 #include "tests/common/cuda/gpu_test.h"
+#include "tests/common/cuda/stream_gate.h"
 #include "tests/common/expect_error.h"
 
 namespace lab {
 namespace {
 
 using test::kGpu;
-
-// Holds a stream at a host callback until release() (or the end of the scope): whatever is queued behind
-// it cannot run yet. The callback only spins on an atomic; it makes no CUDA call.
-class StreamGate {
- public:
-  explicit StreamGate(const cuda::Stream& stream) {
-    EXPECT_EQ(cudaLaunchHostFunc(stream.get(), &StreamGate::wait, &open_), cudaSuccess);
-  }
-  ~StreamGate() { release(); }
-  void release() { open_.store(true); }
-
- private:
-  static void wait(void* flag) {
-    while (!static_cast<std::atomic<bool>*>(flag)->load()) {
-    }
-  }
-  std::atomic<bool> open_{false};
-};
+using test::StreamGate;
 
 TEST(CudaStream, GuardSwitchesTheCurrentStreamAndRestoresIt) {
   LAB_REQUIRE_GPU();
@@ -108,6 +92,33 @@ TEST(CudaStream, EventsTimeGpuWork) {
   cuda::Event untimed(false);
   untimed.record();
   testing::expect_error([&] { cuda::elapsed_ms(start, untimed); }, ErrorKind::InvalidArgument, {"timing"});
+}
+
+// query() answers "not ready" without disturbing the thread's error state: an error left pending by an
+// unrelated call is still there for the check that owns it, and the "not ready" itself is not left behind.
+TEST(CudaStream, QueryOfUnfinishedWorkLeavesOtherErrorsPending) {
+  LAB_REQUIRE_GPU();
+  cuda::Stream side;
+  StreamGate gate(side);
+  cuda::Event marker(false);
+  marker.record(side);
+  ASSERT_EQ(cudaPeekAtLastError(), cudaSuccess);
+
+  EXPECT_FALSE(side.query());
+  EXPECT_FALSE(marker.query());
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << "a \"not ready\" answer was left as the last error";
+
+  // A non-sticky error of an unrelated call (selecting a GPU that does not exist), not yet checked.
+  ASSERT_EQ(cudaSetDevice(cuda::device_count()), cudaErrorInvalidDevice);
+  EXPECT_FALSE(side.query());
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidDevice) << "Stream::query swallowed an error it did not cause";
+  EXPECT_FALSE(marker.query());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDevice) << "Event::query swallowed an error it did not cause";
+
+  gate.release();
+  side.synchronize();
+  EXPECT_TRUE(side.query());
+  EXPECT_TRUE(marker.query());
 }
 
 TEST(CudaStream, MovedStreamKeepsItsHandle) {
