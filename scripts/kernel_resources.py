@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Static resource usage of every CUDA kernel, and its theoretical occupancy on an H100.
+
+Compiles each .cu file of the project (tests excluded) for sm_90 with ptxas' report (-Xptxas -v), in
+parallel and device code only, and prints a markdown table with one row per kernel: threads per block,
+registers per thread, spill stores and loads, stack frame, static shared memory, and the theoretical
+occupancy on an H100 (resident blocks per SM, the fraction of the SM's 64 warps, and what limits it).
+
+Occupancy follows NVIDIA's occupancy calculator for compute capability 9.0:
+  - 65536 registers per SM, allocated per warp in units of 256 (a warp of R-register threads takes
+    ceil(32 R / 256) * 256 registers);
+  - at most 2048 threads (64 warps) and 32 blocks per SM;
+  - 228 KiB of shared memory per SM, at most 227 KiB per block, plus 1 KiB per block that the CUDA
+    runtime reserves for itself.
+The threads per block come from the table BLOCK_THREADS below (each launcher's configuration, read from
+its LAB_LAUNCH call); a kernel missing from the table is an error, so a new kernel cannot slip through.
+
+Exit status: 0; 1 when a kernel spills registers (spill stores or loads > 0) and is not listed, with a
+reason, in scripts/kernel_resources_allowlist.txt; 2 when a file does not compile, nvcc is missing or a
+kernel has no block size.
+
+    python3 scripts/kernel_resources.py                      # table on stdout
+    python3 scripts/kernel_resources.py --out kernels.md     # and into a file
+"""
+
+import argparse
+import concurrent.futures
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ALLOWLIST = ROOT / "scripts" / "kernel_resources_allowlist.txt"
+ARCH = "sm_90"
+
+# H100 (compute capability 9.0) limits per SM, from NVIDIA's occupancy calculator.
+REGISTERS_PER_SM = 65536
+REGISTER_UNIT = 256  # registers are allocated per warp in multiples of this
+MAX_WARPS_PER_SM = 64  # 2048 threads
+MAX_BLOCKS_PER_SM = 32
+SHARED_PER_SM = 228 * 1024
+SHARED_PER_BLOCK_MAX = 227 * 1024
+SHARED_RESERVED_PER_BLOCK = 1024  # taken by the CUDA runtime in every block
+SHARED_UNIT = 128  # allocation granularity of shared memory
+
+# Threads per block of each kernel, as its launcher configures it (kBlockSize = 256 in
+# common/ops/cuda/launch.cuh; the column sums use 32 x kColumnRows = 512; the classifier kThreads = 512).
+BLOCK_THREADS = {
+    "adamw_kernel": 256,
+    "causal_softmax_kernel": 256,
+    "causal_softmax_backward_kernel": 256,
+    "fused_classifier_kernel": 512,
+    "embedding_forward_kernel": 256,
+    "embedding_backward_kernel": 256,
+    "gelu_forward_kernel": 256,
+    "gelu_backward_kernel": 256,
+    "layernorm_forward_kernel": 256,
+    "layernorm_backward_dx_kernel": 256,
+    "column_partial_sums_kernel": 512,
+    "column_totals_kernel": 256,
+    "broadcast_bias_kernel": 256,
+    "partial_sums_kernel": 256,
+    "residual_forward_kernel": 256,
+    "residual_backward_kernel": 256,
+    "widen_tokens_kernel": 256,
+}
+
+
+@dataclass
+class Kernel:
+    mangled: str
+    source: str
+    registers: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    stack_bytes: int = 0
+    shared_bytes: int = 0
+    name: str = ""
+
+
+def cu_sources():
+    """Every .cu file of the project outside tests/ and build folders, sorted."""
+    listed = subprocess.run(["git", "ls-files", "*.cu"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode == 0 and listed.stdout.strip():
+        files = [ROOT / line for line in listed.stdout.split()]
+    else:  # not a git checkout: walk the tree
+        files = [p for p in ROOT.rglob("*.cu") if not any(part.startswith("build") for part in p.parts)]
+    return sorted(f for f in files if f.exists() and "tests" not in f.relative_to(ROOT).parts)
+
+
+def compile_one(nvcc, source, scratch):
+    """Compiles one file's device code; returns (source, ptxas report, error text or None)."""
+    out = Path(scratch) / (source.stem + ".cubin")
+    command = [nvcc, "-std=c++20", f"-arch={ARCH}", "-O3", "--expt-relaxed-constexpr", f"-I{ROOT}",
+               "-DLAB_WITH_CUDA", "-Xptxas", "-v", "-cubin", "-o", str(out), str(source)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    report = done.stdout + done.stderr
+    return source, report, (None if done.returncode == 0 else report)
+
+
+ENTRY = re.compile(r"Compiling entry function '(\S+)' for '(\w+)'")
+FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+USED = re.compile(r"Used (\d+) registers")
+SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def parse_report(source, report):
+    kernels, current = [], None
+    for line in report.splitlines():
+        if m := ENTRY.search(line):
+            current = Kernel(mangled=m.group(1), source=str(source.relative_to(ROOT)))
+            kernels.append(current)
+        elif current and (m := FRAME.search(line)):
+            current.stack_bytes, current.spill_stores, current.spill_loads = map(int, m.groups())
+        elif current and (m := USED.search(line)):
+            current.registers = int(m.group(1))
+            if s := SMEM.search(line):
+                current.shared_bytes = int(s.group(1))
+    return kernels
+
+
+def readable_names(mangled):
+    """Demangled names without namespaces, return type or parameter list."""
+    demangled = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True, text=True).stdout
+    names = []
+    for full in demangled.splitlines():
+        name = re.sub(r"^void ", "", full)
+        if name.endswith(")"):  # drop the parameter list: the last balanced (...)
+            depth = 0
+            for i in range(len(name) - 1, -1, -1):
+                depth += {")": 1, "(": -1}.get(name[i], 0)
+                if depth == 0:
+                    name = name[:i]
+                    break
+        names.append(re.sub(r"\(anonymous namespace\)::|\b[A-Za-z_]\w*::", "", name))
+    return names
+
+
+def occupancy(threads, registers, shared):
+    """Resident blocks per SM, the fraction of the SM's warps they fill, and the limiting resource."""
+    warps = -(-threads // 32)
+    registers_per_warp = -(-registers * 32 // REGISTER_UNIT) * REGISTER_UNIT
+    shared_per_block = -(-(shared + SHARED_RESERVED_PER_BLOCK) // SHARED_UNIT) * SHARED_UNIT
+    limits = {
+        "blocks": MAX_BLOCKS_PER_SM,
+        "threads": MAX_WARPS_PER_SM // warps,
+        "registers": (REGISTERS_PER_SM // registers_per_warp) // warps if registers else MAX_BLOCKS_PER_SM,
+        "shared memory": SHARED_PER_SM // shared_per_block if shared <= SHARED_PER_BLOCK_MAX else 0,
+    }
+    blocks = min(limits.values())
+    limited_by = ", ".join(k for k, v in limits.items() if v == blocks)
+    return blocks, blocks * warps / MAX_WARPS_PER_SM, limited_by
+
+
+def read_allowlist():
+    """kernel name -> reason, from lines 'name -- reason' ('#' starts a comment)."""
+    allowed = {}
+    if ALLOWLIST.exists():
+        for raw in ALLOWLIST.read_text().splitlines():
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            name, sep, reason = line.partition(" -- ")
+            if not sep or not reason.strip():
+                sys.exit(f"kernel_resources: {ALLOWLIST.name}: '{raw}' needs the form 'kernel -- reason'")
+            allowed[name.strip()] = reason.strip()
+    return allowed
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", help="also write the markdown table to this file")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel nvcc processes")
+    args = parser.parse_args()
+
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    if not nvcc:
+        print("kernel_resources: nvcc not found (PATH or /usr/local/cuda/bin)", file=sys.stderr)
+        return 2
+    sources = cu_sources()
+    kernels = []
+    with tempfile.TemporaryDirectory() as scratch, concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        for source, report, error in pool.map(lambda s: compile_one(nvcc, s, scratch), sources):
+            if error is not None:
+                print(f"kernel_resources: {source.relative_to(ROOT)} does not compile:\n{error}", file=sys.stderr)
+                return 2
+            kernels += parse_report(source, report)
+    for kernel, name in zip(kernels, readable_names([k.mangled for k in kernels])):
+        kernel.name = name
+    kernels.sort(key=lambda k: (k.source, k.name))
+
+    rows, unlisted_spills, missing = [], [], []
+    allowed = read_allowlist()
+    for k in kernels:
+        base = k.name.split("<", 1)[0]
+        threads = BLOCK_THREADS.get(base)
+        if threads is None:
+            missing.append(f"{k.name} ({k.source})")
+            continue
+        blocks, fraction, limited_by = occupancy(threads, k.registers, k.shared_bytes)
+        spills = k.spill_stores + k.spill_loads
+        note = ""
+        if spills:
+            if k.name in allowed:
+                note = f" (allowed: {allowed[k.name]})"
+            else:
+                unlisted_spills.append(k.name)
+        rows.append(f"| `{k.name}` | {k.source} | {threads} | {k.registers} | {k.spill_stores} / {k.spill_loads}{note} "
+                    f"| {k.stack_bytes} | {k.shared_bytes} | {blocks} | {fraction:.0%} | {limited_by} |")
+
+    table = "\n".join([
+        f"Static resources per kernel ({ARCH}, `{Path(nvcc).name} -O3 -Xptxas -v`) and theoretical occupancy on an "
+        "H100 at the launch block size.",
+        "",
+        "| kernel | file | threads/block | registers | spill stores / loads (B) | stack (B) | static smem (B) "
+        "| blocks/SM | occupancy | limited by |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        *rows,
+    ])
+    print(table)
+    if args.out:
+        Path(args.out).write_text(table + "\n")
+    if missing:
+        print("kernel_resources: no block size in BLOCK_THREADS for: " + "; ".join(missing), file=sys.stderr)
+        return 2
+    if unlisted_spills:
+        print(f"kernel_resources: register spills in {', '.join(unlisted_spills)}: fix them or list each in "
+              f"{ALLOWLIST.relative_to(ROOT)} as 'kernel -- reason'", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
