@@ -28,10 +28,12 @@ uint64_t parse_hex64(const std::string& s, const std::string& file) {
 
 }  // namespace
 
+std::vector<std::string> prepare_checkpoint_destination(const std::string& dir) {
+  return AtomicDirectory::prepare(dir, kCheckpointKind);
+}
+
 void save_checkpoint(const std::string& dir, const GPT2& model, const AdamW& optimizer, const TrainState& state) {
-  const std::string parent = parent_directory(dir);
-  make_directories(parent);
-  AtomicDirectory out(dir);
+  AtomicDirectory out(dir, kCheckpointKind);
   save_gpt2_weights(model, out.path_of("model.safetensors"));
   const ParameterStore& params = model.parameters();
   write_safetensors(out.path_of("optimizer.safetensors"), {{"adamw.m", optimizer.m()}, {"adamw.v", optimizer.v()}},
@@ -59,7 +61,9 @@ void save_checkpoint(const std::string& dir, const GPT2& model, const AdamW& opt
 }
 
 TrainState read_checkpoint_state(const std::string& dir) {
-  LAB_CHECK(AtomicDirectory::recover(dir), Io, "checkpoint directory '", dir, "' does not exist");
+  LAB_CHECK(!file_exists(dir) || directory_exists(dir), Io, "'", dir,
+            "' is a file, not a checkpoint directory (a weights file is read with --init)");
+  LAB_CHECK(AtomicDirectory::recover(dir, kCheckpointKind), Io, "checkpoint directory '", dir, "' does not exist");
   const std::string path = dir + "/state.json";
   Json j;
   try {

@@ -2,12 +2,15 @@
 //   model.safetensors      the weights, Hugging Face GPT-2 names (loadable with --init as well)
 //   optimizer.safetensors  AdamW's moments as the flat buffers the optimizer updates
 //   state.json             step, data position, sampler RNG, model config, run settings, parallel layout
+//   .lab-directory         AtomicDirectory's marker: "gpt2-labs checkpoint" and the names above
 // Resuming from it continues bit for bit where the uninterrupted run would have been (CPU, same flags).
+// A checkpoint replaces only an earlier checkpoint (recognised by its marker) or nothing: never a user's files.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/nn/gpt2.h"
 #include "common/optim/adamw.h"
@@ -23,9 +26,18 @@ struct TrainState {
   Json options = Json::object();  // TrainOptions::to_json() of the run
 };
 
+// The kind AtomicDirectory records in a checkpoint's marker.
+inline constexpr const char* kCheckpointKind = "gpt2-labs checkpoint";
+
+// Before training: refuses (Error(Io)) a destination that holds anything but an earlier checkpoint, cleans the
+// leftovers of an interrupted save, and checks that the directory can be written. Returns a line per thing
+// cleaned, to be printed.
+std::vector<std::string> prepare_checkpoint_destination(const std::string& dir);
+
 void save_checkpoint(const std::string& dir, const GPT2& model, const AdamW& optimizer, const TrainState& state);
 
-// Reads state.json (recovering from an interrupted commit first). Error(Io/Format) naming the file.
+// Reads state.json (recovering from an interrupted commit first). Error(Io) when `dir` is missing or is not a
+// directory, Error(Format) naming the file when its contents are wrong.
 TrainState read_checkpoint_state(const std::string& dir);
 // Loads weights and optimizer moments into a model built with read_checkpoint_state(dir).config.
 void load_checkpoint(const std::string& dir, GPT2& model, AdamW& optimizer);

@@ -2,17 +2,35 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "common/core/error.h"
 #include "common/io/files.h"
 
 namespace lab {
 
-JsonLog::JsonLog(const std::string& path, bool append) : path_(path) {
-  if (path.empty()) return;
-  make_directories(parent_directory(path));
-  file_ = std::fopen(path.c_str(), append ? "a" : "w");
-  LAB_CHECK(file_, Io, "cannot open the JSON log '", path, "': ", std::strerror(errno));
+namespace {
+
+// True when the file's first line is a record of this trainer's log: an object with "log" or "step".
+bool starts_like_a_log(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return true;  // empty
+  try {
+    const Json first = Json::parse(line);
+    return first.is_object() && (first.contains("log") || first.contains("step"));
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+JsonLog::JsonLog(std::string path, bool append) : path_(std::move(path)), append_(append) {
+  if (path_.empty()) return;
+  check_file_writable(path_);
+  LAB_CHECK(!file_exists(path_) || starts_like_a_log(path_), Io, "refusing to ", append_ ? "append to" : "overwrite",
+            " '", path_, "': it is not a gpt2_train JSON log; give a new path");
 }
 
 JsonLog::~JsonLog() {
@@ -20,7 +38,11 @@ JsonLog::~JsonLog() {
 }
 
 void JsonLog::write(const Json& record) {
-  if (!file_) return;
+  if (path_.empty()) return;
+  if (!file_) {
+    file_ = std::fopen(path_.c_str(), append_ ? "a" : "w");
+    LAB_CHECK(file_, Io, "cannot open the JSON log '", path_, "': ", std::strerror(errno));
+  }
   const std::string line = record.dump() + "\n";
   LAB_CHECK(std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fflush(file_) == 0, Io,
             "cannot write the JSON log '", path_, "': ", std::strerror(errno));

@@ -1,15 +1,20 @@
 #include "ch10_gpt2/train_options.h"
 
+#include <cctype>
 #include <cstdio>
 
 #include "ch05_data/loaders/make_loader.h"
+#include "common/bench/result.h"
 #include "common/core/error.h"
 
 namespace lab {
 
 void TrainOptions::register_flags(Flags& f) {
-  f.add_string("data-train", &data_train, "training shards: a file or a glob (default: bundled tiny Shakespeare)");
-  f.add_string("data-val", &data_val, "validation shards: a file or a glob");
+  f.add_string("data-train", &data_train,
+               "training shards: a file or a glob (default: the bundled tiny Shakespeare, training split)");
+  f.add_string("data-val", &data_val,
+               "validation shards: a file or a glob (default: the bundled corpus's validation split; with "
+               "--data-train: none, and no validation loss)");
   f.add_choice("loader", &loader, ch05::loader_stages(), "data loader stage (chapter 5)");
   f.add_int("loader-depth", &loader_depth, "batches the prefetch and pinned loaders read ahead", 1, 1024);
   f.add_int("loader-workers", &loader_workers, "reader threads of the prefetch and pinned loaders", 1, 256);
@@ -17,7 +22,9 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_int("slow-preprocess-us", &slow_preprocess_us,
             "simulated CPU preprocessing per batch, in microseconds of CPU time", 0, 60'000'000);
   f.add_bool("shuffle", &shuffle, "shuffle shard order and batch positions every epoch (seeded)");
-  f.add_string("model", &model, "model size: d12, d24, d36, d48, small, tiny");
+  f.add_string("model", &model,
+               "model size: d12, d24, d36, d48, small, tiny (default: small; with --init or --resume, the file's "
+               "model, which --model must match if given)");
   f.add_string("init", &init, "start from these safetensors weights (Hugging Face GPT-2 names)");
   f.add_int("batch", &batch, "micro-batch size B", 1, 1 << 20);
   f.add_int("seq", &seq, "sequence length T", 1, 1 << 20);
@@ -35,7 +42,7 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_float("beta2", &beta2, "AdamW beta2", 0.0, 0.999999);
   f.add_float("grad-clip", &grad_clip, "clip the global gradient norm to this (0: off)", 0.0, 1e9);
   f.add_string("device", &device, "cpu, cuda, cuda:N or auto (a GPU when present)");
-  f.add_choice("dtype", &dtype, {"fp32", "tf32", "bf16", "fp16"}, "math precision");
+  f.add_string("dtype", &dtype, "math precision: fp32, or tf32 (GPU); bf16 and fp16 are not available yet");
   f.add_int("threads", &threads, "CPU threads (0: all cores)", 0, 4096);
   f.add_int("seed", &seed, "seed of initialisation, shuffling and sampling", 0, INT64_MAX);
   f.add_string("log-json", &log_json, "write one JSON object per step (and per evaluation) to this file");
@@ -55,8 +62,10 @@ void TrainOptions::validate() const {
   LAB_CHECK(total_batch_tokens == 0 || total_batch_tokens % (batch * seq) == 0, InvalidArgument,
             "--total-batch-tokens ", total_batch_tokens, " is not a multiple of --batch * --seq = ", batch * seq);
   LAB_CHECK(init.empty() || resume.empty(), InvalidArgument, "--init and --resume exclude each other");
+  LAB_CHECK(dtype == "fp32" || dtype == "tf32" || dtype == "bf16" || dtype == "fp16", InvalidArgument, "--dtype: '",
+            dtype, "' is not one of fp32|tf32");
   LAB_CHECK(dtype == "fp32" || dtype == "tf32", Unsupported, "--dtype ", dtype,
-            ": bf16 and fp16 training are not implemented in this trainer yet (use fp32 or tf32)");
+            ": bf16 and fp16 training are not available in this trainer yet (use fp32 or tf32)");
   LAB_CHECK(data_val.empty() || !data_train.empty(), InvalidArgument, "--data-val given without --data-train");
 }
 
@@ -86,6 +95,22 @@ Json TrainOptions::to_json() const {
   j.set("dtype", dtype);
   j.set("seed", seed);
   return j;
+}
+
+std::string TrainOptions::with_preset_note(const std::string& message) const {
+  std::string notes;
+  for (const auto& [name, value] : preset_flags) {
+    const std::string flag = "--" + name;
+    // The flag must appear as a whole word: "--seq" is not in "--sequence".
+    for (size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at + 1)) {
+      const size_t end = at + flag.size();
+      if (end < message.size() && (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '-'))
+        continue;
+      notes += cat(notes.empty() ? "" : ", ", flag, " ", value);
+      break;
+    }
+  }
+  return notes.empty() ? message : cat(message, " (", notes, " set by --preset ", preset, ")");
 }
 
 const std::vector<Preset>& train_presets() {
@@ -125,9 +150,18 @@ bool parse_train_options(int argc, char** argv, TrainOptions& options) {
       if (p.name == probe.preset) found = &p;
     LAB_CHECK(found, InvalidArgument, "--preset: unknown preset '", probe.preset, "'");
     flags.parse(found->flags);
+    for (size_t i = 0; i + 1 < found->flags.size(); i += 2) {
+      const std::string name = found->flags[i].substr(2);
+      if (!probe_flags.was_set(name)) options.preset_flags.emplace_back(name, found->flags[i + 1]);
+    }
   }
   flags.parse(argc, argv);
-  options.validate();
+  options.command = bench::command_line(argc, argv);
+  try {
+    options.validate();
+  } catch (const Error& e) {
+    throw Error(e.kind(), options.with_preset_note(e.what()));
+  }
   return true;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/util/flags.h"
@@ -14,8 +15,8 @@ namespace lab {
 
 struct TrainOptions {
   // data
-  std::string data_train;  // shard file or glob; empty: the bundled tiny Shakespeare, tokenized on first use
-  std::string data_val;
+  std::string data_train;          // shard file or glob; empty: the bundled tiny Shakespeare, tokenized on first use
+  std::string data_val;            // empty with data_train given: no evaluation (the trainer says so)
   std::string loader = "sync";     // a chapter 5 loader stage: sync, mmap, prefetch, pinned
   int64_t loader_depth = 4;        // batches the background stages read ahead
   int64_t loader_workers = 2;      // their reader threads
@@ -23,8 +24,8 @@ struct TrainOptions {
   int64_t slow_preprocess_us = 0;  // and CPU time of preprocessing per batch
   bool shuffle = false;
   // model
-  std::string model = "small";  // a GPT2Config name; ignored with --init / --resume (they carry the config)
-  std::string init;             // safetensors weights to start from
+  std::string model;  // a GPT2Config name; empty: "small", or the config of --init / --resume (which must match)
+  std::string init;   // safetensors weights to start from
   // batch and schedule
   int64_t batch = 16;
   int64_t seq = 64;
@@ -41,8 +42,8 @@ struct TrainOptions {
   double grad_clip = 1.0;
   // execution
   std::string device = "auto";
-  std::string dtype = "fp32";
-  int64_t threads = 0;  // 0: all cores
+  std::string dtype = "fp32";  // fp32 or tf32; bf16 and fp16 are refused until mixed precision exists
+  int64_t threads = 0;         // 0: all cores
   int64_t seed = 1337;
   // output
   std::string log_json;
@@ -54,6 +55,10 @@ struct TrainOptions {
   int64_t sample_every = 0;
   int64_t sample_tokens = 96;
   std::string preset;
+  // Not flags: the command line (recorded in the log's header) and the flags the preset set that the command
+  // line left alone, as {name without "--", value}.
+  std::string command;
+  std::vector<std::pair<std::string, std::string>> preset_flags;
 
   // Registers every flag on `flags`, bound to the fields above.
   void register_flags(Flags& flags);
@@ -61,6 +66,8 @@ struct TrainOptions {
   void validate() const;
   // The settings a resumed run must share with the run that wrote the checkpoint.
   Json to_json() const;
+  // `message`, with a note naming the preset when it speaks of a flag whose value came from the preset.
+  std::string with_preset_note(const std::string& message) const;
 };
 
 // Parses argv: the preset named by --preset (if any) first, then the command line on top.

@@ -6,6 +6,8 @@
 #include "ch05_data/tokenize/prepare.h"
 #include "ch10_gpt2/sampler.h"
 #include "common/bench/gpu_peaks.h"
+#include "common/bench/machine.h"
+#include "common/bench/result.h"
 #include "common/bench/timer.h"
 #include "common/core/parallel.h"
 #include "common/io/files.h"
@@ -20,6 +22,19 @@ namespace {
 // optimizer trajectory); the rest (steps, logging, evaluation, device) may.
 constexpr const char* kResumeInvariants[] = {"batch", "seq", "total_batch_tokens", "shuffle", "seed", "data_train"};
 
+// Runs `body`; an Error from it is rethrown with the flag it concerns in front, so the one line a user reads
+// says which of the command's paths was wrong.
+template <typename Body>
+auto for_flag(const char* flag, Body&& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    if (message.rfind(flag, 0) == 0) throw;
+    fail(e.kind(), flag, ": ", message);
+  }
+}
+
 }  // namespace
 
 Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
@@ -32,28 +47,53 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   else if (device_.is_cuda())
     set_tf32(device_, false);
 
+  // The outputs first: a destination that cannot be written, or that holds a user's files, stops the run
+  // before any data is read or any model is built.
+  if (!options_.save.empty())
+    for (const std::string& note : for_flag("--save", [&] { return prepare_checkpoint_destination(options_.save); }))
+      std::printf("--save: %s\n", note.c_str());
+  log_ = for_flag("--log-json", [&] { return std::make_unique<JsonLog>(options_.log_json, !options_.resume.empty()); });
+
   const int64_t micro_tokens = options_.batch * options_.seq;
   accum_steps_ = options_.total_batch_tokens > 0 ? options_.total_batch_tokens / micro_tokens : 1;
 
   TrainState resumed;
   if (!options_.resume.empty()) {
-    resumed = read_checkpoint_state(options_.resume);
+    resumed = for_flag("--resume", [&] { return read_checkpoint_state(options_.resume); });
     for (const char* key : kResumeInvariants) {
       const Json* saved = resumed.options.find(key);
       LAB_CHECK(saved && saved->dump() == options_.to_json().at(key).dump(), InvalidArgument, "--resume: '", key,
                 "' was ", (saved ? saved->dump() : "absent"), " in ", options_.resume, ", now ",
                 options_.to_json().at(key).dump());
     }
+    LAB_CHECK(resumed.step < options_.steps, InvalidArgument, "--resume: the checkpoint ", options_.resume,
+              " is already at step ", resumed.step, ", and --steps ", options_.steps,
+              " counts the total, so there is nothing to train (give --steps above ", resumed.step, ")");
     start_step_ = resumed.step;
   }
-  setup_data();
+  // The model: named by --model, or carried by the checkpoint or the weights file (then --model must agree).
+  GPT2Config config;
+  const char* config_flag = nullptr;
+  std::string config_file;
   if (!options_.resume.empty()) {
-    model_ = std::make_unique<GPT2>(resumed.config, device_);
+    config = resumed.config;
+    config_flag = "--resume";
+    config_file = options_.resume;
+  } else if (!options_.init.empty()) {
+    config = for_flag("--init", [&] { return read_gpt2_config(options_.init); });
+    config_flag = "--init";
+    config_file = options_.init;
   } else {
-    const GPT2Config config =
-        options_.init.empty() ? GPT2Config::from_name(options_.model) : read_gpt2_config(options_.init);
-    model_ = std::make_unique<GPT2>(config, device_);
+    config = GPT2Config::from_name(options_.model.empty() ? "small" : options_.model);
   }
+  if (config_flag && !options_.model.empty()) {
+    const GPT2Config named = GPT2Config::from_name(options_.model);
+    LAB_CHECK(named == config, InvalidArgument, "--model ", options_.model, " (", named.str(), ") is not the model in ",
+              config_file, " (", config.str(), "): ", config_flag,
+              " takes the model from the file, so leave --model out");
+  }
+  setup_data();
+  model_ = std::make_unique<GPT2>(config, device_);
   LAB_CHECK(options_.seq <= model_->config().block_size, InvalidArgument, "--seq ", options_.seq,
             " exceeds the model's block size ", model_->config().block_size);
   optimizer_ = std::make_unique<AdamW>(
@@ -85,8 +125,6 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
       peak_name_ = peak->entry;
     }
   }
-  log_ = std::make_unique<JsonLog>(options_.log_json, !options_.resume.empty());
-
   std::printf("model: %s, %.1fM parameters, on %s (%s)\n", model_->config().str().c_str(),
               static_cast<double>(model_->config().num_parameters()) / 1e6, device_.str().c_str(),
               device_name(device_).c_str());
@@ -98,6 +136,8 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
     std::printf("MFU peak: %s\n",
                 peak_flops_ ? cat(peak_name_, " ", options_.dtype, " ", *peak_flops_ / 1e12, " TFLOP/s").c_str()
                             : "unknown GPU: peak not known, MFU not reported");
+  if (!val_loader_)
+    std::printf("validation: none (--data-train without --data-val), so no validation loss is computed\n");
   if (start_step_ > 0)
     std::printf("resumed from %s at step %lld\n", options_.resume.c_str(), static_cast<long long>(start_step_));
   std::fflush(stdout);
@@ -228,9 +268,19 @@ void Trainer::log_step(int64_t step, const StepResult& r) {
   log_->write(rec);
 }
 
-TrainSummary Trainer::run() {
+Json Trainer::log_header() const {
+  Json header = Json::object();
+  header.set("log", "gpt2_train");
+  header.set("date", bench::iso8601_utc_now());
+  header.set("command", options_.command);
+  header.set("machine", bench::describe_machine().to_json());
+  return header;
+}
+
+TrainSummary Trainer::run(const std::function<bool()>& stop_requested) {
   TrainSummary summary;
   summary.steps = start_step_;
+  log_->write(log_header());
   auto eval_and_log = [&](int64_t step) {
     if (!val_loader_) return;
     bench::Timer t;
@@ -243,8 +293,16 @@ TrainSummary Trainer::run() {
     rec.set("ms", t.milliseconds());
     log_->write(rec);
   };
+  auto save = [&](int64_t step) {
+    save_checkpoint_at(step);
+    summary.checkpoint_step = step;
+  };
   if (start_step_ == 0 && options_.eval_every > 0) eval_and_log(0);
   for (int64_t step = start_step_; step < options_.steps; ++step) {
+    if (stop_requested && stop_requested()) {
+      summary.interrupted = true;
+      break;
+    }
     const StepResult r = train_step(step);
     LAB_CHECK(std::isfinite(r.loss), Internal, "training diverged: loss is ", r.loss, " at step ", step + 1);
     log_step(step, r);
@@ -254,9 +312,15 @@ TrainSummary Trainer::run() {
     if ((options_.eval_every > 0 && (step + 1) % options_.eval_every == 0) || last) eval_and_log(step + 1);
     if (options_.sample_every > 0 && (step + 1) % options_.sample_every == 0 && !last) sample_text(step + 1);
     if (!options_.save.empty() && ((options_.save_every > 0 && (step + 1) % options_.save_every == 0) || last))
-      save_checkpoint_at(step + 1);
+      save(step + 1);
   }
   summary.seconds = run_seconds_;
+  if (summary.interrupted) {
+    // The steps done since the last checkpoint are kept, unless there are none.
+    if (!options_.save.empty() && summary.steps > start_step_ && summary.checkpoint_step != summary.steps)
+      save(summary.steps);
+    return summary;
+  }
   summary.sample = sample_text(summary.steps);
   return summary;
 }

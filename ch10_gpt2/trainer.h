@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -17,18 +18,25 @@
 namespace lab {
 
 struct TrainSummary {
-  int64_t steps = 0;           // optimizer steps completed in total
-  double last_loss = NAN;      // training loss of the last step
-  double last_val_loss = NAN;  // NaN when there is no validation split
-  double seconds = 0;          // wall time of this run's steps
-  std::string sample;          // the last text sample ("" when none)
+  int64_t steps = 0;             // optimizer steps completed in total
+  double last_loss = NAN;        // training loss of the last step (NaN when this run trained none)
+  double last_val_loss = NAN;    // NaN when there is no validation split
+  double seconds = 0;            // wall time of this run's steps
+  std::string sample;            // the last text sample ("" when none)
+  bool interrupted = false;      // stopped early because stop_requested() said so
+  int64_t checkpoint_step = -1;  // the step of the last checkpoint this run wrote to --save (-1: none)
 };
 
 class Trainer {
  public:
+  // Checks every output (--save, --log-json) and the resume checkpoint first, then reads the data and builds
+  // the model: a bad destination costs no work.
   explicit Trainer(TrainOptions options);
   ~Trainer();
-  TrainSummary run();
+  // Trains up to --steps. `stop_requested` is polled between steps; when it returns true the run stops after
+  // the step in progress and writes a checkpoint when --save was given (see stop_signals.h).
+  TrainSummary run(const std::function<bool()>& stop_requested = {});
+  bool has_validation() const { return val_loader_ != nullptr; }
 
   const GPT2& model() const { return *model_; }
 
@@ -43,6 +51,7 @@ class Trainer {
   double evaluate();
   std::string sample_text(int64_t step);
   void save_checkpoint_at(int64_t step);
+  Json log_header() const;
   void log_step(int64_t step, const StepResult& r);
 
   TrainOptions options_;

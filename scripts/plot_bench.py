@@ -1,5 +1,5 @@
-#!/usr/bin/python3
-"""Draws bench results (common/bench/result.h) as a bar chart PNG.
+#!/ usr / bin / python3
+"""Draws bench results (common/bench/result.h) as a bar chart PNG, or training logs as curves.
 
 With a row column as --metric (e.g. "ms" of rows {"stage": "v1 naive", "ms": 41.0}), it draws one group of
 bars per stage (the rows' label, their first member) and one bar per result file, so the stages of one
@@ -7,7 +7,12 @@ run, or of several runs side by side, can be compared at a glance. With a top-le
 (e.g. "step_ms"), it draws one bar per file at the median with the min..max range as an error bar.
 The machine of each file is named in the title.
 
+The files may instead be gpt2_train JSON logs (--log-json; ch10_gpt2/train_log.h): then --metric names a
+field of their records ("loss", "val_loss", "ms", "lr", "grad_norm", "tokens_per_s", ...) and each log is
+drawn as one curve of that field against the step, so two training runs can be compared at a glance.
+
     python3 scripts/plot_bench.py before.json after.json --metric ms --out stages.png
+    python3 scripts/plot_bench.py run1.jsonl run2.jsonl --metric loss --out loss.png
 
 Needs matplotlib (Debian: python3-matplotlib).
 """
@@ -23,17 +28,43 @@ import matplotlib.pyplot as plt  # noqa: E402  (must follow the backend choice)
 
 
 def load(path):
+    """A bench result (a dict with "bench", "metrics", ...) or a training log (a dict with "log" and "records")."""
     try:
         with open(path, encoding="utf-8") as f:
-            result = json.load(f)
+            text = f.read()
     except OSError as e:
         sys.exit(f"plot_bench.py: error: cannot read '{path}': {e.strerror}")
+    try:
+        first = json.loads(text.split("\n", 1)[0])
+    except json.JSONDecodeError:
+        first = None
+    if isinstance(first, dict) and "log" in first:
+        return load_log(path, text)
+    try:
+        result = json.loads(text)
     except json.JSONDecodeError as e:
         sys.exit(f"plot_bench.py: error: '{path}' is not valid JSON: {e}")
     for key in ("bench", "machine", "metrics", "rows"):
         if key not in result:
             sys.exit(f"plot_bench.py: error: '{path}' is not a bench result: missing key '{key}'")
     return result
+
+
+def load_log(path, text):
+    """A gpt2_train log: its first header (a resumed run appends another) and its step and evaluation records."""
+    header, records = None, []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            sys.exit(f"plot_bench.py: error: '{path}' line {number} is not valid JSON: {e}")
+        if "log" in record:
+            header = header or record
+        elif "step" in record:
+            records.append(record)
+    return {"log": header["log"], "machine": header["machine"], "records": records}
 
 
 def machine_summary(m):
@@ -82,15 +113,49 @@ def plot_metric(ax, results, names, metric):
     ax.set_xticklabels(names, rotation=20, ha="right")
 
 
+def plot_curves(ax, logs, names, metric):
+    for log, name in zip(logs, names):
+#A step logged twice(a run resumed from an earlier checkpoint) is drawn with its last value.
+        by_step = {r["step"]: r[metric] for r in log["records"] if isinstance(r.get(metric), (int, float))}
+        steps = sorted(by_step)
+        ax.plot(steps, [by_step[s] for s in steps], marker="o" if len(steps) <= 30 else None, markersize=3,
+                label=name)
+    ax.set_xlabel("step")
+    if len(logs) > 1:
+        ax.legend()
+
+
 def main():
-    parser = argparse.ArgumentParser(description="Draw bench result files as a bar chart PNG.")
-    parser.add_argument("results", nargs="+", help="bench result JSON files")
-    parser.add_argument("--metric", required=True, help="a row column (one bar per stage) or a top-level metric")
+    parser = argparse.ArgumentParser(description="Draw bench result files as a bar chart PNG, or training logs as "
+                                                 "curves.")
+    parser.add_argument("results", nargs="+", help="bench result JSON files, or gpt2_train JSON logs")
+    parser.add_argument("--metric", required=True,
+                        help="a row column (one bar per stage) or a top-level metric; for logs, a record field")
     parser.add_argument("--out", default="bench.png", help="the PNG to write (default: bench.png)")
     args = parser.parse_args()
 
     results = [load(p) for p in args.results]
     names = [os.path.splitext(os.path.basename(p))[0] for p in args.results]
+    logs = [r for r in results if "log" in r]
+    if logs and len(logs) != len(results):
+        sys.exit("plot_bench.py: error: give either bench results or training logs, not both")
+    if logs:
+        fields = sorted({k for log in logs for r in log["records"] for k, v in r.items()
+                         if k != "step" and isinstance(v, (int, float))})
+        if args.metric not in fields:
+            sys.exit(f"plot_bench.py: error: '{args.metric}' is not a field of the logs' records "
+                     f"({', '.join(fields) or 'none'})")
+        fig, ax = plt.subplots(figsize=(8, 4.8))
+        plot_curves(ax, logs, names, args.metric)
+        ax.set_ylabel(args.metric)
+        machines = list(dict.fromkeys(machine_summary(log["machine"]) for log in logs))
+        ax.set_title(f"gpt2_train: {args.metric} per step\n" + " | ".join(machines), fontsize=10)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(args.out, dpi=120)
+        print(f"wrote {args.out}")
+        return
+
     in_rows = any(args.metric in row for r in results for row in r["rows"])
     in_metrics = all(args.metric in r["metrics"] for r in results)
     if not in_rows and not in_metrics:

@@ -19,7 +19,11 @@
 // ahead of the step. Raise --slow-preprocess-us to see the other regime, where readers compete with the
 // training step for the cores.
 //
-//   ch05_loader_bench                          # defaults: a few minutes on 2 cores
+// Everything it writes (the synthetic shards, about 64 MB by default, and the trainer's logs) goes into a fresh
+// directory made under --dir, removed at the end, also when the run fails, unless --keep-files is given.
+//
+//   ch05_loader_bench                          # defaults: about 70 s on 2 idle cores
+//   ch05_loader_bench --quick                  # small shards, few batches and steps: seconds, same table
 //   ch05_loader_bench --json loaders.json      # also writes the bench result (rows per stage x slow source)
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -27,7 +31,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -46,7 +53,10 @@ namespace lab {
 namespace {
 
 struct Settings {
-  std::string dir = std::string(LAB_BINARY_DIR) + "/loader_bench";
+  std::string dir = std::string(LAB_BINARY_DIR) + "/loader_bench";  // the scratch directory is made in here
+  std::string scratch;  // the run's own directory inside `dir`, made at start
+  bool keep_files = false;
+  bool quick = false;
   std::string device = "auto";
   int64_t shards = 8;
   int64_t shard_tokens = 4 << 20;
@@ -60,10 +70,49 @@ struct Settings {
   std::string json;
 };
 
+// --quick: the settings of a short run, for the flags the command line did not give.
+void apply_quick_settings(Settings& s, const Flags& flags) {
+  auto unless_given = [&](const char* name, int64_t& field, int64_t quick) {
+    if (!flags.was_set(name)) field = quick;
+  };
+  unless_given("shards", s.shards, 2);
+  unless_given("shard-tokens", s.shard_tokens, 1 << 18);
+  unless_given("seq", s.seq, 256);
+  unless_given("slow-batches", s.slow_batches, 6);
+  unless_given("repeats", s.repeats, 1);
+  unless_given("slow-read-us", s.slow_read_us, 20'000);
+  unless_given("steps", s.steps, 6);
+  unless_given("warmup-steps", s.warmup_steps, 2);
+}
+
+// A fresh directory (mkdtemp) for everything the bench writes. It is removed with its contents when the run
+// ends, also by an error, unless it is kept: every file in it was written by this program.
+class ScratchDirectory {
+ public:
+  ScratchDirectory(const std::string& parent, bool keep) : keep_(keep) {
+    make_directories(parent);
+    std::string pattern = parent + "/run.XXXXXX";
+    LAB_CHECK(::mkdtemp(pattern.data()), Io, "cannot create a scratch directory in '", parent,
+              "': ", std::strerror(errno));
+    path_ = pattern;
+  }
+  ~ScratchDirectory() {
+    if (keep_) return;
+    std::error_code ignored;  // a destructor must not throw; what is left is in a directory of our own
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDirectory(const ScratchDirectory&) = delete;
+  ScratchDirectory& operator=(const ScratchDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool keep_;
+};
+
 // ---------------------------------------------------------------- data and page cache
 
 std::vector<std::string> write_bench_shards(const Settings& s) {
-  make_directories(s.dir);
   std::vector<std::string> paths;
   Rng rng(5);
   std::vector<uint16_t> tokens(static_cast<size_t>(s.shard_tokens));
@@ -71,7 +120,7 @@ std::vector<std::string> write_bench_shards(const Settings& s) {
     for (uint16_t& t : tokens) t = static_cast<uint16_t>(rng.below(50257));
     char name[32];
     std::snprintf(name, sizeof(name), "/bench_%06lld.bin", static_cast<long long>(i));
-    paths.push_back(s.dir + name);
+    paths.push_back(s.scratch + name);
     write_shard(paths.back(), tokens);  // fsynced: clean pages, which DONTNEED can drop
   }
   return paths;
@@ -189,9 +238,9 @@ struct Stall {
 };
 
 Stall measure_stall(const Settings& s, const std::string& stage, bool slow) {
-  const std::string tag = cat(s.dir, "/trainer_", stage, slow ? "_slow" : "");
+  const std::string tag = cat(s.scratch, "/trainer_", stage, slow ? "_slow" : "");
   TrainOptions o;
-  o.data_train = s.dir + "/bench_*.bin";
+  o.data_train = s.scratch + "/bench_*.bin";
   o.model = s.model;
   o.device = s.device;
   o.batch = s.train_batch;
@@ -237,7 +286,12 @@ int run(int argc, char** argv) {
       "Loader throughput (warm and cold page cache) and the data-stall fraction of a training step, for every loader "
       "stage, with and without a simulated slow source.";
   Flags flags("ch05_loader_bench", about);
-  flags.add_string("dir", &s.dir, "scratch directory for the shards and the trainer's logs");
+  flags.add_string("dir", &s.dir,
+                   "where to make the scratch directory for the shards and the trainer's logs (removed at the end)");
+  flags.add_bool("keep-files", &s.keep_files, "keep the scratch directory (shards and the trainer's logs)");
+  flags.add_bool("quick", &s.quick,
+                 "a short run of a few seconds: 2 shards of 256K tokens, T=256, 6 slow batches, 1 repeat, 20 ms "
+                 "latency, 6 steps after 2 warm-up steps (flags given explicitly still apply)");
   flags.add_string("device", &s.device, "cpu, cuda, cuda:N or auto (where batches go, and the trainer runs)");
   flags.add_int("shards", &s.shards, "synthetic shards", 1, 1024);
   flags.add_int("shard-tokens", &s.shard_tokens, "tokens per shard", 1024, int64_t{1} << 30);
@@ -258,6 +312,8 @@ int run(int argc, char** argv) {
   flags.add_int("threads", &s.threads, "trainer: CPU threads (0: all cores)", 0, 4096);
   flags.add_string("json", &s.json, "write the bench result here (JSON)");
   if (!flags.parse(argc, argv)) return 0;
+  if (s.quick) apply_quick_settings(s, flags);
+  if (!s.json.empty()) bench::BenchResult::check_destination(s.json);  // before minutes of measurements
   if (s.threads > 0) set_num_threads(static_cast<int>(s.threads));
   const Device device = s.device == "auto" ? best_device() : parse_device(s.device);
 
@@ -269,6 +325,8 @@ int run(int argc, char** argv) {
       static_cast<long long>(s.slow_read_us), static_cast<long long>(s.slow_preprocess_us),
       static_cast<long long>(s.workers), static_cast<long long>(s.depth));
   std::fflush(stdout);
+  const ScratchDirectory scratch(s.dir, s.keep_files);
+  s.scratch = scratch.path();
   const std::vector<std::string> paths = write_bench_shards(s);
   const std::vector<std::string>& stages = ch05::loader_stages();
 
@@ -334,16 +392,18 @@ int run(int argc, char** argv) {
       row.set("step_ms", step_ms);
       row.set("data_ms", st.data_ms);
       result.add_row(std::move(row));
-      std::vector<double> step_s;
-      for (double ms : st.step_ms) step_s.push_back(ms / 1e3);
-      result.add_metric(cat("step_", stage, slow ? "_slow" : ""), step_s, "s", bench::Better::Lower);
+      result.add_metric(cat("step_ms_", stage, slow ? "_slow" : ""), st.step_ms, "ms", bench::Better::Lower);
     }
   }
-  std::printf("\nthe trainer's own output and JSON logs: %s/trainer_*\n", s.dir.c_str());
   if (!s.json.empty()) {
     result.write(s.json);
-    std::printf("result written to %s\n", s.json.c_str());
+    std::printf("\nresult written to %s\n", s.json.c_str());
   }
+  if (s.keep_files)
+    std::printf("kept the shards and the trainer's own output and JSON logs: %s\n", s.scratch.c_str());
+  else
+    std::printf("removing the scratch directory %s (the shards and the trainer's logs; --keep-files keeps it)\n",
+                s.scratch.c_str());
   return 0;
 }
 

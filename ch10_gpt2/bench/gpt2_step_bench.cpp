@@ -98,6 +98,7 @@ int run(int argc, char** argv) {
   flags.add_int("gemm-repeats", &gemm_repeats, "repeats per GEMM shape for the floor", 1, 1000);
   flags.add_string("json", &json_path, "write the result here (bench JSON)");
   if (!flags.parse(argc, argv)) return 0;
+  if (!json_path.empty()) bench::BenchResult::check_destination(json_path);  // before minutes of steps
   if (threads > 0) set_num_threads(static_cast<int>(threads));
   const Device device = device_name_flag == "auto" ? best_device() : parse_device(device_name_flag);
   if (device.is_cuda()) set_tf32(device, dtype == "tf32");
@@ -134,9 +135,26 @@ int run(int argc, char** argv) {
   const double model_flops = gpt2_flops_per_token(model.config(), seq) * static_cast<double>(batch * seq);
 
   bench::BenchResult result = bench::BenchResult::start("gpt2_step", argc, argv);
-  result.add_metric("step_ms", {step_s.begin(), step_s.end()}, "s", bench::Better::Lower);
+  auto in_ms = [](const std::vector<double>& seconds) {
+    std::vector<double> ms;
+    for (double s : seconds) ms.push_back(s * 1e3);
+    return ms;
+  };
+  std::vector<double> step_tokens_per_s;
+  for (double s : step_s) step_tokens_per_s.push_back(static_cast<double>(batch * seq) / s);
+  result.add_metric("step_ms", in_ms(step_s), "ms", bench::Better::Lower);
+  result.add_metric("forward_ms", in_ms(fwd_s), "ms", bench::Better::Lower);
+  result.add_metric("backward_ms", in_ms(bwd_s), "ms", bench::Better::Lower);
+  result.add_metric("optimizer_ms", in_ms(opt_s), "ms", bench::Better::Lower);
+  result.add_metric("tokens_per_s", step_tokens_per_s, "tokens/s", bench::Better::Higher);
+  // One row, labelled by the model alone: two runs of other batch shapes, devices or precisions pair up in
+  // bench_diff, which shows the differing settings beside the ratios.
   Json row = Json::object();
-  row.set("stage", cat(model_name, " ", dtype, " ", device.is_cuda() ? "cuda" : "cpu", " B=", batch, " T=", seq));
+  row.set("model", model_name);
+  row.set("device", device.is_cuda() ? "cuda" : "cpu");
+  row.set("dtype", dtype);
+  row.set("batch", batch);
+  row.set("seq", seq);
   row.set("ms_median", step.median * 1e3);
   row.set("ms_min", step.min * 1e3);
   row.set("ms_max", step.max * 1e3);
@@ -145,6 +163,14 @@ int run(int argc, char** argv) {
   row.set("optimizer_ms", bench::median(opt_s) * 1e3);
   row.set("tokens_per_s", tokens_per_s);
   row.set("model_gflops_per_step", model_flops / 1e9);
+  for (const char* ms : {"ms_median", "ms_min", "ms_max", "forward_ms", "backward_ms", "optimizer_ms", "gemm_floor_ms"})
+    result.describe_column(ms, "ms", bench::Better::Lower);
+  result.describe_column("tokens_per_s", "tokens/s", bench::Better::Higher);
+  result.describe_column("sgemm_gflops_per_s", "GFLOP/s", bench::Better::Higher);
+  result.describe_column("step_over_floor", "ratio", bench::Better::Lower);
+  result.describe_column("mfu", "fraction", bench::Better::Higher);
+  result.describe_column("mem_peak_bytes", "bytes", bench::Better::Lower);
+  result.describe_column("peak_rss_bytes", "bytes", bench::Better::Lower);
   std::printf("step: median %.1f ms (min %.1f, max %.1f) = forward %.1f + backward %.1f + optimizer %.1f ms\n",
               step.median * 1e3, step.min * 1e3, step.max * 1e3, bench::median(fwd_s) * 1e3, bench::median(bwd_s) * 1e3,
               bench::median(opt_s) * 1e3);

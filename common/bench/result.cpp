@@ -165,6 +165,17 @@ void BenchResult::write(const std::string& path) const {
   write_file_atomic(path, to_json().dump(2) + "\n");
 }
 
+void BenchResult::check_destination(const std::string& path) {
+  check_file_writable(path);
+  if (!file_exists(path)) return;
+  try {
+    read(path);
+  } catch (const Error& e) {
+    fail(ErrorKind::Io, "refusing to overwrite '", path, "': it is not a bench result (", e.what(),
+         "); give a new path");
+  }
+}
+
 BenchResult BenchResult::read(const std::string& path) {
   const std::string text = read_file(path);
   try {

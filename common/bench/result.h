@@ -69,6 +69,9 @@ struct BenchResult {
   static BenchResult from_json(const Json& json);
   // Writes pretty-printed JSON atomically.
   void write(const std::string& path) const;
+  // Before any work: checks that a result can be written to `path` (check_file_writable) and that whatever is
+  // there is an earlier bench result, never a user's other file. Error(Io) naming the path otherwise.
+  static void check_destination(const std::string& path);
   // Error(Io) when the file cannot be read, Error(Format) naming the file and the key when it is wrong.
   static BenchResult read(const std::string& path);
 };

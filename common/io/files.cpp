@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -53,6 +55,17 @@ void fsync_path(const std::string& path, int flags) {
 void rename_path(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0)
     fail(ErrorKind::Io, "cannot rename '", from, "' to '", to, "': ", std::strerror(errno));
+}
+
+// Creates and removes a probe file in `dir`: the one sure test that files can be created there (permissions,
+// read-only mounts, pseudo file systems). `for_path` is the output the probe is for, named in the error.
+void probe_directory(const std::string& dir, const std::string& for_path) {
+  std::string pattern = dir + "/.write-probe.XXXXXX";
+  const int fd = ::mkstemp(pattern.data());
+  if (fd < 0)
+    fail(ErrorKind::Io, "cannot write '", for_path, "': cannot create a file in '", dir, "': ", std::strerror(errno));
+  ::close(fd);
+  ::unlink(pattern.c_str());
 }
 
 // Trailing slashes would put the ".tmp"/".old" siblings inside the directory instead of beside it.
@@ -216,13 +229,149 @@ void AtomicOutputFile::commit() {
   fsync_directory(parent_directory(path_));
 }
 
+// ---------------------------------------------------------------- output checks
+
+void check_file_writable(const std::string& path) {
+  LAB_CHECK(!path.empty(), InvalidArgument, "an output path is empty");
+  LAB_CHECK(!directory_exists(path), Io, "cannot write '", path, "': it is a directory");
+  const std::string dir = parent_directory(path);
+  make_directories(dir);
+  probe_directory(dir, path);
+}
+
 // ---------------------------------------------------------------- AtomicDirectory
 
-AtomicDirectory::AtomicDirectory(std::string final_path)
-    : final_path_(without_trailing_slashes(std::move(final_path))), temp_path_(temp_path_for(final_path_)) {
-  make_directories(parent_directory(final_path_));
-  remove_all(temp_path_);  // a leftover of a writer that crashed before commit()
+namespace {
+
+// The names a directory holds, sorted. Error(Io) when it cannot be listed.
+std::vector<std::string> directory_entries(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    names.push_back(it->path().filename().string());
+  if (ec) fail(ErrorKind::Io, "cannot list '", dir, "': ", ec.message());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string first_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 3; ++i) out += (i ? ", " : "") + names[i];
+  return names.size() > 3 ? cat(out, " and ", names.size() - 3, " more") : out;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    lines.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return lines;
+}
+
+// Why a writer of `kind` directories must not replace or remove what is at `path`; "" when it may: nothing
+// there, an empty directory, or a directory whose marker holds `kind` and which holds nothing else than the
+// marker lists (a marker that lists nothing belongs to a writer that never committed: all of it is its own).
+std::string why_not_ours(const std::string& path, const std::string& kind) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return "";
+    fail_errno("inspect", path);
+  }
+  if (S_ISLNK(st.st_mode)) return "it is a symbolic link";
+  if (!S_ISDIR(st.st_mode)) return "it is a file, not a directory";
+  const std::vector<std::string> entries = directory_entries(path);
+  if (entries.empty()) return "";
+  const std::string marker = path + "/" + AtomicDirectory::kMarkerName;
+  if (::lstat(marker.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return cat("it holds files that were not written as a ", kind, " (", first_names(entries), ")");
+  const std::vector<std::string> listed = lines_of(read_file(marker));
+  if (listed.empty() || listed.front() != kind)
+    return cat("it was written as '", listed.empty() ? "" : listed.front(), "', not as a ", kind);
+  if (listed.size() == 1) return "";
+  std::vector<std::string> foreign;
+  for (const std::string& name : entries)
+    if (name != AtomicDirectory::kMarkerName && std::find(listed.begin() + 1, listed.end(), name) == listed.end())
+      foreign.push_back(name);
+  if (foreign.empty()) return "";
+  return cat("it holds files that are not part of the ", kind, " written there (", first_names(foreign), ")");
+}
+
+void refuse_unless_ours(const std::string& path, const std::string& kind, const std::string& final_path) {
+  const std::string why = why_not_ours(path, kind);
+  if (why.empty()) return;
+  if (path == final_path)
+    fail(ErrorKind::Io, "refusing to write the ", kind, " '", path, "': ", why,
+         "; give a new path, or the path of an earlier ", kind);
+  fail(ErrorKind::Io, "refusing to write the ", kind, " '", final_path, "': '", path, "' is in the way and ", why,
+       "; move it away");
+}
+
+// Swaps two directory entries in one atomic step. False when the file system cannot (then nothing happened).
+bool exchange_paths(const std::string& a, const std::string& b) {
+  if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) return true;
+  if (errno == EINVAL || errno == ENOSYS) return false;
+  fail(ErrorKind::Io, "cannot exchange '", a, "' and '", b, "': ", std::strerror(errno));
+}
+
+// A directory left aside by an interrupted fallback commit: renamed back when the final path is empty,
+// removed when a newer directory was published. Returns a line saying what was done ("" when nothing).
+std::string restore_aside(const std::string& final_path, const std::string& kind) {
+  const std::string aside = AtomicDirectory::aside_path_for(final_path);
+  if (!file_exists(aside) || !why_not_ours(aside, kind).empty()) return "";
+  const std::string parent = parent_directory(final_path);
+  if (file_exists(final_path)) {
+    remove_all(aside);
+    fsync_directory(parent);
+    return cat("removed '", aside, "', the previous ", kind, " left aside by an interrupted save");
+  }
+  rename_path(aside, final_path);
+  fsync_directory(parent);
+  return cat("restored '", final_path, "' from '", aside, "', left aside by an interrupted save");
+}
+
+}  // namespace
+
+std::vector<std::string> AtomicDirectory::prepare(const std::string& path, const std::string& kind) {
+  const std::string final_path = without_trailing_slashes(path);
+  const std::string name = final_path.substr(final_path.rfind('/') + 1);
+  LAB_CHECK(!name.empty() && name != "." && name != "..", InvalidArgument, "the ", kind, " path '", path,
+            "' must end in a name (not '/', '.' or '..')");
+  refuse_unless_ours(final_path, kind, final_path);
+  refuse_unless_ours(aside_path_for(final_path), kind, final_path);
+  refuse_unless_ours(temp_path_for(final_path), kind, final_path);
+  std::vector<std::string> notes;
+  if (std::string note = restore_aside(final_path, kind); !note.empty()) notes.push_back(std::move(note));
+  const std::string temp = temp_path_for(final_path);
+  if (file_exists(temp)) {
+    remove_all(temp);
+    notes.push_back(cat("removed '", temp, "', left by an interrupted save"));
+  }
+  const std::string parent = parent_directory(final_path);
+  make_directories(parent);
+  probe_directory(parent, final_path);
+  return notes;
+}
+
+bool AtomicDirectory::recover(const std::string& path, const std::string& kind) {
+  const std::string final_path = without_trailing_slashes(path);
+  restore_aside(final_path, kind);
+  return directory_exists(final_path);
+}
+
+AtomicDirectory::AtomicDirectory(std::string final_path, std::string kind)
+    : final_path_(without_trailing_slashes(std::move(final_path))),
+      kind_(std::move(kind)),
+      temp_path_(temp_path_for(final_path_)) {
+  LAB_CHECK(!kind_.empty() && kind_.find('\n') == std::string::npos, InvalidArgument,
+            "a directory kind is one non-empty line");
+  prepare(final_path_, kind_);
   if (::mkdir(temp_path_.c_str(), 0755) != 0) fail_errno("create directory", temp_path_);
+  // The marker comes first, so that a writer interrupted at any later point leaves a recognisable directory.
+  write_file_durable(temp_path_ + "/" + kMarkerName, kind_ + "\n");
 }
 
 AtomicDirectory::~AtomicDirectory() {
@@ -232,8 +381,9 @@ AtomicDirectory::~AtomicDirectory() {
 }
 
 std::string AtomicDirectory::path_of(const std::string& name) const {
-  LAB_CHECK(!name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos, InvalidArgument,
-            "checkpoint file name '", name, "' must be a plain file name");
+  LAB_CHECK(!name.empty() && name != "." && name != ".." && name != kMarkerName &&
+                name.find_first_of("/\n") == std::string::npos,
+            InvalidArgument, "file name '", name, "' must be a plain file name");
   return temp_path_ + "/" + name;
 }
 
@@ -243,6 +393,10 @@ void AtomicDirectory::write_file(const std::string& name, std::string_view bytes
 
 void AtomicDirectory::commit() {
   LAB_CHECK(!committed_, Internal, "commit() of '", final_path_, "' called twice");
+  std::string marker = kind_ + "\n";
+  for (const std::string& name : directory_entries(temp_path_))
+    if (name != kMarkerName) marker += name + "\n";
+  write_file_durable(temp_path_ + "/" + kMarkerName, marker);
   // Files may have been written by any means (path_of + a library writer), so make each one durable here
   // rather than trusting that its writer did.
   for (const auto& entry : fs::recursive_directory_iterator(temp_path_)) {
@@ -251,32 +405,27 @@ void AtomicDirectory::commit() {
   }
   fsync_directory(temp_path_);
 
+  refuse_unless_ours(final_path_, kind_, final_path_);
   const std::string parent = parent_directory(final_path_);
-  const std::string aside = aside_path_for(final_path_);
-  if (file_exists(final_path_)) {
-    // A stale aside copy exists only when a previous commit crashed after publishing its new directory,
-    // so the final directory is complete and the aside copy can go.
+  if (!file_exists(final_path_)) {
+    rename_path(temp_path_, final_path_);
+    committed_ = true;
+  } else if (exchange_paths(temp_path_, final_path_)) {
+    committed_ = true;  // the temporary path now holds the old directory, which goes
+    fsync_directory(parent);
+    remove_all(temp_path_);
+  } else {
+    const std::string aside = aside_path_for(final_path_);
+    refuse_unless_ours(aside, kind_, final_path_);
     remove_all(aside);
     rename_path(final_path_, aside);
     fsync_directory(parent);
-  }
-  rename_path(temp_path_, final_path_);
-  committed_ = true;
-  fsync_directory(parent);
-  remove_all(aside);
-  fsync_directory(parent);
-}
-
-bool AtomicDirectory::recover(const std::string& final_path) {
-  const std::string path = without_trailing_slashes(final_path);
-  const std::string aside = aside_path_for(path);
-  if (directory_exists(path)) {
+    rename_path(temp_path_, final_path_);
+    committed_ = true;
+    fsync_directory(parent);
     remove_all(aside);
-  } else if (directory_exists(aside)) {
-    rename_path(aside, path);
-    fsync_directory(parent_directory(path));
   }
-  return directory_exists(path);
+  fsync_directory(parent);
 }
 
 }  // namespace lab

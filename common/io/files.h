@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace lab {
 
@@ -82,31 +83,48 @@ class AtomicOutputFile {
   int fd_ = -1;
 };
 
+// ---------------------------------------------------------------- output checks
+
+// Before any work: checks that a file can be written at `path`. It must not be a directory, its directory must
+// exist or be creatable (it is created), and a probe file must be creatable there (it is removed at once).
+// Error(Io) naming the path and the system's reason. Programs call this for every output path before they start,
+// so that an output that cannot be written is found in a second, not after hours of work.
+void check_file_writable(const std::string& path);
+
 // ---------------------------------------------------------------- AtomicDirectory
 
 // Writes a directory (a checkpoint) so that a crash at any moment leaves either the complete old
-// directory or the complete new one.
+// directory or the complete new one, and never removes or replaces anything it did not write.
 //
-//   AtomicDirectory dir("run/ckpt");                 // creates the fresh, empty "run/ckpt.tmp"
+//   AtomicDirectory dir("run/ckpt", "gpt2-labs checkpoint");  // creates the fresh "run/ckpt.tmp"
 //   write_file_durable(dir.path_of("state.json"), text);
 //   write_safetensors(dir.path_of("model.safetensors"), tensors);
-//   dir.commit();                                    // "run/ckpt" now holds exactly these files
+//   dir.commit();                                             // "run/ckpt" now holds exactly these files
 //
-// commit() fsyncs every file in the temporary directory and the directory itself, then
-//   1. renames the old "run/ckpt" aside to "run/ckpt.old"   (fsync of "run")
-//   2. renames "run/ckpt.tmp" to "run/ckpt"                 (fsync of "run")
-//   3. removes "run/ckpt.old"                               (fsync of "run")
-// A crash before step 1 leaves the old directory in place (and a stale ".tmp" that the next writer
-// removes). A crash between steps 1 and 2 leaves only the aside copy: call recover() before reading,
-// which renames "ckpt.old" back to "ckpt". A crash between steps 2 and 3 leaves the new directory in
-// place and a stale ".old" that recover() and the next commit() remove.
+// Ownership. The first file written into the temporary directory is a marker, ".lab-directory", holding the
+// directory's kind (a name such as "gpt2-labs checkpoint"); commit() adds the names of the files written, and
+// the marker is published with them. A path is only ever replaced or removed when it is absent, an empty
+// directory, or a directory whose marker holds the same kind and which holds nothing the marker does not list.
+// Anything else (a user's directory, a file, a symbolic link, a checkpoint with a user's file added) is refused
+// with Error(Io) naming it, and left as it was. The same rule guards the temporary "<path>.tmp" and the
+// aside copy "<path>.old" below: they are cleaned only when they are leftovers of this kind.
+//
+// commit() fsyncs every file in the temporary directory and the directory itself, then publishes it in one
+// atomic step: a rename when nothing is at the final path, else an exchange of the two directories
+// (renameat2 RENAME_EXCHANGE), after which "<path>.tmp" holds the old directory and is removed. At every
+// moment the final path holds a complete directory; a crash leaves at worst a stale "<path>.tmp" that
+// prepare() removes. On a file system that cannot exchange (EINVAL), commit() falls back to
+//   1. rename the old "run/ckpt" aside to "run/ckpt.old"   2. rename "run/ckpt.tmp" to "run/ckpt"
+//   3. remove "run/ckpt.old"
+// where a crash between steps 1 and 2 leaves only the aside copy, which prepare() and recover() rename back.
 //
 // One writer per final path at a time (the temporary and aside names are fixed so that leftovers of a
 // crashed writer are found and cleaned). Destroying an AtomicDirectory without commit() removes the
 // temporary directory and leaves the final one untouched.
 class AtomicDirectory {
  public:
-  explicit AtomicDirectory(std::string final_path);
+  // Runs prepare() (refusing a final path that is not this kind's) and creates the temporary directory.
+  AtomicDirectory(std::string final_path, std::string kind);
   ~AtomicDirectory();
   AtomicDirectory(const AtomicDirectory&) = delete;
   AtomicDirectory& operator=(const AtomicDirectory&) = delete;
@@ -118,17 +136,26 @@ class AtomicDirectory {
   // write_file_durable(path_of(name), bytes).
   void write_file(const std::string& name, std::string_view bytes) const;
 
+  // Checks the final path again (something may have appeared there while the files were written), then
+  // publishes the directory as described above.
   void commit();
   bool committed() const { return committed_; }
 
-  // Makes `final_path` the complete directory after any crash of a commit (see above). Returns true when
-  // a directory exists at `final_path` afterwards.
-  static bool recover(const std::string& final_path);
+  // Before any work: refuses (Error(Io), nothing touched) a final path, temporary or aside copy that is not
+  // absent, empty or a directory of this kind; restores a directory left aside by an interrupted commit;
+  // removes a stale temporary directory; makes the parent directory and checks that it can be written.
+  // Returns one line for each thing it cleaned, for the caller to print.
+  static std::vector<std::string> prepare(const std::string& final_path, const std::string& kind);
+  // For readers: restores a directory left aside by an interrupted commit (only when it is of this kind).
+  // Returns true when a directory exists at `final_path` afterwards.
+  static bool recover(const std::string& final_path, const std::string& kind);
   static std::string temp_path_for(const std::string& final_path) { return final_path + ".tmp"; }
   static std::string aside_path_for(const std::string& final_path) { return final_path + ".old"; }
+  static constexpr const char* kMarkerName = ".lab-directory";
 
  private:
   std::string final_path_;
+  std::string kind_;
   std::string temp_path_;
   bool committed_ = false;
 };

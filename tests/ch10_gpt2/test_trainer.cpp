@@ -1,56 +1,25 @@
 // The trainer end to end on a tiny model and synthetic shards: the JSON log contract, learning, exact
-// resume, checkpoint errors, and the command line's handling of bad flags.
+// resume, checkpoint errors, and the command line's handling of bad and confusing flags.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
-#include <fstream>
+#include <algorithm>
+#include <cmath>
 
 #include "ch10_gpt2/trainer.h"
 #include "common/io/files.h"
-#include "common/io/shards.h"
+#include "tests/ch10_gpt2/trainer_fixtures.h"
 #include "tests/common/expect_error.h"
 
 namespace lab {
 namespace {
 
 using testing::expect_error;
+using testing::logged_losses;
+using testing::read_log;
+using testing::run_gpt2_train;
 using testing::scratch_directory;
-
-// A learnable stream: a repeating pattern of 97 distinct token ids.
-void write_pattern_shard(const std::string& path, int64_t n, int offset) {
-  std::vector<uint16_t> tokens(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) tokens[i] = static_cast<uint16_t>(((i + offset) % 97) * 311 % 50257);
-  write_shard(path, tokens);
-}
-
-TrainOptions tiny_options(const std::string& dir) {
-  write_pattern_shard(dir + "/train_000000.bin", 6000, 0);
-  write_pattern_shard(dir + "/train_000001.bin", 3000, 5);
-  write_pattern_shard(dir + "/val_000000.bin", 2000, 11);
-  TrainOptions o;
-  o.data_train = dir + "/train_*.bin";
-  o.data_val = dir + "/val_000000.bin";
-  o.model = "tiny";
-  o.device = "cpu";
-  o.batch = 2;
-  o.seq = 16;
-  o.steps = 6;
-  o.lr = 1e-2;
-  o.warmup_steps = 2;
-  o.eval_every = 3;
-  o.val_batches = 4;
-  o.sample_tokens = 0;
-  return o;
-}
-
-std::vector<Json> read_log(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<Json> out;
-  std::string line;
-  while (std::getline(in, line)) out.push_back(Json::parse(line));
-  return out;
-}
+using testing::tiny_flags;
+using testing::tiny_options;
 
 TEST(Trainer, WritesTheJsonLogContractAndLearns) {
   const std::string dir = scratch_directory();
@@ -61,8 +30,14 @@ TEST(Trainer, WritesTheJsonLogContractAndLearns) {
   EXPECT_EQ(s.steps, 6);
   std::vector<double> losses;
   int evals = 0;
-  for (const Json& rec : read_log(o.log_json)) {
-    ASSERT_TRUE(rec.contains("step"));
+  const std::vector<Json> log = read_log(o.log_json);
+  ASSERT_FALSE(log.empty());
+  const Json& header = log.front();  // the run's header: what ran, where and when
+  EXPECT_EQ(header.at("log").as_string(), "gpt2_train");
+  EXPECT_FALSE(header.at("date").as_string().empty());
+  EXPECT_GT(header.at("machine").at("cpu_cores").as_int(), 0);
+  for (const Json& rec : std::vector<Json>(log.begin() + 1, log.end())) {
+    ASSERT_TRUE(rec.contains("step")) << rec.dump();
     if (rec.contains("val_loss")) {
       ++evals;
       EXPECT_GT(rec.at("val_loss").as_number(), 0.0);
@@ -119,12 +94,7 @@ TEST(Trainer, ResumeContinuesBitForBit) {
   EXPECT_EQ(resumed.model().parameters().params().to_floats(), full.model().parameters().params().to_floats());
   EXPECT_EQ(resumed_summary.last_loss, full_summary.last_loss);
   EXPECT_EQ(resumed_summary.sample, full_summary.sample);
-  std::vector<double> a, b;
-  for (const Json& r : read_log(dir + "/full.jsonl"))
-    if (r.contains("loss")) a.push_back(r.at("loss").as_number());
-  for (const Json& r : read_log(dir + "/resumed.jsonl"))
-    if (r.contains("loss")) b.push_back(r.at("loss").as_number());
-  EXPECT_EQ(a, b);
+  EXPECT_EQ(logged_losses(dir + "/full.jsonl"), logged_losses(dir + "/resumed.jsonl"));
 }
 
 TEST(Trainer, ResumeRejectsChangedBatchShape) {
@@ -170,15 +140,6 @@ TEST(Trainer, BadCheckpointsGiveClearErrorsAndAreNotDamaged) {
   EXPECT_EQ(read_file(dir + "/ckpt/state.json"), good_state);
 }
 
-// Runs the real binary; returns its exit status and its stderr.
-std::pair<int, std::string> run_gpt2_train(const std::string& args) {
-  const std::string err = std::string(LAB_BINARY_DIR) + "/test_scratch/gpt2_train_stderr.txt";
-  make_directories(parent_directory(err));
-  const std::string cmd = std::string(LAB_BINARY_DIR) + "/bin/gpt2_train " + args + " >/dev/null 2>" + err;
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(err)};
-}
-
 TEST(TrainerCommandLine, BadFlagsGiveOneErrorLineAndNonZeroExit) {
   const std::pair<std::string, std::string> cases[] = {
       {"--bogus 1", "unknown flag --bogus"},
@@ -193,13 +154,100 @@ TEST(TrainerCommandLine, BadFlagsGiveOneErrorLineAndNonZeroExit) {
       {"--device cuda:7 --steps 1", "cuda"},
   };
   for (const auto& [args, expected] : cases) {
-    const auto [code, err] = run_gpt2_train(args);
-    EXPECT_EQ(code, 1) << args;
-    EXPECT_NE(err.find(expected), std::string::npos) << args << " gave: " << err;
-    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << args << " gave: " << err;
-    EXPECT_EQ(err.rfind("gpt2_train: error: ", 0), 0u) << err;
+    const auto r = run_gpt2_train(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << args << " gave: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << " gave: " << r.err;
+    EXPECT_EQ(r.err.rfind("gpt2_train: error: ", 0), 0u) << r.err;
   }
-  EXPECT_EQ(run_gpt2_train("--help").first, 0);
+  EXPECT_EQ(run_gpt2_train("--help").exit_code, 0);
+}
+
+// ---------------------------------------------------------------- flags that used to confuse
+
+TEST(Trainer, ResumingACheckpointAlreadyAtStepsIsRefused) {
+  const std::string dir = scratch_directory();
+  TrainOptions o = tiny_options(dir);
+  o.steps = 2;
+  o.save = dir + "/ckpt";
+  Trainer(o).run();
+  TrainOptions r = tiny_options(dir);
+  r.resume = dir + "/ckpt";
+  r.steps = 1;
+  expect_error([&] { Trainer t(r); }, ErrorKind::InvalidArgument, {"already at step 2", "--steps 1"});
+  r.steps = 2;  // nothing left to train either
+  expect_error([&] { Trainer t(r); }, ErrorKind::InvalidArgument, {"already at step 2", "--steps 2"});
+  const auto run = run_gpt2_train(tiny_flags(dir) + " --resume " + dir + "/ckpt --steps 1");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("already at step 2"), std::string::npos) << run.err;
+  EXPECT_EQ(run.out.find("done:"), std::string::npos) << run.out;
+}
+
+TEST(Trainer, TrainingShardsWithoutValidationSayThatThereIsNoValidation) {
+  const std::string dir = scratch_directory();
+  const auto run = run_gpt2_train(tiny_flags(dir) + " --data-val '' --steps 2 --eval-every 1");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const std::string note = "validation: none (--data-train without --data-val)";
+  const size_t first = run.out.find(note);
+  EXPECT_NE(first, std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find(note, first + 1), std::string::npos) << "said once:\n" << run.out;
+  EXPECT_NE(run.out.find("val loss none (no --data-val)"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("nan"), std::string::npos) << run.out;
+  const auto help = run_gpt2_train("--help");
+  EXPECT_NE(help.out.find("with --data-train: none"), std::string::npos) << help.out;
+}
+
+TEST(Trainer, ModelMustMatchTheWeightsOrCheckpointItIsReadFrom) {
+  const std::string dir = scratch_directory();
+  TrainOptions o = tiny_options(dir);
+  o.steps = 1;
+  o.save = dir + "/ckpt";
+  Trainer(o).run();
+  const std::string weights = dir + "/ckpt/model.safetensors";
+
+  TrainOptions init = tiny_options(dir);
+  init.init = weights;
+  init.model = "d12";
+  expect_error([&] { Trainer t(init); }, ErrorKind::InvalidArgument,
+               {"--model d12", "is not the model in " + weights, "2 layers", "leave --model out"});
+  init.model = "tiny";  // the same model: nothing to complain about
+  EXPECT_EQ(Trainer(init).model().config(), GPT2Config::from_name("tiny"));
+  init.model = "";
+  EXPECT_EQ(Trainer(init).model().config(), GPT2Config::from_name("tiny"));
+
+  TrainOptions resume = tiny_options(dir);
+  resume.resume = dir + "/ckpt";
+  resume.model = "small";
+  expect_error([&] { Trainer t(resume); }, ErrorKind::InvalidArgument, {"--model small", "--resume takes the model"});
+
+  TrainOptions file = tiny_options(dir);
+  file.resume = weights;
+  expect_error([&] { Trainer t(file); }, ErrorKind::Io, {"--resume", weights, "is a file, not a checkpoint directory"});
+}
+
+TEST(TrainerCommandLine, ErrorsFromAPresetsFlagsNameThePreset) {
+  const std::string dir = scratch_directory();
+  TrainOptions o = tiny_options(dir);
+  o.steps = 1;
+  o.save = dir + "/ckpt";
+  Trainer(o).run();
+  // baseline-fp32 sets --model d12, which is not the model of these tiny weights.
+  const auto run = run_gpt2_train("--data-train '" + o.data_train + "' --device cpu --preset baseline-fp32 --init " +
+                                  dir + "/ckpt/model.safetensors");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("(--model d12 set by --preset baseline-fp32)"), std::string::npos) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+}
+
+TEST(TrainerCommandLine, HelpSaysLowPrecisionIsNotAvailableYet) {
+  const auto help = run_gpt2_train("--help");
+  const size_t at = help.out.find("--dtype");
+  ASSERT_NE(at, std::string::npos) << help.out;
+  const std::string line = help.out.substr(at, help.out.find('\n', at) - at);
+  EXPECT_NE(line.find("bf16 and fp16 are not available yet"), std::string::npos) << line;
+  const auto bf16 = run_gpt2_train("--dtype bf16");
+  EXPECT_EQ(bf16.exit_code, 1);
+  EXPECT_NE(bf16.err.find("not available in this trainer yet"), std::string::npos) << bf16.err;
 }
 
 }  // namespace
