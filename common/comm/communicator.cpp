@@ -13,18 +13,52 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+const char* op_kind_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::AllReduce: return "all_reduce";
+    case OpKind::ReduceScatter: return "reduce_scatter";
+    case OpKind::AllGather: return "all_gather";
+    case OpKind::Broadcast: return "broadcast";
+    case OpKind::Barrier: return "barrier";
+    case OpKind::Send: return "send";
+    case OpKind::Recv: return "recv";
+    case OpKind::Split: return "split";
+  }
+  return "?";
+}
+
+double bus_factor(OpKind kind, int ranks) {
+  LAB_CHECK(ranks >= 1, InvalidArgument, "bus_factor of ", ranks, " ranks");
+  const double n = ranks;
+  switch (kind) {
+    case OpKind::AllReduce: return 2 * (n - 1) / n;
+    case OpKind::ReduceScatter:
+    case OpKind::AllGather: return (n - 1) / n;
+    case OpKind::Broadcast:
+    case OpKind::Send:
+    case OpKind::Recv: return 1;
+    case OpKind::Barrier:
+    case OpKind::Split: return 0;
+  }
+  return 0;
+}
+
 Communicator::Communicator(int rank, int size) : rank_(rank), size_(size) {
   LAB_CHECK(size >= 1 && 0 <= rank && rank < size, Internal, "communicator rank ", rank, " of size ", size);
 }
 
 template <typename Body>
-void Communicator::run(const char* op, Body&& body) {
+void Communicator::run(OpKind kind, Body&& body) {
   const uint64_t seq = ++sequence_;
+  const char* op = op_kind_name(kind);
   const auto where = [&] { return cat("rank ", rank_, "/", size_, " [", backend(), "] ", op, " #", seq); };
   try {
     LAB_CHECK(broken_by_.empty(), Comm, "this communicator is broken since ", broken_by_,
               " failed; the ranks can no longer agree on the order of operations");
-    body();
+    const size_t bytes = body();
+    OpTraffic& traffic = traffic_[static_cast<int>(kind)];
+    traffic.calls += 1;
+    traffic.bytes += bytes;
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Comm && broken_by_.empty()) broken_by_ = cat(op, " #", seq);
     throw Error(e.kind(), where() + ": " + e.what());
@@ -87,7 +121,7 @@ void Communicator::all_reduce(const Tensor& tensor, ReduceOp op) {
 }
 
 void Communicator::all_reduce(const Tensor& input, const Tensor& output, ReduceOp op) {
-  run("all_reduce", [&] {
+  run(OpKind::AllReduce, [&] {
     check_pair(input, output);
     check_reducible(input.dtype(), op);
     LAB_CHECK(input.numel() == output.numel(), InvalidArgument, "input has ", input.numel(),
@@ -95,22 +129,24 @@ void Communicator::all_reduce(const Tensor& input, const Tensor& output, ReduceO
     LAB_CHECK(same_memory(input, output) || !overlap(input, output), InvalidArgument,
               "input and output overlap without being the same tensor");
     do_all_reduce(input, output, op);
+    return output.nbytes();
   });
 }
 
 void Communicator::reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) {
-  run("reduce_scatter", [&] {
+  run(OpKind::ReduceScatter, [&] {
     check_pair(input, output);
     check_reducible(input.dtype(), op);
     LAB_CHECK(input.numel() == size_ * output.numel(), InvalidArgument, "input has ", input.numel(),
               " elements; it must be size (", size_, ") x output (", output.numel(), " elements)");
     LAB_CHECK(!overlap(input, output), InvalidArgument, "input and output overlap");
     do_reduce_scatter(input, output, op);
+    return input.nbytes();
   });
 }
 
 void Communicator::all_gather(const Tensor& input, const Tensor& output) {
-  run("all_gather", [&] {
+  run(OpKind::AllGather, [&] {
     check_pair(input, output);
     LAB_CHECK(output.numel() == size_ * input.numel(), InvalidArgument, "output has ", output.numel(),
               " elements; it must be size (", size_, ") x input (", input.numel(), " elements)");
@@ -118,48 +154,56 @@ void Communicator::all_gather(const Tensor& input, const Tensor& output) {
     LAB_CHECK(in_place || !overlap(input, output), InvalidArgument, "input overlaps output without being block ", rank_,
               " of it");
     do_all_gather(input, output);
+    return output.nbytes();
   });
 }
 
 void Communicator::all_gather(const Tensor& buffer) {
-  run("all_gather", [&] {
+  run(OpKind::AllGather, [&] {
     check_tensor(buffer, "buffer");
     LAB_CHECK(buffer.numel() % size_ == 0, InvalidArgument, "buffer of ", buffer.numel(),
               " elements does not split into ", size_, " equal blocks");
     const int64_t block = buffer.numel() / size_;
     do_all_gather(buffer.view(rank_ * block, {block}), buffer);
+    return buffer.nbytes();
   });
 }
 
 void Communicator::broadcast(const Tensor& tensor, int root) {
-  run("broadcast", [&] {
+  run(OpKind::Broadcast, [&] {
     check_tensor(tensor, "tensor");
     LAB_CHECK(0 <= root && root < size_, InvalidArgument, "root ", root, " is not a rank in [0, ", size_, ")");
     do_broadcast(tensor, root);
+    return tensor.nbytes();
   });
 }
 
 void Communicator::barrier() {
-  run("barrier", [&] { do_barrier(); });
+  run(OpKind::Barrier, [&] {
+    do_barrier();
+    return size_t{0};
+  });
 }
 
 // ---------------------------------------------------------------- point to point
 
 void Communicator::send(const Tensor& tensor, int peer, int tag) {
-  run("send", [&] {
+  run(OpKind::Send, [&] {
     check_tensor(tensor, "tensor");
     check_peer(peer, "send to");
     LAB_CHECK(tag >= 0, InvalidArgument, "tag ", tag, " is negative");
     do_send(tensor, peer, tag);
+    return tensor.nbytes();
   });
 }
 
 void Communicator::recv(const Tensor& tensor, int peer, int tag) {
-  run("recv", [&] {
+  run(OpKind::Recv, [&] {
     check_tensor(tensor, "tensor");
     check_peer(peer, "receive from");
     LAB_CHECK(tag >= 0, InvalidArgument, "tag ", tag, " is negative");
     do_recv(tensor, peer, tag);
+    return tensor.nbytes();
   });
 }
 
@@ -167,11 +211,12 @@ void Communicator::recv(const Tensor& tensor, int peer, int tag) {
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   std::unique_ptr<Communicator> group;
-  run("split", [&] {
+  run(OpKind::Split, [&] {
     LAB_CHECK(color >= 0 || color == kNoGroup, InvalidArgument, "color ", color,
               " is negative (use kNoGroup to join no group)");
     group = do_split(color, key);
     if (group) group->set_timeout(timeout_);
+    return size_t{0};
   });
   return group;
 }

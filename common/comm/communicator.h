@@ -18,6 +18,7 @@
 //     (communication overlapped with compute) use a second communicator from split().
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -29,6 +30,25 @@ namespace lab::comm {
 
 enum class ReduceOp { Sum, Avg, Max };
 const char* reduce_op_name(ReduceOp op);  // "sum", "avg", "max"
+
+// The operations of a communicator, for error messages and traffic counters.
+enum class OpKind { AllReduce, ReduceScatter, AllGather, Broadcast, Barrier, Send, Recv, Split };
+inline constexpr int kOpKinds = 8;
+const char* op_kind_name(OpKind kind);  // "all_reduce", "reduce_scatter", ...
+
+// What one kind of operation has moved on a communicator: completed calls, and their payload in bytes as
+// nccl-tests counts it (the all-reduced or broadcast tensor, the whole reduce-scatter input, the whole
+// all-gather output, the tensor sent or received), identical on every rank of a collective.
+struct OpTraffic {
+  uint64_t calls = 0;
+  uint64_t bytes = 0;
+};
+
+// The bytes each rank sends (and receives) per payload byte with the ring algorithms that NCCL and MPI
+// use for large messages: all-reduce 2(n-1)/n, reduce-scatter and all-gather (n-1)/n, broadcast, send and
+// recv 1, barrier and split 0. Payload bytes times this factor is the traffic through each rank's link;
+// bandwidth (payload / time) times it is nccl-tests' "bus bandwidth", comparable with the link's speed.
+double bus_factor(OpKind kind, int ranks);
 
 // The color for split() of a rank that joins no group (MPI_UNDEFINED).
 inline constexpr int kNoGroup = -1;
@@ -77,6 +97,11 @@ class Communicator {
   // Operations issued so far on this communicator (the last one's sequence number).
   uint64_t sequence() const { return sequence_; }
 
+  // Completed operations of one kind and their payload bytes since construction or reset_traffic(); a
+  // benchmark reads them around a step to report the bytes it communicated.
+  const OpTraffic& traffic(OpKind kind) const { return traffic_[static_cast<int>(kind)]; }
+  void reset_traffic() { traffic_ = {}; }
+
  protected:
   Communicator(int rank, int size);
 
@@ -97,10 +122,11 @@ class Communicator {
   virtual std::unique_ptr<Communicator> do_split(int color, int key) = 0;
 
  private:
-  // Numbers the call, checks the communicator is not broken, runs `body`, and rethrows any error with
-  // the rank, backend, op and sequence number in front.
+  // Numbers the call, checks the communicator is not broken, runs `body` (which returns the payload
+  // bytes of the call), counts it, and rethrows any error with the rank, backend, op and sequence number
+  // in front.
   template <typename Body>
-  void run(const char* op, Body&& body);
+  void run(OpKind kind, Body&& body);
 
   void check_tensor(const Tensor& t, const char* what) const;
   void check_pair(const Tensor& input, const Tensor& output) const;
@@ -111,6 +137,7 @@ class Communicator {
   int size_;
   std::chrono::milliseconds timeout_{std::chrono::minutes(10)};
   uint64_t sequence_ = 0;
+  std::array<OpTraffic, kOpKinds> traffic_{};
   std::string broken_by_;  // the failed operation that broke this communicator; empty while healthy
 };
 

@@ -130,6 +130,38 @@ TEST(SingleProcess, TimeoutMustBePositive) {
   EXPECT_EQ(comm.timeout(), std::chrono::milliseconds(250));
 }
 
+TEST(SingleProcess, TrafficCountsCompletedCallsAndTheirPayload) {
+  SingleProcessCommunicator comm;
+  comm.all_reduce(Tensor::zeros({10}, DType::F32), ReduceOp::Sum);
+  comm.all_reduce(Tensor::zeros({2, 3}, DType::BF16), ReduceOp::Max);
+  comm.all_gather(Tensor::zeros({3}, DType::U16), Tensor::zeros({3}, DType::U16));
+  comm.barrier();
+  expect_error([&] { comm.all_reduce(Tensor::zeros({4}, DType::F32), Tensor::zeros({5}, DType::F32), ReduceOp::Sum); },
+               ErrorKind::InvalidArgument);
+  EXPECT_EQ(comm.traffic(OpKind::AllReduce).calls, 2u);  // the failed call is not counted
+  EXPECT_EQ(comm.traffic(OpKind::AllReduce).bytes, 40u + 12u);
+  EXPECT_EQ(comm.traffic(OpKind::AllGather).calls, 1u);
+  EXPECT_EQ(comm.traffic(OpKind::AllGather).bytes, 6u);
+  EXPECT_EQ(comm.traffic(OpKind::Barrier).calls, 1u);
+  EXPECT_EQ(comm.traffic(OpKind::Barrier).bytes, 0u);
+  EXPECT_EQ(comm.traffic(OpKind::Broadcast).calls, 0u);
+  comm.reset_traffic();
+  EXPECT_EQ(comm.traffic(OpKind::AllReduce).calls, 0u);
+  EXPECT_EQ(comm.traffic(OpKind::AllReduce).bytes, 0u);
+}
+
+TEST(Communicator, BusFactorsAreThoseOfTheRingAlgorithms) {
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::AllReduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::AllReduce, 1), 0.0);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::ReduceScatter, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::AllGather, 8), 0.875);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::Broadcast, 4), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::Send, 2), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(OpKind::Barrier, 4), 0.0);
+  expect_error([] { bus_factor(OpKind::AllReduce, 0); }, ErrorKind::InvalidArgument, {"0 ranks"});
+  EXPECT_STREQ(op_kind_name(OpKind::ReduceScatter), "reduce_scatter");
+}
+
 // ---------------------------------------------------------------- the contract, seen by a backend
 
 // Rank 2 of 4: records what reaches the backend, and fails a barrier the way a timed-out collective
