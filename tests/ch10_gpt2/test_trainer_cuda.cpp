@@ -1,0 +1,112 @@
+// The trainer on CUDA follows the trainer on the CPU: the same tiny model, data and flags, a few steps each,
+// compared step by step (training loss, gradient norm, learning rate) and at the end (validation loss, every
+// weight). Strict fp32 on both sides; skipped when no GPU is visible (the emulation build runs it).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ch10_gpt2/trainer.h"
+#include "common/io/shards.h"
+#include "common/nn/parameters.h"
+#include "tests/common/cuda/gpu_test.h"
+#include "tests/common/expect_error.h"
+#include "tests/support/test_support.h"
+
+namespace lab {
+namespace {
+
+// A learnable stream: a repeating pattern of 97 distinct token ids.
+void write_pattern_shard(const std::string& path, int64_t n, int offset) {
+  std::vector<uint16_t> tokens(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) tokens[i] = static_cast<uint16_t>(((i + offset) % 97) * 311 % 50257);
+  write_shard(path, tokens);
+}
+
+std::vector<Json> read_log(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<Json> out;
+  std::string line;
+  while (std::getline(in, line)) out.push_back(Json::parse(line));
+  return out;
+}
+
+struct TrainingRun {
+  TrainSummary summary;
+  std::vector<Json> steps;                                   // the log's per-step records, in order
+  std::vector<std::pair<std::string, Tensor>> final_params;  // name -> value at the end, on the CPU
+};
+
+TrainingRun train_on(const std::string& device, const std::string& dir) {
+  TrainOptions o;
+  o.data_train = dir + "/train_000000.bin";
+  o.data_val = dir + "/val_000000.bin";
+  o.model = "tiny";
+  o.device = device;
+  o.dtype = "fp32";
+  o.batch = 2;
+  o.seq = 32;
+  o.steps = 4;
+  o.lr = 1e-2;
+  o.warmup_steps = 1;
+  o.eval_every = 0;
+  o.val_batches = 2;
+  o.sample_tokens = 0;
+  o.log_json = dir + "/" + device + ".jsonl";
+  Trainer trainer(o);
+  TrainingRun run;
+  run.summary = trainer.run();
+  for (Json& record : read_log(o.log_json))
+    if (record.contains("loss") && !record.contains("val_loss")) run.steps.push_back(std::move(record));
+  const ParameterStore& params = trainer.model().parameters();
+  for (const ParamInfo& info : params.infos())
+    run.final_params.emplace_back(info.name, params.value(info.name).to(Device::cpu()));
+  return run;
+}
+
+TEST(TrainerOnCuda, FollowsTheCpuOverAFewSteps) {
+  LAB_REQUIRE_GPU();
+  const std::string dir = testing::scratch_directory();
+  write_pattern_shard(dir + "/train_000000.bin", 4000, 0);
+  write_pattern_shard(dir + "/val_000000.bin", 1000, 11);
+  const TrainingRun cpu = train_on("cpu", dir);
+  const TrainingRun gpu = train_on("cuda", dir);
+
+  ASSERT_EQ(cpu.steps.size(), 4u);
+  ASSERT_EQ(gpu.steps.size(), cpu.steps.size());
+  // fp32 on both devices, summed in different orders: the losses agree to a few parts in 1e5 and drift
+  // apart slowly through the optimizer (the same bounds as tests/common/cuda/test_gpt2_cuda.cpp).
+  for (size_t i = 0; i < cpu.steps.size(); ++i) {
+    const double loss = cpu.steps[i].at("loss").as_number();
+    const double norm = cpu.steps[i].at("grad_norm").as_number();
+    EXPECT_EQ(gpu.steps[i].at("step").as_int(), cpu.steps[i].at("step").as_int());
+    EXPECT_DOUBLE_EQ(gpu.steps[i].at("lr").as_number(), cpu.steps[i].at("lr").as_number());
+    EXPECT_NEAR(gpu.steps[i].at("loss").as_number(), loss, 2e-5 * loss) << "step " << i + 1;
+    EXPECT_NEAR(gpu.steps[i].at("grad_norm").as_number(), norm, 1e-4 * norm) << "step " << i + 1;
+  }
+  EXPECT_LT(cpu.steps.back().at("loss").as_number(), cpu.steps.front().at("loss").as_number()) << "it learns";
+  EXPECT_NEAR(gpu.summary.last_val_loss, cpu.summary.last_val_loss, 2e-5 * cpu.summary.last_val_loss);
+  // Every weight, except the key part of c_attn's bias: its exact gradient is zero (softmax ignores a shift
+  // of a whole row of scores), so AdamW moves it by rounding noise, differently on each device.
+  ASSERT_EQ(gpu.final_params.size(), cpu.final_params.size());
+  for (size_t i = 0; i < cpu.final_params.size(); ++i) {
+    const auto& [name, expected] = cpu.final_params[i];
+    const Tensor& actual = gpu.final_params[i].second;
+    if (name.ends_with("attn.c_attn.bias")) {
+      const int64_t C = expected.numel() / 3;
+      for (const int64_t begin : {int64_t{0}, 2 * C}) {
+        EXPECT_LT(test::max_scaled_error(actual.view(begin, {C}).to_floats(), expected.view(begin, {C}).to_floats()),
+                  1e-4)
+            << name << " from " << begin;
+      }
+      continue;
+    }
+    EXPECT_LT(test::max_scaled_error(actual.to_floats(), expected.to_floats()), 1e-4) << name;
+  }
+}
+
+}  // namespace
+}  // namespace lab
