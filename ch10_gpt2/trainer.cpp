@@ -297,9 +297,10 @@ TrainSummary Trainer::run(const std::function<bool()>& stop_requested) {
     save_checkpoint_at(step);
     summary.checkpoint_step = step;
   };
-  if (start_step_ == 0 && options_.eval_every > 0) eval_and_log(0);
+  auto stop = [&] { return stop_requested && stop_requested(); };
+  if (start_step_ == 0 && options_.eval_every > 0 && !stop()) eval_and_log(0);
   for (int64_t step = start_step_; step < options_.steps; ++step) {
-    if (stop_requested && stop_requested()) {
+    if (stop()) {
       summary.interrupted = true;
       break;
     }

@@ -287,7 +287,7 @@ std::string why_not_ours(const std::string& path, const std::string& kind) {
   if (entries.empty()) return "";
   const std::string marker = path + "/" + AtomicDirectory::kMarkerName;
   if (::lstat(marker.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    return cat("it holds files that were not written as a ", kind, " (", first_names(entries), ")");
+    return cat("it is not empty and has no ", kind, " marker (it holds ", first_names(entries), ")");
   const std::vector<std::string> listed = lines_of(read_file(marker));
   if (listed.empty() || listed.front() != kind)
     return cat("it was written as '", listed.empty() ? "" : listed.front(), "', not as a ", kind);

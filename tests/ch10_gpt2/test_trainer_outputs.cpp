@@ -33,8 +33,8 @@ TEST(TrainerSave, RefusesANonEmptyDirectoryThatIsNotACheckpoint) {
   write_file_atomic(dir + "/mine/important.txt", "x\n");
   expect_refused_before_training(run_gpt2_train(tiny_flags(dir) + " --steps 1 --save " + dir + "/mine"),
                                  "--save: refusing to write the gpt2-labs checkpoint '" + dir +
-                                     "/mine': it holds files that were not written as a gpt2-labs checkpoint "
-                                     "(important.txt)");
+                                     "/mine': it is not empty and has no gpt2-labs checkpoint marker (it holds "
+                                     "important.txt)");
   EXPECT_EQ(read_file(dir + "/mine/important.txt"), "x\n");
   EXPECT_FALSE(file_exists(dir + "/mine.tmp"));
 }

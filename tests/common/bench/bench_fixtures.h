@@ -58,4 +58,44 @@ inline BenchResult fixture_b() {
   return r;
 }
 
+// A gpt2_train JSON log (ch10_gpt2/train_log.h) of `step_ms.size()` steps: a header, the steps with these
+// times and losses, and an evaluation at step 0, at every `eval_every` steps and at the end.
+inline std::string train_log_text(const std::vector<double>& step_ms, const std::vector<double>& losses,
+                                  int64_t eval_every, double val_offset, const std::string& command) {
+  std::string text = Json(Json::Object{{"log", "gpt2_train"},
+                                       {"date", "2025-01-31T08:00:00Z"},
+                                       {"command", command},
+                                       {"machine", fixture_machine().to_json()}})
+                         .dump() +
+                     "\n";
+  auto eval = [&](int64_t step, double loss) {
+    text += Json(Json::Object{{"step", step}, {"val_loss", loss + val_offset}, {"ms", 30.0}}).dump() + "\n";
+  };
+  eval(0, 10.8);
+  const int64_t n = static_cast<int64_t>(step_ms.size());
+  for (int64_t i = 0; i < n; ++i) {
+    text += Json(Json::Object{{"step", i + 1},
+                              {"loss", losses[static_cast<size_t>(i)]},
+                              {"lr", 1e-3},
+                              {"grad_norm", 1.0},
+                              {"ms", step_ms[static_cast<size_t>(i)]},
+                              {"data_ms", 0.5},
+                              {"tokens_per_s", 1024 / step_ms[static_cast<size_t>(i)] * 1e3},
+                              {"mfu", Json()},
+                              {"mem_peak_bytes", 1 << 20}})
+                .dump() +
+            "\n";
+    if ((i + 1) % eval_every == 0 || i + 1 == n) eval(i + 1, losses[static_cast<size_t>(i)]);
+  }
+  return text;
+}
+
+// Run A: 4 steps of about 105 ms. Run B: twice as fast (beyond the spread), and 10% lower losses at the end.
+inline std::string train_log_a() {
+  return train_log_text({100, 110, 105, 108}, {10.5, 9.0, 8.0, 7.0}, 2, 0.1, "gpt2_train --log-json a.jsonl");
+}
+inline std::string train_log_b() {
+  return train_log_text({50, 52, 51, 53}, {10.5, 8.8, 7.5, 6.3}, 2, 0.1, "gpt2_train --log-json b.jsonl --lr 2e-3");
+}
+
 }  // namespace lab::bench::testing

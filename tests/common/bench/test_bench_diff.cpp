@@ -128,6 +128,34 @@ TEST(BenchDiffTool, BadInputIsOneErrorLine) {
   const ToolRun no_b = run_bench_diff("--a " + dir + "/a.json", dir);
   EXPECT_EQ(no_b.exit_code, 1);
   EXPECT_TRUE(contains(no_b.output, "--b")) << no_b.output;
+
+  const ToolRun three = run_bench_diff(dir + "/a.json " + dir + "/a.json " + dir + "/a.json", dir);
+  EXPECT_EQ(three.exit_code, 1);
+  EXPECT_EQ(three.output, "bench_diff: error: too many files: '" + dir + "/a.json' (give two: bench_diff A B)\n");
+}
+
+TEST(BenchDiffTool, TakesTheTwoFilesAsPositionalArguments) {
+  const std::string dir = scratch_directory();
+  fixture_a().write(dir + "/a.json");
+  fixture_b().write(dir + "/b.json");
+  const std::string expected = diff_results(fixture_a(), fixture_b(), {dir + "/a.json", dir + "/b.json", 0.05});
+  const ToolRun positional = run_bench_diff(dir + "/a.json " + dir + "/b.json", dir);
+  EXPECT_EQ(positional.exit_code, 0) << positional.output;
+  EXPECT_EQ(positional.output, expected);
+  const ToolRun mixed = run_bench_diff("--row-tolerance 0.05 " + dir + "/a.json --b=" + dir + "/b.json", dir);
+  EXPECT_EQ(mixed.output, expected);
+}
+
+TEST(BenchDiffTool, ComparesTwoTrainingLogs) {
+  const std::string dir = scratch_directory();
+  write_file_atomic(dir + "/a.jsonl", testing::train_log_a());
+  write_file_atomic(dir + "/b.jsonl", testing::train_log_b());
+  const ToolRun run = run_bench_diff(dir + "/a.jsonl " + dir + "/b.jsonl", dir);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "bench gpt2_train, 2025-01-31T08:00:00Z: gpt2_train --log-json b.jsonl --lr 2e-3"))
+      << run.output;
+  EXPECT_EQ(line_starting_with(run.output, "4     val_loss"),
+            (std::vector<std::string>{"4", "val_loss", "7.1", "6.4", "0.9014", "gain"}));
 }
 
 }  // namespace

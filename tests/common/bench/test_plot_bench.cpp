@@ -63,5 +63,32 @@ TEST_F(PlotBench, UnknownMetricIsOneClearError) {
   EXPECT_FALSE(file_exists(png));
 }
 
+TEST_F(PlotBench, DrawsTheCurvesOfTwoTrainingLogs) {
+  write_file_atomic(dir_ + "/a.jsonl", testing::train_log_a());
+  write_file_atomic(dir_ + "/b.jsonl", testing::train_log_b());
+  for (const char* field : {"loss", "val_loss", "ms"}) {
+    const std::string png = dir_ + "/" + field + ".png";
+    EXPECT_EQ(run_plot(dir_ + "/a.jsonl " + dir_ + "/b.jsonl --metric " + field + " --out " + png, dir_ + "/log.txt"),
+              0)
+        << read_file(dir_ + "/log.txt");
+    EXPECT_TRUE(is_png(png)) << field;
+  }
+}
+
+TEST_F(PlotBench, LogsWithAnUnknownFieldOrMixedWithResultsAreOneClearError) {
+  write_file_atomic(dir_ + "/a.jsonl", testing::train_log_a());
+  EXPECT_EQ(run_plot(dir_ + "/a.jsonl --metric watts --out " + dir_ + "/x.png", dir_ + "/log.txt"), 1);
+  std::string log = read_file(dir_ + "/log.txt");
+  EXPECT_NE(log.find("'watts' is not a field of the logs' records (data_ms, grad_norm, loss, lr, mem_peak_bytes, ms, "
+                     "tokens_per_s, val_loss)"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(run_plot(dir_ + "/a.jsonl " + dir_ + "/a.json --metric loss --out " + dir_ + "/x.png", dir_ + "/log.txt"),
+            1);
+  log = read_file(dir_ + "/log.txt");
+  EXPECT_NE(log.find("give either bench results or training logs, not both"), std::string::npos) << log;
+  EXPECT_FALSE(file_exists(dir_ + "/x.png"));
+}
+
 }  // namespace
 }  // namespace lab::bench

@@ -182,7 +182,8 @@ TEST(AtomicDirectory, RefusesANonEmptyDirectoryItDidNotWriteAndLeavesItAsItWas) 
         write_checkpoint(mine, {{"model.bin", "weights"}});
       },
       ErrorKind::Io,
-      {"refusing to write the test checkpoint '" + mine + "'", "not written as a test checkpoint", "important.txt"});
+      {"refusing to write the test checkpoint '" + mine + "'",
+       "it is not empty and has no test checkpoint marker (it holds important.txt)"});
   expect_error([&] { AtomicDirectory::prepare(mine, kKind); }, ErrorKind::Io, {"important.txt"});
   EXPECT_EQ(list_directory(mine), std::vector<std::string>{"important.txt"});
   EXPECT_EQ(read_file(mine + "/important.txt"), "x");

@@ -1,0 +1,91 @@
+// gpt2_step_bench's result files as bench_diff reads them: metrics in the units they are named in, a direction
+// for every timed column, one row per run that pairs across batch shapes, and a marked regression when the
+// step gets slower by more than the spread of its repeats.
+#include <gtest/gtest.h>
+
+#include "common/bench/diff.h"
+#include "common/bench/result.h"
+#include "common/io/files.h"
+#include "tests/ch10_gpt2/trainer_fixtures.h"
+#include "tests/common/expect_error.h"
+
+namespace lab {
+namespace {
+
+using testing::ProcessResult;
+using testing::run_program;
+using testing::scratch_directory;
+
+bench::BenchResult run_step_bench(const std::string& dir, const std::string& name, const std::string& args) {
+  const std::string path = dir + "/" + name;
+  const ProcessResult r = run_program("gpt2_step_bench",
+                                      "--model tiny --device cpu --steps 3 --warmup 1 "
+                                      "--gemm-repeats 1 --threads 2 --json " +
+                                          path + " " + args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return bench::BenchResult::read(path);
+}
+
+// The cells of the report's line that starts with `start` (cells are separated by two or more spaces).
+std::vector<std::string> cells_of(const std::string& report, const std::string& start) {
+  const size_t at = report.find("\n  " + start);
+  if (at == std::string::npos) return {};
+  const std::string line = report.substr(at + 3, report.find('\n', at + 1) - at - 3);
+  std::vector<std::string> cells;
+  for (size_t pos = 0; pos < line.size();) {
+    const size_t gap = line.find("  ", pos);
+    cells.push_back(line.substr(pos, gap - pos));
+    if (gap == std::string::npos) break;
+    pos = line.find_first_not_of(' ', gap);
+  }
+  return cells;
+}
+
+TEST(StepBenchFiles, UnitsAndDirectionsAreRecorded) {
+  const std::string dir = scratch_directory();
+  const bench::BenchResult r = run_step_bench(dir, "a.json", "");
+  const bench::BenchMetric* step = r.find_metric("step_ms");
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->unit, "ms");
+  EXPECT_EQ(step->summary.count, 3);
+  ASSERT_EQ(r.rows.size(), 1u);
+  // The metric and the row describe the same steps, in the same unit.
+  EXPECT_DOUBLE_EQ(r.rows[0].at("ms_median").as_number(), step->summary.median);
+  EXPECT_EQ(r.rows[0].as_object().front().first, "model");
+  for (const char* column : {"ms_median", "forward_ms", "backward_ms", "optimizer_ms", "peak_rss_bytes"}) {
+    ASSERT_NE(r.find_column(column), nullptr) << column;
+    EXPECT_EQ(r.find_column(column)->better, bench::Better::Lower) << column;
+  }
+  ASSERT_NE(r.find_column("tokens_per_s"), nullptr);
+  EXPECT_EQ(r.find_column("tokens_per_s")->better, bench::Better::Higher);
+}
+
+TEST(StepBenchFiles, BenchDiffMarksASlowerStepBeyondTheSpread) {
+  const std::string dir = scratch_directory();
+  const bench::BenchResult a = run_step_bench(dir, "a.json", "");
+  // B: every step three times A's slowest: slower by more than either spread.
+  bench::BenchResult b = a;
+  const bench::Summary& sa = a.find_metric("step_ms")->summary;
+  b.add_metric("step_ms", std::vector<double>(3, 3 * sa.max), "ms", bench::Better::Lower);
+  b.rows[0].set("ms_median", 3 * sa.max);
+  b.write(dir + "/b.json");
+  const ProcessResult diff = run_program("bench_diff", dir + "/a.json " + dir + "/b.json");
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  EXPECT_EQ(cells_of(diff.out, "step_ms").back(), "regression") << diff.out;
+  EXPECT_EQ(cells_of(diff.out, "tiny   ms_median").back(), "regression") << diff.out;
+  const ProcessResult back = run_program("bench_diff", dir + "/b.json " + dir + "/a.json");
+  EXPECT_EQ(cells_of(back.out, "step_ms").back(), "gain") << back.out;
+}
+
+TEST(StepBenchFiles, RunsOfTwoBatchShapesPairUp) {
+  const std::string dir = scratch_directory();
+  run_step_bench(dir, "b2.json", "--batch 2 --seq 16");
+  run_step_bench(dir, "b4.json", "--batch 4 --seq 16");
+  const ProcessResult diff = run_program("bench_diff", dir + "/b2.json " + dir + "/b4.json");
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  EXPECT_EQ(cells_of(diff.out, "tiny   batch"), (std::vector<std::string>{"tiny", "batch", "2", "4", "2"})) << diff.out;
+  EXPECT_EQ(diff.out.find("only in"), std::string::npos) << diff.out;
+}
+
+}  // namespace
+}  // namespace lab
