@@ -20,7 +20,8 @@
 
 namespace lab::comm {
 
-// How long a program's collectives wait for the other ranks by default (the trainer's --comm-timeout).
+// How long a program's collectives wait for the other ranks by default; a program may take another from a
+// flag (--comm-timeout) and pass it to World or to comm().set_timeout().
 inline constexpr std::chrono::seconds kProgramCommTimeout{300};
 
 class World {
