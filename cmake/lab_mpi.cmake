@@ -1,37 +1,33 @@
-# Multi-process tests: a GoogleTest binary that runs as real processes under mpirun.
+# Multi-process tests: programs that run as real processes under mpirun.
+#
+#   lab_add_mpi_test(NAME RANKS 2 4 [TIMEOUT s] COMMAND program args...)
+#
+# registers one CTest test per rank count, NAME.np<N>: `mpiexec -n N --oversubscribe --bind-to none program
+# args...`, labelled "mpi" and reserving N processors, so ctest -j does not run other tests beside it. A rank
+# that exits non-zero makes the job's exit status non-zero.
 #
 #   lab_add_mpi_gtest(NAME SOURCES t.cpp ... [DEPS lib ...] [RANKS 2 4] [TIMEOUT s])
 #
-# builds NAME with the MPI test main (tests/common/comm/mpi_test_main.cpp: the World, and output from
-# rank 0 plus every other rank's failures) and registers one CTest test per rank count, NAME.np<N>:
-#   mpiexec -n N --oversubscribe --bind-to none NAME
-# labelled "mpi" and reserving N processors, so ctest -j does not run other tests beside it. Every TEST()
-# of the binary runs in that one job: starting mpirun costs about a second. A rank that fails makes the
-# job's exit status non-zero. Nothing is registered without LAB_WITH_MPI or LAB_WITH_TESTS.
+# builds NAME with the MPI test main (tests/common/comm/mpi_test_main.cpp: the World, and output from rank 0
+# plus every other rank's failures) and registers it as above. Every TEST() of the binary runs in that one
+# job: starting mpirun costs about a second. Nothing is registered without LAB_WITH_MPI or LAB_WITH_TESTS.
 
 # mpirun refuses to start as root unless told twice; CI containers run as root.
 set(LAB_MPI_TEST_ENVIRONMENT OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
 
-function(lab_add_mpi_gtest name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;RANKS" ${ARGN})
+function(lab_add_mpi_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "RANKS;COMMAND" ${ARGN})
   if(NOT LAB_WITH_TESTS OR NOT LAB_WITH_MPI)
     return()
-  endif()
-  if(NOT ARG_RANKS)
-    set(ARG_RANKS 2 4)
   endif()
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
-  add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} lab_mpi_test_main)
-  target_compile_definitions(${name} PRIVATE LAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-                                             LAB_BINARY_DIR="${PROJECT_BINARY_DIR}")
-  lab_target_defaults(${name})
+  list(POP_FRONT ARG_COMMAND program)
   foreach(ranks ${ARG_RANKS})
     add_test(NAME ${name}.np${ranks}
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} --oversubscribe --bind-to none
-                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS}
+                     ${MPIEXEC_PREFLAGS} ${program} ${MPIEXEC_POSTFLAGS} ${ARG_COMMAND}
              WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
     set_tests_properties(${name}.np${ranks} PROPERTIES
       LABELS mpi TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${ranks} ENVIRONMENT "${LAB_MPI_TEST_ENVIRONMENT}")
@@ -42,4 +38,20 @@ function(lab_add_mpi_gtest name)
         ENVIRONMENT_MODIFICATION "ASAN_OPTIONS=path_list_append:detect_leaks=0")
     endif()
   endforeach()
+endfunction()
+
+function(lab_add_mpi_gtest name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;RANKS" ${ARGN})
+  if(NOT LAB_WITH_TESTS OR NOT LAB_WITH_MPI)
+    return()
+  endif()
+  if(NOT ARG_RANKS)
+    set(ARG_RANKS 2 4)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} lab_mpi_test_main)
+  target_compile_definitions(${name} PRIVATE LAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+                                             LAB_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  lab_target_defaults(${name})
+  lab_add_mpi_test(${name} RANKS ${ARG_RANKS} TIMEOUT ${ARG_TIMEOUT} COMMAND $<TARGET_FILE:${name}>)
 endfunction()

@@ -12,7 +12,7 @@
 // before each collective) is off by default, to time the collective alone; --call-check on times it in.
 //
 //   mpirun -np 4 --oversubscribe build/bin/ch08_dist_bench
-//   mpirun -np 2 build/bin/ch08_dist_bench --ops all_reduce --max-bytes 64M --json allreduce.json
+//   mpirun -np 2 build/bin/ch08_dist_bench --ops all_reduce --max-bytes 67108864 --json allreduce.json
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -142,6 +142,7 @@ int run(int argc, char** argv) {
   if (auto* mpi = dynamic_cast<comm::MpiCommunicator*>(&comm)) mpi->set_verify_calls(s.call_check == "on");
 #endif
   bench::BenchResult result = bench::BenchResult::start("ch08_dist_bench", argc, argv);
+  if (n > 1) result.command = cat("mpirun -np ", n, " ", result.command);  // re-runnable as recorded
   result.describe_column("us", "us", bench::Better::Lower);
   result.describe_column("algbw_GBps", "GB/s", bench::Better::Higher);
   result.describe_column("busbw_GBps", "GB/s", bench::Better::Higher);
