@@ -19,6 +19,8 @@ namespace lab::comm {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
+constexpr int kSignatureFields = 5;
+
 // What each rank says about a collective before it starts it (the fields verify_calls() compares).
 struct MpiCommunicator::CallSignature {
   OpKind kind = OpKind::Barrier;
@@ -26,6 +28,12 @@ struct MpiCommunicator::CallSignature {
   std::optional<ReduceOp> op = std::nullopt;
   int64_t elements = 0;
   int root = -1;
+
+  // The fields as integers, -1 for those the call does not have; describe_field() names them.
+  std::array<int64_t, kSignatureFields> fields() const {
+    return {static_cast<int64_t>(kind), dtype ? static_cast<int64_t>(*dtype) : -1, op ? static_cast<int64_t>(*op) : -1,
+            elements, root};
+  }
 };
 
 namespace {
@@ -70,15 +78,12 @@ std::string error_with_hint(int code) {
   return text;
 }
 
-// ---------------------------------------------------------------- the call check
-
-constexpr int kSignatureFields = 5;
-
-std::array<int64_t, kSignatureFields> encode(OpKind kind, std::optional<DType> dtype, std::optional<ReduceOp> op,
-                                             int64_t elements, int root) {
-  return {static_cast<int64_t>(kind), dtype ? static_cast<int64_t>(*dtype) : -1, op ? static_cast<int64_t>(*op) : -1,
-          elements, root};
+// What a collective waits for: with two ranks, the other one; with more, MPI cannot tell which are missing.
+std::string every_rank(int rank, int size) {
+  return size == 2 ? cat("rank ", 1 - rank, " to call it") : cat("all ", size, " ranks to call it");
 }
+
+// ---------------------------------------------------------------- the call check
 
 std::string describe_field(int field, int64_t value) {
   switch (field) {
@@ -128,18 +133,9 @@ MPI_Status MpiCommunicator::wait(MPI_Request& request, const std::string& waitin
   }
 }
 
-namespace {
-
-// What a collective waits for: with two ranks, the other one; with more, MPI cannot tell which are missing.
-std::string every_rank(int rank, int size) {
-  return size == 2 ? cat("rank ", 1 - rank, " to call it") : cat("all ", size, " ranks to call it");
-}
-
-}  // namespace
-
 void MpiCommunicator::agree(const CallSignature& call) {
   if (!verify_calls_ || size() == 1) return;
-  const auto fields = encode(call.kind, call.dtype, call.op, call.elements, call.root);
+  const auto fields = call.fields();
   // One all-reduce with MPI_MAX over the fields and their negations gives every field's max and min.
   std::array<int64_t, 2 * kSignatureFields> extremes;
   for (int i = 0; i < kSignatureFields; ++i) {
