@@ -21,18 +21,27 @@ function(lab_target_defaults target)
   endif()
 endfunction()
 
+# lab_target_cuda_sources(TARGET k.cu ...): adds CUDA sources to a target (callers check LAB_WITH_CUDA). In the
+# emulation build (LAB_CUDA_EMULATION) they are compiled as C++ by the host compiler (CMake passes -x c++).
+function(lab_target_cuda_sources target)
+  target_sources(${target} PRIVATE ${ARGN})
+  if(LAB_CUDA_EMULATION)
+    # Source properties belong to a directory: set them where the target lives, not only here.
+    set_source_files_properties(${ARGN} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CXX)
+  endif()
+endfunction()
+
 # lab_add_library(NAME SOURCES a.cpp ... [CUDA_SOURCES k.cu ...] [DEPS lib ...])
 # CUDA_SOURCES are compiled only when LAB_WITH_CUDA is ON.
 function(lab_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;CUDA_SOURCES;DEPS" ${ARGN})
-  set(srcs ${ARG_SOURCES})
-  if(LAB_WITH_CUDA)
-    list(APPEND srcs ${ARG_CUDA_SOURCES})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  if(LAB_WITH_CUDA AND ARG_CUDA_SOURCES)
+    lab_target_cuda_sources(${name} ${ARG_CUDA_SOURCES})
   endif()
-  add_library(${name} STATIC ${srcs})
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
   lab_target_defaults(${name})
-  if(LAB_WITH_CUDA)
+  if(LAB_WITH_CUDA AND NOT LAB_CUDA_EMULATION)
     set_target_properties(${name} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF POSITION_INDEPENDENT_CODE ON)
   endif()
 endfunction()

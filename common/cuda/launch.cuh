@@ -11,6 +11,14 @@
 // the kernel. With LAB_CUDA_SYNC_LAUNCH=1 in the environment it also waits for the kernel to finish and
 // reports any fault it raised as this kernel's (slow: for hunting a fault, never for timing).
 // A template kernel goes in parentheses: LAB_LAUNCH((softmax_kernel<float, 4>), config, ...).
+//
+// Dynamic shared memory (the launch's shared_bytes, 16-byte aligned) is declared inside the kernel with
+//
+//   LAB_DYNAMIC_SHARED(float, tile);    // then tile[i], as with extern __shared__ float tile[]
+//
+// which both builds understand (in the emulation build it points to the running block's buffer). Above
+// 48 KiB a kernel needs cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)
+// first, in both builds.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -40,7 +48,10 @@ void launch(const char* name, void (*kernel)(Params...), const LaunchConfig& con
   emu::launch_kernel(name, kernel, config.grid, config.block, config.shared_bytes, config.stream,
                      std::forward<Args>(args)...);
 #else
+  // clang-format does not know CUDA's launch brackets in a .cuh file and would split them.
+  // clang-format off
   kernel<<<config.grid, config.block, config.shared_bytes, config.stream>>>(std::forward<Args>(args)...);
+  // clang-format on
 #endif
   check_launch(name);
 }
@@ -48,3 +59,14 @@ void launch(const char* name, void (*kernel)(Params...), const LaunchConfig& con
 }  // namespace lab::cuda
 
 #define LAB_LAUNCH(kernel, ...) ::lab::cuda::launch(#kernel, kernel, __VA_ARGS__)
+
+#ifdef LAB_CUDA_EMULATION
+#define LAB_DYNAMIC_SHARED(type, name) \
+  type* const name = static_cast<type*>(::lab::cuda::emu::device::dynamic_shared_memory())
+#else
+// One untyped array for every kernel of a file (nvcc rejects two extern __shared__ arrays of one name and
+// different types), seen through a typed pointer.
+#define LAB_DYNAMIC_SHARED(type, name)                                 \
+  extern __shared__ __align__(16) unsigned char lab_dynamic_shared_[]; \
+  type* const name = reinterpret_cast<type*>(lab_dynamic_shared_)
+#endif

@@ -1,0 +1,378 @@
+// The cuBLASLt stand-in (see include/cublasLt.h for what it supports): descriptors with their attributes, a
+// one-algorithm heuristic, and cublasLtMatmul computed by gemm.h on the given stream.
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "common/cuda/emulation/blas_operands.h"
+#include "common/cuda/emulation/device.h"
+#include "common/cuda/emulation/gemm.h"
+#include "common/cuda/emulation/streams.h"
+
+struct cublasLtContext {
+  int device = 0;
+};
+
+struct cublasLtMatmulDescOpaque {
+  cublasComputeType_t compute_type = CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale_type = CUDA_R_32F;
+  int32_t pointer_mode = 0;  // host
+  int32_t transa = CUBLAS_OP_N;
+  int32_t transb = CUBLAS_OP_N;
+  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
+  int64_t bias_batch_stride = 0;
+  int32_t bias_type = -1;  // -1: D's type
+  void* aux = nullptr;
+  int64_t aux_ld = 0;
+  int64_t aux_batch_stride = 0;
+};
+
+struct cublasLtMatrixLayoutOpaque {
+  uint32_t type = CUDA_R_32F;
+  int32_t order = CUBLASLT_ORDER_COL;
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+  int64_t ld = 0;
+  int32_t batch = 1;
+  int64_t stride = 0;
+};
+
+struct cublasLtMatmulPreferenceOpaque {
+  uint32_t search_mode = 0;
+  uint64_t max_workspace = 0;
+};
+
+namespace {
+
+using namespace lab::cuda::emu;
+
+// Copies an attribute's value in or out; the buffer must have the attribute's exact size.
+template <typename T>
+cublasStatus_t set_value(T& field, const void* buf, size_t size) {
+  if (buf == nullptr || size != sizeof(T)) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(&field, buf, sizeof(T));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+template <typename T>
+cublasStatus_t get_value(const T& field, void* buf, size_t size, size_t* written) {
+  if (written) *written = sizeof(T);
+  if (size == 0 && buf == nullptr) return CUBLAS_STATUS_SUCCESS;  // a query of the size alone
+  if (buf == nullptr || size < sizeof(T)) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(buf, &field, sizeof(T));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+bool to_element(uint32_t type, Element* out) {
+  switch (type) {
+    case CUDA_R_32F: *out = Element::F32; return true;
+    case CUDA_R_16F: *out = Element::F16; return true;
+    case CUDA_R_16BF: *out = Element::BF16; return true;
+    default: return false;
+  }
+}
+
+size_t element_bytes(Element type) {
+  return type == Element::F32 ? 4 : 2;
+}
+
+bool fp32_accumulation(cublasComputeType_t type) {
+  return type == CUBLAS_COMPUTE_32F || type == CUBLAS_COMPUTE_32F_PEDANTIC || type == CUBLAS_COMPUTE_32F_FAST_TF32 ||
+         type == CUBLAS_COMPUTE_32F_FAST_16F || type == CUBLAS_COMPUTE_32F_FAST_16BF;
+}
+
+// The epilogue's pieces: bias or not, aux output or not, which activation; false when not supported.
+struct EpilogueParts {
+  bool bias = false;
+  bool aux = false;
+  Activation activation = Activation::None;
+};
+
+bool epilogue_parts(uint32_t epilogue, EpilogueParts* out) {
+  switch (epilogue) {
+    case CUBLASLT_EPILOGUE_DEFAULT: *out = {false, false, Activation::None}; return true;
+    case CUBLASLT_EPILOGUE_RELU: *out = {false, false, Activation::Relu}; return true;
+    case CUBLASLT_EPILOGUE_BIAS: *out = {true, false, Activation::None}; return true;
+    case CUBLASLT_EPILOGUE_RELU_BIAS: *out = {true, false, Activation::Relu}; return true;
+    case CUBLASLT_EPILOGUE_GELU: *out = {false, false, Activation::Gelu}; return true;
+    case CUBLASLT_EPILOGUE_GELU_BIAS: *out = {true, false, Activation::Gelu}; return true;
+    case CUBLASLT_EPILOGUE_GELU_AUX: *out = {false, true, Activation::Gelu}; return true;
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: *out = {true, true, Activation::Gelu}; return true;
+    default: return false;
+  }
+}
+
+// A matmul's shapes and types, checked; everything but the data pointers.
+struct Plan {
+  GemmProblem problem;
+  EpilogueParts parts;
+  const cublasLtMatrixLayoutOpaque* a = nullptr;
+  const cublasLtMatrixLayoutOpaque* b = nullptr;
+  const cublasLtMatrixLayoutOpaque* c = nullptr;
+  const cublasLtMatrixLayoutOpaque* d = nullptr;
+};
+
+cublasStatus_t make_plan(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                         cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, Plan* plan) {
+  if (desc == nullptr || a == nullptr || b == nullptr || c == nullptr || d == nullptr)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  GemmProblem& p = plan->problem;
+  Element type_c;
+  if (desc->scale_type != CUDA_R_32F || !fp32_accumulation(desc->compute_type) || desc->pointer_mode != 0 ||
+      !to_element(a->type, &p.a.type) || !to_element(b->type, &p.b.type) || !to_element(c->type, &type_c) ||
+      !to_element(d->type, &p.d.type) || type_c != p.d.type || !epilogue_parts(desc->epilogue, &plan->parts))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  for (const auto* layout : {a, b, c, d})
+    if (layout->order != CUBLASLT_ORDER_COL) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const auto op_ok = [](int32_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T; };
+  if (!op_ok(desc->transa) || !op_ok(desc->transb)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  p.a.transposed = desc->transa == CUBLAS_OP_T;
+  p.b.transposed = desc->transb == CUBLAS_OP_T;
+  const uint64_t m = d->rows, n = d->cols;
+  const uint64_t k = p.a.transposed ? a->rows : a->cols;
+  const bool shapes_agree = (p.a.transposed ? a->cols : a->rows) == m && (p.b.transposed ? b->cols : b->rows) == k &&
+                            (p.b.transposed ? b->rows : b->cols) == n && c->rows == m && c->cols == n;
+  const bool batches_agree = a->batch == d->batch && b->batch == d->batch && c->batch == d->batch && d->batch >= 1;
+  if (!shapes_agree || !batches_agree) return CUBLAS_STATUS_INVALID_VALUE;
+  for (const auto* layout : {a, b, c, d})
+    if (layout->ld < std::max<int64_t>(1, static_cast<int64_t>(layout->rows))) return CUBLAS_STATUS_INVALID_VALUE;
+  const EpilogueParts& e = plan->parts;
+  if (e.aux && desc->aux_ld < static_cast<int64_t>(std::max<uint64_t>(1, m))) return CUBLAS_STATUS_INVALID_VALUE;
+  p.epilogue.bias_type = p.d.type;
+  if (desc->bias_type >= 0 && !to_element(static_cast<uint32_t>(desc->bias_type), &p.epilogue.bias_type))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  p.m = static_cast<int64_t>(m);
+  p.n = static_cast<int64_t>(n);
+  p.k = static_cast<int64_t>(k);
+  p.batch = d->batch;
+  p.a.ld = a->ld;
+  p.a.batch_stride = a->stride;
+  p.b.ld = b->ld;
+  p.b.batch_stride = b->stride;
+  p.ldc = c->ld;
+  p.c_batch_stride = c->stride;
+  p.d.ld = d->ld;
+  p.d.batch_stride = d->stride;
+  p.tf32 = desc->compute_type == CUBLAS_COMPUTE_32F_FAST_TF32;
+  p.epilogue.activation = e.activation;
+  p.epilogue.bias_batch_stride = desc->bias_batch_stride;
+  p.epilogue.aux_ld = desc->aux_ld;
+  p.epilogue.aux_batch_stride = desc->aux_batch_stride;
+  plan->a = a;
+  plan->b = b;
+  plan->c = c;
+  plan->d = d;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  const int device = current_device();
+  if (!valid_device(device)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  *handle = new cublasLtContext{device};
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute_type,
+                                        cudaDataType_t scale_type) {
+  if (desc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *desc = new cublasLtMatmulDescOpaque;
+  (*desc)->compute_type = compute_type;
+  (*desc)->scale_type = scale_type;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
+  delete desc;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
+                                              const void* buf, size_t size) {
+  if (desc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: return set_value(desc->compute_type, buf, size);
+    case CUBLASLT_MATMUL_DESC_SCALE_TYPE: return set_value(desc->scale_type, buf, size);
+    case CUBLASLT_MATMUL_DESC_POINTER_MODE: return set_value(desc->pointer_mode, buf, size);
+    case CUBLASLT_MATMUL_DESC_TRANSA: return set_value(desc->transa, buf, size);
+    case CUBLASLT_MATMUL_DESC_TRANSB: return set_value(desc->transb, buf, size);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: return set_value(desc->epilogue, buf, size);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return set_value(desc->bias, buf, size);
+    case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: return set_value(desc->bias_batch_stride, buf, size);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return set_value(desc->aux, buf, size);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return set_value(desc->aux_ld, buf, size);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE: return set_value(desc->aux_batch_stride, buf, size);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return set_value(desc->bias_type, buf, size);
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, void* buf,
+                                              size_t size, size_t* written) {
+  if (desc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: return get_value(desc->compute_type, buf, size, written);
+    case CUBLASLT_MATMUL_DESC_SCALE_TYPE: return get_value(desc->scale_type, buf, size, written);
+    case CUBLASLT_MATMUL_DESC_POINTER_MODE: return get_value(desc->pointer_mode, buf, size, written);
+    case CUBLASLT_MATMUL_DESC_TRANSA: return get_value(desc->transa, buf, size, written);
+    case CUBLASLT_MATMUL_DESC_TRANSB: return get_value(desc->transb, buf, size, written);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: return get_value(desc->epilogue, buf, size, written);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return get_value(desc->bias, buf, size, written);
+    case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: return get_value(desc->bias_batch_stride, buf, size, written);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return get_value(desc->aux, buf, size, written);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return get_value(desc->aux_ld, buf, size, written);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE: return get_value(desc->aux_batch_stride, buf, size, written);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return get_value(desc->bias_type, buf, size, written);
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld) {
+  if (layout == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *layout = new cublasLtMatrixLayoutOpaque;
+  (*layout)->type = static_cast<uint32_t>(type);
+  (*layout)->rows = rows;
+  (*layout)->cols = cols;
+  (*layout)->ld = ld;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
+  delete layout;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
+                                                const void* buf, size_t size) {
+  if (layout == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  switch (attr) {
+    case CUBLASLT_MATRIX_LAYOUT_TYPE: return set_value(layout->type, buf, size);
+    case CUBLASLT_MATRIX_LAYOUT_ORDER: return set_value(layout->order, buf, size);
+    case CUBLASLT_MATRIX_LAYOUT_ROWS: return set_value(layout->rows, buf, size);
+    case CUBLASLT_MATRIX_LAYOUT_COLS: return set_value(layout->cols, buf, size);
+    case CUBLASLT_MATRIX_LAYOUT_LD: return set_value(layout->ld, buf, size);
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return set_value(layout->batch, buf, size);
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: return set_value(layout->stride, buf, size);
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
+                                                void* buf, size_t size, size_t* written) {
+  if (layout == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  switch (attr) {
+    case CUBLASLT_MATRIX_LAYOUT_TYPE: return get_value(layout->type, buf, size, written);
+    case CUBLASLT_MATRIX_LAYOUT_ORDER: return get_value(layout->order, buf, size, written);
+    case CUBLASLT_MATRIX_LAYOUT_ROWS: return get_value(layout->rows, buf, size, written);
+    case CUBLASLT_MATRIX_LAYOUT_COLS: return get_value(layout->cols, buf, size, written);
+    case CUBLASLT_MATRIX_LAYOUT_LD: return get_value(layout->ld, buf, size, written);
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return get_value(layout->batch, buf, size, written);
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: return get_value(layout->stride, buf, size, written);
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
+  if (pref == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *pref = new cublasLtMatmulPreferenceOpaque;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
+  delete pref;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
+                                                    size_t size) {
+  if (pref == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_SEARCH_MODE: return set_value(pref->search_mode, buf, size);
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: return set_value(pref->max_workspace, buf, size);
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                                              cublasLtMatrixLayout_t a_desc, cublasLtMatrixLayout_t b_desc,
+                                              cublasLtMatrixLayout_t c_desc, cublasLtMatrixLayout_t d_desc,
+                                              cublasLtMatmulPreference_t pref, int requested_count,
+                                              cublasLtMatmulHeuristicResult_t results[], int* returned_count) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (pref == nullptr || requested_count < 1 || results == nullptr || returned_count == nullptr)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  *returned_count = 0;
+  Plan plan;
+  if (const cublasStatus_t status = make_plan(desc, a_desc, b_desc, c_desc, d_desc, &plan);
+      status != CUBLAS_STATUS_SUCCESS)
+    return status;
+  results[0] = cublasLtMatmulHeuristicResult_t{};  // the one algorithm: no workspace
+  results[0].state = CUBLAS_STATUS_SUCCESS;
+  results[0].wavesCount = 1.0f;
+  *returned_count = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
+                              cublasLtMatrixLayout_t a_desc, const void* B, cublasLtMatrixLayout_t b_desc,
+                              const void* beta, const void* C, cublasLtMatrixLayout_t c_desc, void* D,
+                              cublasLtMatrixLayout_t d_desc, const cublasLtMatmulAlgo_t* /*algo*/, void* /*workspace*/,
+                              size_t /*workspace_bytes*/, cudaStream_t stream_handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  Plan plan;
+  if (const cublasStatus_t status = make_plan(desc, a_desc, b_desc, c_desc, d_desc, &plan);
+      status != CUBLAS_STATUS_SUCCESS)
+    return status;
+  GemmProblem& p = plan.problem;
+  std::memcpy(&p.alpha, alpha, sizeof(float));  // host pointer mode, fp32 scale type: read now
+  std::memcpy(&p.beta, beta, sizeof(float));
+  // In place (C = D) needs C's layout to be D's.
+  if (C == D && (plan.c->ld != plan.d->ld || plan.c->stride != plan.d->stride)) return CUBLAS_STATUS_INVALID_VALUE;
+  if ((plan.parts.bias && desc->bias == nullptr) || (plan.parts.aux && desc->aux == nullptr))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
+  CUstream_st* stream = resolve_stream(stream_handle);
+  if (stream == nullptr || sticky_error(handle->device) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
+
+  const int device = handle->device;
+  const char* call = "cublasLtMatmul";
+  const size_t out_bytes = element_bytes(p.d.type);
+  const int64_t rows_a = p.a.transposed ? p.k : p.m, cols_a = p.a.transposed ? p.m : p.k;
+  const int64_t rows_b = p.b.transposed ? p.n : p.k, cols_b = p.b.transposed ? p.k : p.n;
+  const bool reads_ab = p.alpha != 0.0f && p.k > 0;
+  const bool operands_ok =
+      (!reads_ab || (check_operand(device, call, "A", A, element_bytes(p.a.type), rows_a, cols_a, p.a.ld, p.batch,
+                                   p.a.batch_stride) &&
+                     check_operand(device, call, "B", B, element_bytes(p.b.type), rows_b, cols_b, p.b.ld, p.batch,
+                                   p.b.batch_stride))) &&
+      (p.beta == 0.0f || check_operand(device, call, "C", C, out_bytes, p.m, p.n, p.ldc, p.batch, p.c_batch_stride)) &&
+      check_operand(device, call, "D", D, out_bytes, p.m, p.n, p.d.ld, p.batch, p.d.batch_stride) &&
+      (!plan.parts.bias || check_operand(device, call, "bias", desc->bias, element_bytes(p.epilogue.bias_type), p.m, 1,
+                                         p.m, p.batch, desc->bias_batch_stride)) &&
+      (!plan.parts.aux || check_operand(device, call, "aux", desc->aux, out_bytes, p.m, p.n, desc->aux_ld, p.batch,
+                                        desc->aux_batch_stride));
+  if (!operands_ok) return CUBLAS_STATUS_SUCCESS;  // as on a GPU, the fault surfaces at the next synchronisation
+
+  p.a.data = A;
+  p.b.data = B;
+  p.c = C;
+  p.d.data = D;
+  p.epilogue.bias = plan.parts.bias ? desc->bias : nullptr;
+  p.epilogue.aux = plan.parts.aux ? desc->aux : nullptr;
+  enqueue(*stream, [p] { run_gemm(p); });
+  return CUBLAS_STATUS_SUCCESS;
+}

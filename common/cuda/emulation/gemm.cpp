@@ -1,0 +1,200 @@
+#include "common/cuda/emulation/gemm.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/cuda/emulation/worker_pool.h"
+#include "cuda_bf16.h"
+#include "cuda_fp16.h"
+
+namespace lab::cuda::emu {
+
+namespace {
+
+// A vector of floats as wide as the machine's widest (GCC vector extension; FMA contraction is enabled
+// for this file in CMake, so acc += a * b is one fused multiply-add).
+#if defined(__AVX512F__)
+constexpr int kLanes = 16;
+#else
+constexpr int kLanes = 8;
+#endif
+typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
+
+constexpr int kMR = 2 * kLanes;  // rows of a micro-tile: two vectors
+constexpr int kNR = 6;           // columns of a micro-tile
+constexpr int64_t kMC = 128;     // rows of a task's tile
+constexpr int64_t kNC = 192;     // columns of a task's tile
+constexpr int64_t kKC = 256;     // depth of one packed slice
+static_assert(kMC % kMR == 0 && kNC % kNR == 0);
+
+float load(const void* data, Element type, int64_t index) {
+  switch (type) {
+    case Element::F32: return static_cast<const float*>(data)[index];
+    case Element::F16: return half_bits_to_float(static_cast<const uint16_t*>(data)[index]);
+    case Element::BF16: return bf16_bits_to_float(static_cast<const uint16_t*>(data)[index]);
+  }
+  return 0.0f;
+}
+
+void store(void* data, Element type, int64_t index, float value) {
+  switch (type) {
+    case Element::F32: static_cast<float*>(data)[index] = value; break;
+    case Element::F16: static_cast<uint16_t*>(data)[index] = float_to_half_bits(value); break;
+    case Element::BF16: static_cast<uint16_t*>(data)[index] = float_to_bf16_bits(value); break;
+  }
+}
+
+size_t element_bytes(Element type) {
+  return type == Element::F32 ? 4 : 2;
+}
+
+const void* offset(const void* data, Element type, int64_t elements) {
+  return static_cast<const std::byte*>(data) + elements * static_cast<int64_t>(element_bytes(type));
+}
+
+// The (row, col) element of op(X), X of problem data `base`.
+float element(const GemmInput& x, const void* base, int64_t row, int64_t col) {
+  return x.transposed ? load(base, x.type, col + row * x.ld) : load(base, x.type, row + col * x.ld);
+}
+
+// Rows [i0, i0 + rows) of op(A) over depth [p0, p0 + depth), as panels of kMR rows: for each depth p the
+// panel's kMR values are contiguous. Rows past the end are zero.
+void pack_a(const GemmInput& a, const void* base, int64_t i0, int64_t rows, int64_t p0, int64_t depth, bool tf32,
+            float* out) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kMR) {
+    float* panel = out + r0 * depth;
+    const int64_t valid = std::min<int64_t>(kMR, rows - r0);
+    for (int64_t p = 0; p < depth; ++p) {
+      float* column = panel + p * kMR;
+      for (int64_t r = 0; r < valid; ++r) {
+        const float v = element(a, base, i0 + r0 + r, p0 + p);
+        column[r] = tf32 ? round_to_tf32(v) : v;
+      }
+      for (int64_t r = valid; r < kMR; ++r) column[r] = 0.0f;
+    }
+  }
+}
+
+// Columns [j0, j0 + cols) of op(B) over depth [p0, p0 + depth), as panels of kNR columns.
+void pack_b(const GemmInput& b, const void* base, int64_t p0, int64_t depth, int64_t j0, int64_t cols, bool tf32,
+            float* out) {
+  for (int64_t c0 = 0; c0 < cols; c0 += kNR) {
+    float* panel = out + c0 * depth;
+    const int64_t valid = std::min<int64_t>(kNR, cols - c0);
+    for (int64_t p = 0; p < depth; ++p) {
+      float* row = panel + p * kNR;
+      for (int64_t c = 0; c < valid; ++c) {
+        const float v = element(b, base, p0 + p, j0 + c0 + c);
+        row[c] = tf32 ? round_to_tf32(v) : v;
+      }
+      for (int64_t c = valid; c < kNR; ++c) row[c] = 0.0f;
+    }
+  }
+}
+
+// tile[kMR x kNR] (leading dimension ld) += A panel x B panel over `depth`.
+void micro_kernel(int64_t depth, const float* a, const float* b, float* tile, int64_t ld) {
+  Vec acc[kNR][2] = {};
+  for (int64_t p = 0; p < depth; ++p) {
+    Vec a0, a1;
+    std::memcpy(&a0, a + p * kMR, sizeof a0);
+    std::memcpy(&a1, a + p * kMR + kLanes, sizeof a1);
+    const float* bp = b + p * kNR;
+#pragma GCC unroll 6
+    for (int c = 0; c < kNR; ++c) {
+      acc[c][0] += a0 * bp[c];
+      acc[c][1] += a1 * bp[c];
+    }
+  }
+  for (int c = 0; c < kNR; ++c) {
+    for (int h = 0; h < 2; ++h) {
+      Vec t;
+      std::memcpy(&t, tile + c * ld + h * kLanes, sizeof t);
+      t += acc[c][h];
+      std::memcpy(tile + c * ld + h * kLanes, &t, sizeof t);
+    }
+  }
+}
+
+float activate(Activation activation, float x) {
+  switch (activation) {
+    case Activation::None: return x;
+    case Activation::Relu: return x > 0.0f ? x : 0.0f;
+    case Activation::Gelu: {
+      constexpr float kSqrt2OverPi = 0.7978845608028654f;
+      return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+    }
+  }
+  return x;
+}
+
+// Per OS thread, reused from task to task.
+struct Scratch {
+  std::vector<float> a, b, tile;
+};
+
+// One task: the tile of D at rows [i0, i0 + rows), columns [j0, j0 + cols) of problem `batch`.
+void run_tile(const GemmProblem& p, int64_t batch, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
+  thread_local Scratch s;
+  const int64_t ld = (rows + kMR - 1) / kMR * kMR;  // the tile buffer's leading dimension
+  const int64_t padded_cols = (cols + kNR - 1) / kNR * kNR;
+  s.tile.assign(static_cast<size_t>(ld * padded_cols), 0.0f);
+  if (p.alpha != 0.0f) {
+    const void* a = offset(p.a.data, p.a.type, batch * p.a.batch_stride);
+    const void* b = offset(p.b.data, p.b.type, batch * p.b.batch_stride);
+    s.a.resize(static_cast<size_t>(ld * kKC));
+    s.b.resize(static_cast<size_t>(padded_cols * kKC));
+    for (int64_t p0 = 0; p0 < p.k; p0 += kKC) {
+      const int64_t depth = std::min(kKC, p.k - p0);
+      pack_a(p.a, a, i0, rows, p0, depth, p.tf32, s.a.data());
+      pack_b(p.b, b, p0, depth, j0, cols, p.tf32, s.b.data());
+      for (int64_t c0 = 0; c0 < cols; c0 += kNR)
+        for (int64_t r0 = 0; r0 < rows; r0 += kMR)
+          micro_kernel(depth, s.a.data() + r0 * depth, s.b.data() + c0 * depth, s.tile.data() + r0 + c0 * ld, ld);
+    }
+  }
+  const GemmEpilogue& e = p.epilogue;
+  const Element type = p.d.type;
+  void* const d = const_cast<void*>(offset(p.d.data, type, batch * p.d.batch_stride));
+  const void* const c = p.beta != 0.0f ? offset(p.c, type, batch * p.c_batch_stride) : nullptr;
+  const void* const bias = e.bias ? offset(e.bias, e.bias_type, batch * e.bias_batch_stride) : nullptr;
+  void* const aux = e.aux ? const_cast<void*>(offset(e.aux, type, batch * e.aux_batch_stride)) : nullptr;
+  for (int64_t j = 0; j < cols; ++j) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t row = i0 + i, col = j0 + j;
+      float v = p.alpha * s.tile[static_cast<size_t>(i + j * ld)];
+      if (c) v += p.beta * load(c, type, row + col * p.ldc);
+      if (bias) v += load(bias, e.bias_type, row);
+      if (aux) store(aux, type, row + col * e.aux_ld, v);
+      store(d, type, row + col * p.d.ld, activate(e.activation, v));
+    }
+  }
+}
+
+}  // namespace
+
+float round_to_tf32(float x) {
+  uint32_t bits = std::bit_cast<uint32_t>(x);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;  // infinity or NaN
+  bits += 0x0fffu + ((bits >> 13) & 1u);              // to nearest at bit 13, ties to even
+  return std::bit_cast<float>(bits & ~0x1fffu);
+}
+
+void run_gemm(const GemmProblem& p) {
+  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
+  const int64_t tiles_m = (p.m + kMC - 1) / kMC;
+  const int64_t tiles_n = (p.n + kNC - 1) / kNC;
+  const int64_t per_batch = tiles_m * tiles_n;
+  run_parallel(static_cast<uint64_t>(p.batch * per_batch), [&](uint64_t task) {
+    const int64_t t = static_cast<int64_t>(task);
+    const int64_t batch = t / per_batch, tile = t % per_batch;
+    const int64_t i0 = tile % tiles_m * kMC, j0 = tile / tiles_m * kNC;
+    run_tile(p, batch, i0, std::min(kMC, p.m - i0), j0, std::min(kNC, p.n - j0));
+    return true;
+  });
+}
+
+}  // namespace lab::cuda::emu

@@ -1,0 +1,248 @@
+// The allocation registry (see memory.h) and the memory calls of the runtime: allocation, attributes,
+// copies and memsets.
+#include "common/cuda/emulation/memory.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+#include <vector>
+
+#include "common/cuda/emulation/device.h"
+#include "common/cuda/emulation/settings.h"
+#include "common/cuda/emulation/streams.h"
+
+namespace lab::cuda::emu {
+
+namespace {
+
+constexpr size_t kDeviceAlignment = 256;  // what cudaMalloc guarantees
+constexpr size_t kPinnedAlignment = 4096;
+
+struct Registry {
+  std::shared_mutex mutex;
+  std::map<const std::byte*, Allocation> by_base;
+  std::vector<size_t> used;  // device bytes in use, per device
+};
+
+Registry& registry() {
+  static Registry* const r = [] {
+    auto* created = new Registry;
+    created->used.resize(static_cast<size_t>(device_count()));
+    return created;
+  }();
+  return *r;
+}
+
+size_t round_up(size_t bytes, size_t multiple) {
+  return (bytes + multiple - 1) / multiple * multiple;
+}
+
+std::optional<Allocation> find_locked(const Registry& r, const void* ptr) {
+  const auto* p = static_cast<const std::byte*>(ptr);
+  auto it = r.by_base.upper_bound(p);
+  if (it == r.by_base.begin()) return std::nullopt;
+  --it;
+  if (p > it->second.base + it->second.bytes) return std::nullopt;
+  return it->second;
+}
+
+// Removes the allocation starting exactly at `ptr` if it has `kind`; false when there is none.
+bool unregister(const void* ptr, MemoryKind kind) {
+  Registry& r = registry();
+  std::unique_lock<std::shared_mutex> lock(r.mutex);
+  const auto it = r.by_base.find(static_cast<const std::byte*>(ptr));
+  if (it == r.by_base.end() || it->second.kind != kind) return false;
+  if (kind == MemoryKind::Device)
+    r.used[static_cast<size_t>(it->second.device)] -= round_up(it->second.bytes, kDeviceAlignment);
+  r.by_base.erase(it);
+  return true;
+}
+
+void synchronize_all_devices() {
+  for (int d = 0; d < device_count(); ++d) synchronize_device(d);
+}
+
+// Where a copy's pointer lands: its allocation, if any, must hold the whole range.
+struct Side {
+  std::optional<Allocation> allocation;
+  bool valid = true;
+};
+
+Side locate(const void* ptr, size_t bytes) {
+  Side side{find_allocation(ptr), true};
+  if (side.allocation && !inside(*side.allocation, ptr, bytes)) side.valid = false;
+  return side;
+}
+
+bool is_device(const Side& side) {
+  return side.allocation && side.allocation->kind == MemoryKind::Device;
+}
+
+bool is_pageable(const Side& side) {
+  return !side.allocation;
+}
+
+}  // namespace
+
+std::optional<Allocation> find_allocation(const void* ptr) {
+  Registry& r = registry();
+  std::shared_lock<std::shared_mutex> lock(r.mutex);
+  return find_locked(r, ptr);
+}
+
+bool inside(const Allocation& allocation, const void* ptr, size_t bytes) {
+  const auto* p = static_cast<const std::byte*>(ptr);
+  return p >= allocation.base && bytes <= allocation.bytes && p <= allocation.base + (allocation.bytes - bytes);
+}
+
+}  // namespace lab::cuda::emu
+
+// ---------------------------------------------------------------- the runtime calls
+
+using namespace lab::cuda::emu;
+
+// New device memory is filled with 0xff bytes (NaN as float, -1 as int): a kernel that reads memory
+// nobody wrote gets numbers nobody could mistake for results.
+cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  if (ptr == nullptr) return record(cudaErrorInvalidValue);
+  const int device = current_device();
+  if (!valid_device(device)) return record(cudaErrorNoDevice);
+  if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) return record(sticky);
+  *ptr = nullptr;
+  if (bytes == 0) return cudaSuccess;
+  if (bytes > settings().device_memory_bytes) return record(cudaErrorMemoryAllocation);
+  const size_t size = round_up(bytes, kDeviceAlignment);
+  Registry& r = registry();
+  {
+    std::unique_lock<std::shared_mutex> lock(r.mutex);
+    size_t& used = r.used[static_cast<size_t>(device)];
+    if (size > settings().device_memory_bytes - used) return record(cudaErrorMemoryAllocation);
+    used += size;  // reserved now, so that two threads cannot both take the last bytes
+  }
+  auto* memory = static_cast<std::byte*>(std::aligned_alloc(kDeviceAlignment, size));
+  std::unique_lock<std::shared_mutex> lock(r.mutex);
+  if (memory == nullptr) {
+    r.used[static_cast<size_t>(device)] -= size;
+    return record(cudaErrorMemoryAllocation);
+  }
+  r.by_base.emplace(memory, Allocation{memory, bytes, MemoryKind::Device, device});
+  lock.unlock();
+  std::memset(memory, 0xff, size);
+  *ptr = memory;
+  return cudaSuccess;
+}
+
+// Waits for the device first, as cudaFree does: queued kernels may still use the memory.
+cudaError_t cudaFree(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  const int device = current_device();
+  if (!valid_device(device)) return record(cudaErrorNoDevice);
+  synchronize_all_devices();
+  if (!unregister(ptr, MemoryKind::Device)) return record(cudaErrorInvalidValue);
+  std::free(ptr);
+  return record(sticky_error(device));
+}
+
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int flags) {
+  constexpr unsigned kKnown = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
+  if (ptr == nullptr || (flags & ~kKnown) != 0) return record(cudaErrorInvalidValue);
+  const int device = current_device();
+  if (!valid_device(device)) return record(cudaErrorNoDevice);
+  if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) return record(sticky);
+  *ptr = nullptr;
+  if (bytes == 0) return cudaSuccess;
+  auto* memory = static_cast<std::byte*>(std::aligned_alloc(kPinnedAlignment, round_up(bytes, kPinnedAlignment)));
+  if (memory == nullptr) return record(cudaErrorMemoryAllocation);
+  Registry& r = registry();
+  std::unique_lock<std::shared_mutex> lock(r.mutex);
+  r.by_base.emplace(memory, Allocation{memory, bytes, MemoryKind::Pinned, device});
+  *ptr = memory;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+  return cudaHostAlloc(ptr, bytes, cudaHostAllocDefault);
+}
+
+// Waits for every device first, as cudaFreeHost does: queued copies may still read the buffer.
+cudaError_t cudaFreeHost(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  synchronize_all_devices();
+  if (!unregister(ptr, MemoryKind::Pinned)) return record(cudaErrorInvalidValue);
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  if (free_bytes == nullptr || total_bytes == nullptr) return record(cudaErrorInvalidValue);
+  const int device = current_device();
+  if (!valid_device(device)) return record(cudaErrorNoDevice);
+  Registry& r = registry();
+  std::shared_lock<std::shared_mutex> lock(r.mutex);
+  *total_bytes = settings().device_memory_bytes;
+  *free_bytes = *total_bytes - r.used[static_cast<size_t>(device)];
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
+  if (attributes == nullptr) return record(cudaErrorInvalidValue);
+  const std::optional<Allocation> allocation = find_allocation(ptr);
+  void* const address = const_cast<void*>(ptr);
+  if (!allocation) {
+    // Memory the runtime does not know: CUDA 11 and later answer "unregistered" rather than fail.
+    *attributes = cudaPointerAttributes{cudaMemoryTypeUnregistered, -2, nullptr, address};
+  } else if (allocation->kind == MemoryKind::Device) {
+    *attributes = cudaPointerAttributes{cudaMemoryTypeDevice, allocation->device, address, nullptr};
+  } else {
+    *attributes = cudaPointerAttributes{cudaMemoryTypeHost, allocation->device, address, address};
+  }
+  return cudaSuccess;
+}
+
+// A copy runs on the stream's thread in order with the stream's other work. When either side is pageable
+// host memory, the call returns only after the copy has run, as on a GPU (where such a copy is staged
+// through a driver buffer); from and to pinned memory it returns at once.
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t handle) {
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return record(cudaErrorInvalidMemcpyDirection);
+  CUstream_st* stream = resolve_stream(handle);
+  if (stream == nullptr) return record(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t sticky = sticky_error(stream_device(*stream)); sticky != cudaSuccess) return record(sticky);
+  if (bytes == 0) return cudaSuccess;
+  if (dst == nullptr || src == nullptr) return record(cudaErrorInvalidValue);
+  const Side to = locate(dst, bytes);
+  const Side from = locate(src, bytes);
+  if (!to.valid || !from.valid) return record(cudaErrorInvalidValue);  // runs past the end of its allocation
+  const bool wants_device_dst = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool wants_device_src = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if ((wants_device_dst && !is_device(to)) || (wants_device_src && !is_device(from)))
+    return record(cudaErrorInvalidValue);
+  const uint64_t ticket = enqueue(*stream, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+  if (is_pageable(to) || is_pageable(from)) wait_for(*stream, ticket);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (const cudaError_t error = cudaMemcpyAsync(dst, src, bytes, kind, cudaStreamLegacy); error != cudaSuccess)
+    return error;
+  return cudaStreamSynchronize(cudaStreamLegacy);
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t handle) {
+  CUstream_st* stream = resolve_stream(handle);
+  if (stream == nullptr) return record(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t sticky = sticky_error(stream_device(*stream)); sticky != cudaSuccess) return record(sticky);
+  if (bytes == 0) return cudaSuccess;
+  const Side target = locate(ptr, bytes);
+  if (!target.allocation || !target.valid) return record(cudaErrorInvalidValue);
+  enqueue(*stream, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  if (const cudaError_t error = cudaMemsetAsync(ptr, value, bytes, cudaStreamLegacy); error != cudaSuccess)
+    return error;
+  return cudaStreamSynchronize(cudaStreamLegacy);
+}
