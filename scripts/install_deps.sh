@@ -4,6 +4,7 @@ LAB_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-openmp-dev libopenmpi-dev openmpi-bin
+  libboost-context-dev
   python3 python3-numpy python3-matplotlib
 )
 lab_missing=()
