@@ -57,41 +57,9 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   const int64_t micro_tokens = options_.batch * options_.seq;
   accum_steps_ = options_.total_batch_tokens > 0 ? options_.total_batch_tokens / micro_tokens : 1;
 
-  TrainState resumed;
-  if (!options_.resume.empty()) {
-    resumed = for_flag("--resume", [&] { return read_checkpoint_state(options_.resume); });
-    for (const char* key : kResumeInvariants) {
-      const Json* saved = resumed.options.find(key);
-      LAB_CHECK(saved && saved->dump() == options_.to_json().at(key).dump(), InvalidArgument, "--resume: '", key,
-                "' was ", (saved ? saved->dump() : "absent"), " in ", options_.resume, ", now ",
-                options_.to_json().at(key).dump());
-    }
-    LAB_CHECK(resumed.step < options_.steps, InvalidArgument, "--resume: the checkpoint ", options_.resume,
-              " is already at step ", resumed.step, ", and --steps ", options_.steps,
-              " counts the total, so there is nothing to train (give --steps above ", resumed.step, ")");
-    start_step_ = resumed.step;
-  }
-  // The model: named by --model, or carried by the checkpoint or the weights file (then --model must agree).
-  GPT2Config config;
-  const char* config_flag = nullptr;
-  std::string config_file;
-  if (!options_.resume.empty()) {
-    config = resumed.config;
-    config_flag = "--resume";
-    config_file = options_.resume;
-  } else if (!options_.init.empty()) {
-    config = for_flag("--init", [&] { return read_gpt2_config(options_.init); });
-    config_flag = "--init";
-    config_file = options_.init;
-  } else {
-    config = GPT2Config::from_name(options_.model.empty() ? "small" : options_.model);
-  }
-  if (config_flag && !options_.model.empty()) {
-    const GPT2Config named = GPT2Config::from_name(options_.model);
-    LAB_CHECK(named == config, InvalidArgument, "--model ", options_.model, " (", named.str(), ") is not the model in ",
-              config_file, " (", config.str(), "): ", config_flag,
-              " takes the model from the file, so leave --model out");
-  }
+  const TrainState resumed = read_resume_state();
+  start_step_ = resumed.step;
+  const GPT2Config config = model_config(resumed);
   setup_data();
   model_ = std::make_unique<GPT2>(config, device_);
   LAB_CHECK(options_.seq <= model_->config().block_size, InvalidArgument, "--seq ", options_.seq,
@@ -144,6 +112,37 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
 }
 
 Trainer::~Trainer() = default;
+
+TrainState Trainer::read_resume_state() const {
+  if (options_.resume.empty()) return {};
+  const TrainState resumed = for_flag("--resume", [&] { return read_checkpoint_state(options_.resume); });
+  for (const char* key : kResumeInvariants) {
+    const Json* saved = resumed.options.find(key);
+    LAB_CHECK(saved && saved->dump() == options_.to_json().at(key).dump(), InvalidArgument, "--resume: '", key,
+              "' was ", (saved ? saved->dump() : "absent"), " in ", options_.resume, ", now ",
+              options_.to_json().at(key).dump());
+  }
+  LAB_CHECK(resumed.step < options_.steps, InvalidArgument, "--resume: the checkpoint ", options_.resume,
+            " is already at step ", resumed.step, ", and --steps ", options_.steps,
+            " counts the total, so there is nothing to train (give --steps above ", resumed.step, ")");
+  return resumed;
+}
+
+GPT2Config Trainer::model_config(const TrainState& resumed) const {
+  if (options_.resume.empty() && options_.init.empty())
+    return GPT2Config::from_name(options_.model.empty() ? "small" : options_.model);
+  // The checkpoint or the weights file carries the model; a --model given as well must name the same one.
+  const bool resuming = !options_.resume.empty();
+  const char* flag = resuming ? "--resume" : "--init";
+  const std::string& file = resuming ? options_.resume : options_.init;
+  const GPT2Config config = resuming ? resumed.config : for_flag(flag, [&] { return read_gpt2_config(file); });
+  if (!options_.model.empty()) {
+    const GPT2Config named = GPT2Config::from_name(options_.model);
+    LAB_CHECK(named == config, InvalidArgument, "--model ", options_.model, " (", named.str(), ") is not the model in ",
+              file, " (", config.str(), "): ", flag, " takes the model from the file, so leave --model out");
+  }
+  return config;
+}
 
 void Trainer::setup_data() {
   std::string train = options_.data_train, val = options_.data_val;

@@ -45,6 +45,8 @@ class Trainer {
     double loss = 0, grad_norm = 0, lr = 0, seconds = 0, data_seconds = 0;
   };
 
+  TrainState read_resume_state() const;  // the --resume checkpoint's state, checked against the options
+  GPT2Config model_config(const TrainState& resumed) const;
   void setup_data();
   void setup_model();
   StepResult train_step(int64_t step);

@@ -30,9 +30,10 @@ BenchRun run_loader_bench(const std::string& args, const std::string& dir) {
 TEST(LoaderBench, AQuickRunMeasuresEveryStageAndLeavesNothingBehind) {
   const std::string dir = scratch_directory();
   // --quick, made quicker still: the test checks the plumbing, not the numbers.
-  const BenchRun r = run_loader_bench("--quick --steps 2 --warmup-steps 1 --slow-read-us 5000 --device cpu --dir " +
-                                          dir + "/work --json " + dir + "/loaders.json",
-                                      dir);
+  const BenchRun r =
+      run_loader_bench("--quick --steps 2 --warmup-steps 1 --slow-read-us 5000 --device cpu --threads 1 --dir " + dir +
+                           "/work --json " + dir + "/loaders.json",
+                       dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const bench::BenchResult result = bench::BenchResult::read(dir + "/loaders.json");
   EXPECT_EQ(result.rows.size(), 8u);  // 4 stages, with and without the slow source

@@ -58,7 +58,7 @@ inline std::string tiny_flags(const std::string& dir) {
   write_tiny_shards(dir);
   return "--data-train '" + dir + "/train_*.bin' --data-val " + dir +
          "/val_000000.bin --model tiny --device cpu --batch 2 --seq 16 --lr 0.01 --warmup-steps 2 "
-         "--eval-every 0 --sample-tokens 0 --threads 2";
+         "--eval-every 0 --sample-tokens 0 --threads 1";
 }
 
 inline std::vector<Json> read_log(const std::string& path) {
