@@ -1,8 +1,9 @@
 // How an mpirun job ends when a rank fails: whole jobs of mpi_failing_rank, launched and watched from
 // outside. A job whose rank throws or dies must end at once (mpirun stops the other ranks, which are
-// waiting for it), not after the others' timeout; a rank that never arrives makes the others time out
-// with an error naming the operation; a program started without mpirun is one rank. A job that hung
-// would run into this test's CTest timeout.
+// waiting for it), not after the others' timeout of 100 s; a rank that never arrives makes the others time
+// out with an error naming the operation; a program started without mpirun is one rank. Each job runs
+// under a 60 s watchdog (coreutils' timeout, exit status 124): a job still running then is a hang, reported
+// as such, not a slow machine (these jobs take about 2 s).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -30,11 +31,14 @@ Finished run(const std::string& command) {
   return finished;
 }
 
+constexpr int kHung = 124;  // timeout's exit status when the watchdog ended the job
+
 // mpirun needs two variables to run as root; leak checking is off in the ranks under AddressSanitizer
 // (Open MPI's own leaks at exit, see cmake/lab_mpi.cmake).
 std::string under_mpirun(int ranks, const std::string& arguments) {
   return cat("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" ",
-             LAB_MPIEXEC, " -n ", ranks, " --oversubscribe --bind-to none ", LAB_FAILING_RANK, " ", arguments);
+             "timeout --kill-after=5 60 ", LAB_MPIEXEC, " -n ", ranks, " --oversubscribe --bind-to none ",
+             LAB_FAILING_RANK, " ", arguments);
 }
 
 bool contains(const std::string& text, const std::string& part) {
@@ -52,6 +56,7 @@ TEST(MpiLaunch, WhenEveryRankArrivesTheJobSucceeds) {
 // The survivors wait in the all-reduce with a timeout of 100 s; the job ends long before, by mpirun.
 TEST(MpiLaunch, ARankThatThrowsEndsTheJobWithItsError) {
   const Finished job = run(under_mpirun(3, "throw 100000"));
+  EXPECT_NE(job.exit_code, kHung) << "the job still ran after 60 s:\n" << job.output;
   EXPECT_NE(job.exit_code, 0) << job.output;
   EXPECT_TRUE(contains(job.output, "mpi_failing_rank: error: rank 1 could not read its data shard")) << job.output;
   EXPECT_FALSE(contains(job.output, "timed out")) << job.output;
@@ -60,6 +65,7 @@ TEST(MpiLaunch, ARankThatThrowsEndsTheJobWithItsError) {
 
 TEST(MpiLaunch, ARankThatDiesEndsTheJob) {
   const Finished job = run(under_mpirun(3, "kill 100000"));
+  EXPECT_NE(job.exit_code, kHung) << "the job still ran after 60 s:\n" << job.output;
   EXPECT_NE(job.exit_code, 0) << job.output;
   EXPECT_FALSE(contains(job.output, "timed out")) << job.output;
   EXPECT_FALSE(contains(job.output, "sum")) << job.output;
@@ -67,6 +73,7 @@ TEST(MpiLaunch, ARankThatDiesEndsTheJob) {
 
 TEST(MpiLaunch, ARankThatNeverArrivesMakesTheOthersTimeOut) {
   const Finished job = run(under_mpirun(3, "late 500"));
+  EXPECT_NE(job.exit_code, kHung) << "the job still ran after 60 s:\n" << job.output;
   EXPECT_NE(job.exit_code, 0) << job.output;
   EXPECT_TRUE(contains(job.output, "[mpi] all_reduce #1: timed out after 500 ms waiting for all 3 ranks to call it"))
       << job.output;
