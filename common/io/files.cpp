@@ -371,7 +371,8 @@ AtomicDirectory::AtomicDirectory(std::string final_path, std::string kind)
   prepare(final_path_, kind_);
   if (::mkdir(temp_path_.c_str(), 0755) != 0) fail_errno("create directory", temp_path_);
   // The marker comes first, so that a writer interrupted at any later point leaves a recognisable directory.
-  write_file_durable(temp_path_ + "/" + kMarkerName, kind_ + "\n");
+  // Both writes of the marker are atomic: a crash never leaves a half-written one.
+  write_file_atomic(temp_path_ + "/" + kMarkerName, kind_ + "\n");
 }
 
 AtomicDirectory::~AtomicDirectory() {
@@ -396,7 +397,7 @@ void AtomicDirectory::commit() {
   std::string marker = kind_ + "\n";
   for (const std::string& name : directory_entries(temp_path_))
     if (name != kMarkerName) marker += name + "\n";
-  write_file_durable(temp_path_ + "/" + kMarkerName, marker);
+  write_file_atomic(temp_path_ + "/" + kMarkerName, marker);
   // Files may have been written by any means (path_of + a library writer), so make each one durable here
   // rather than trusting that its writer did.
   for (const auto& entry : fs::recursive_directory_iterator(temp_path_)) {
