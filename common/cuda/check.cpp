@@ -34,9 +34,13 @@ bool finished(cudaError_t status, const char* statement, const char* file, int l
 
 void check_launch(const char* kernel) {
   const cudaError_t launch_error = cudaGetLastError();
-  if (launch_error != cudaSuccess)
+  if (launch_error != cudaSuccess) {
+    // Without the switch, a fault raised while an earlier kernel ran is sticky and shows up here too.
     fail(ErrorKind::Cuda, "CUDA error: ", cudaGetErrorName(launch_error), " (", cudaGetErrorString(launch_error),
-         ") launching kernel ", kernel);
+         ") launching kernel ", kernel,
+         sync_after_launch() ? ""
+                             : " (or raised by an earlier kernel: LAB_CUDA_SYNC_LAUNCH=1 names the one that faulted)");
+  }
   if (!sync_after_launch()) return;
   const cudaError_t run_error = cudaDeviceSynchronize();
   if (run_error != cudaSuccess)

@@ -3,6 +3,7 @@
 // weight). Strict fp32 on both sides; skipped when no GPU is visible (the emulation build runs it).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -11,10 +12,10 @@
 
 #include "ch10_gpt2/trainer.h"
 #include "common/io/shards.h"
+#include "common/nn/gpt2.h"
 #include "common/nn/parameters.h"
 #include "tests/common/cuda/gpu_test.h"
 #include "tests/common/expect_error.h"
-#include "tests/support/test_support.h"
 
 namespace lab {
 namespace {
@@ -32,6 +33,19 @@ std::vector<Json> read_log(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) out.push_back(Json::parse(line));
   return out;
+}
+
+constexpr int64_t kSeed = 1337;
+
+// || (actual - start) - (expected - start) || / || expected - start ||: how far an update is from the reference's.
+double update_error(const Tensor& actual, const Tensor& expected, const Tensor& start) {
+  const std::vector<float> a = actual.to_floats(), e = expected.to_floats(), s = start.to_floats();
+  double diff = 0, size = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    diff += std::pow(static_cast<double>(a[i]) - e[i], 2);
+    size += std::pow(static_cast<double>(e[i]) - s[i], 2);
+  }
+  return std::sqrt(diff / size);
 }
 
 struct TrainingRun {
@@ -55,6 +69,7 @@ TrainingRun train_on(const std::string& device, const std::string& dir) {
   o.eval_every = 0;
   o.val_batches = 2;
   o.sample_tokens = 0;
+  o.seed = kSeed;
   o.log_json = dir + "/" + device + ".jsonl";
   Trainer trainer(o);
   TrainingRun run;
@@ -89,22 +104,30 @@ TEST(TrainerOnCuda, FollowsTheCpuOverAFewSteps) {
   }
   EXPECT_LT(cpu.steps.back().at("loss").as_number(), cpu.steps.front().at("loss").as_number()) << "it learns";
   EXPECT_NEAR(gpu.summary.last_val_loss, cpu.summary.last_val_loss, 2e-5 * cpu.summary.last_val_loss);
-  // Every weight, except the key part of c_attn's bias: its exact gradient is zero (softmax ignores a shift
-  // of a whole row of scores), so AdamW moves it by rounding noise, differently on each device.
+  // Every weight, judged by its update: the final weights minus the initial ones, which both runs draw from
+  // the same seed. AdamW normalises each element's step, so an element whose gradient is within rounding of
+  // zero moves by up to the learning rate in either direction, and the weights compared element by element
+  // part by that much; the update as a whole agrees far better (at most 8e-5 per tensor in the emulation build,
+  // against a bound of 1e-3). The key
+  // part of c_attn's bias is left out: its exact gradient is zero (softmax ignores a shift of a whole row of
+  // scores), so AdamW moves it by rounding noise alone, differently on each device.
+  GPT2 initial(GPT2Config::from_name("tiny"), Device::cpu());
+  initial.init_weights(kSeed);
   ASSERT_EQ(gpu.final_params.size(), cpu.final_params.size());
   for (size_t i = 0; i < cpu.final_params.size(); ++i) {
     const auto& [name, expected] = cpu.final_params[i];
     const Tensor& actual = gpu.final_params[i].second;
+    const Tensor start = initial.parameters().value(name);
+    std::vector<std::pair<int64_t, int64_t>> ranges = {{0, expected.numel()}};
     if (name.ends_with("attn.c_attn.bias")) {
       const int64_t C = expected.numel() / 3;
-      for (const int64_t begin : {int64_t{0}, 2 * C}) {
-        EXPECT_LT(test::max_scaled_error(actual.view(begin, {C}).to_floats(), expected.view(begin, {C}).to_floats()),
-                  1e-4)
-            << name << " from " << begin;
-      }
-      continue;
+      ranges = {{0, C}, {2 * C, 3 * C}};
     }
-    EXPECT_LT(test::max_scaled_error(actual.to_floats(), expected.to_floats()), 1e-4) << name;
+    for (const auto& [begin, end] : ranges) {
+      const Shape shape = {end - begin};
+      EXPECT_LT(update_error(actual.view(begin, shape), expected.view(begin, shape), start.view(begin, shape)), 1e-3)
+          << name << " [" << begin << ", " << end << ")";
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// CPU reference of common/ops/gelu.h (tanh approximation, vectorised through tanh_fast).
+// CPU reference of common/ops/gelu.h (tanh approximation in its sigmoid form, vectorised through exp_fast).
 #include "common/ops/gelu.h"
 
 #include <cmath>
@@ -19,7 +19,7 @@ void gelu_forward(const Tensor& out, const Tensor& x) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float v = xp[i];
-    op[i] = 0.5f * v * (1.0f + tanh_fast(kSqrt2OverPi * (v + kCubic * v * v * v)));
+    op[i] = v / (1.0f + exp_fast(-2.0f * kSqrt2OverPi * (v + kCubic * v * v * v)));  // v * sigmoid(2u), see gelu.h
   }
 }
 
@@ -31,10 +31,9 @@ void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float v = xp[i];
-    const float u = kSqrt2OverPi * (v + kCubic * v * v * v);
-    const float t = tanh_fast(u);
-    const float sech2 = 1.0f - t * t;
-    const float grad = 0.5f * (1.0f + t) + 0.5f * v * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
+    // d/dv [v s(2u)] = s + 2 v s (1 - s) u',  s = sigmoid(2u) = 0.5 (1 + tanh u)
+    const float s = 1.0f / (1.0f + exp_fast(-2.0f * kSqrt2OverPi * (v + kCubic * v * v * v)));
+    const float grad = s + 2.0f * v * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
     dxp[i] += grad * dp[i];
   }
 }

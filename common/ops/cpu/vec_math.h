@@ -30,9 +30,4 @@ inline float exp_fast(float x) {
   return er * std::bit_cast<float>(bits);
 }
 
-// tanh(x) = 1 - 2 / (exp(2x) + 1): exact limits at +-inf, absolute error ~1e-7 near 0.
-inline float tanh_fast(float x) {
-  return 1.0f - 2.0f / (exp_fast(2.0f * x) + 1.0f);
-}
-
 }  // namespace lab::ops::cpu

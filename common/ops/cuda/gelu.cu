@@ -1,4 +1,4 @@
-// CUDA kernels of common/ops/gelu.h (tanh approximation).
+// CUDA kernels of common/ops/gelu.h (tanh approximation in its sigmoid form).
 //
 // Parallelisation: one thread per element, kBlockSize threads a block; consecutive threads read and
 // write consecutive elements, so every access is coalesced. Forward and backward are one launch each.
@@ -18,16 +18,16 @@ __global__ void gelu_forward_kernel(float* out, const float* x, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float v = x[i];
-  out[i] = 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kCubic * v * v * v)));
+  out[i] = v / (1.0f + expf(-2.0f * kSqrt2OverPi * (v + kCubic * v * v * v)));  // v * sigmoid(2u), see gelu.h
 }
 
 __global__ void gelu_backward_kernel(float* dx, const float* x, const float* dout, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float v = x[i];
-  const float t = tanhf(kSqrt2OverPi * (v + kCubic * v * v * v));
-  const float sech2 = 1.0f - t * t;
-  const float grad = 0.5f * (1.0f + t) + 0.5f * v * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
+  // d/dv [v s(2u)] = s + 2 v s (1 - s) u',  s = sigmoid(2u) = 0.5 (1 + tanh u)
+  const float s = 1.0f / (1.0f + expf(-2.0f * kSqrt2OverPi * (v + kCubic * v * v * v)));
+  const float grad = s + 2.0f * v * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
   dx[i] += grad * dout[i];
 }
 

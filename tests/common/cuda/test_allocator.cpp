@@ -149,7 +149,8 @@ TEST(CudaAllocator, RecordStreamOnTheOwnerIsANoOpAndWrappedMemoryIsRejected) {
   const Tensor reused = Tensor::empty({3000}, DType::F32, kGpu);
   EXPECT_EQ(reused.raw(), block) << "the owner's own use must not delay reuse";
 
-  const Tensor wrapped = Tensor::wrap(reused.raw(), {10}, DType::F32, kGpu, [] {});
+  // Device memory the allocator did not hand out as a block (here: inside one, as a foreign buffer would be).
+  const Tensor wrapped = Tensor::wrap(reused.data<float>() + 1, {10}, DType::F32, kGpu, [] {});
   testing::expect_error([&] { cuda::record_stream(wrapped, a); }, ErrorKind::InvalidArgument,
                         {"record_stream", "caching allocator"});
 }

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 #include "common/nn/gpt2.h"
 #include "common/optim/adamw.h"
@@ -84,6 +86,7 @@ TEST_P(GPT2OnCuda, LogitsLossAndEveryGradientMatchTheCpu) {
 
 TEST_P(GPT2OnCuda, TenAdamWStepsMatchTheCpu) {
   Pair p(small_config(), 13);
+  const std::vector<float> initial = p.cpu.parameters().params().to_floats();
   AdamW opt_gpu(p.gpu.parameters(), {}), opt_cpu(p.cpu.parameters(), {});
   for (int step = 0; step < 10; ++step) {
     double losses[2], norms[2];
@@ -102,18 +105,34 @@ TEST_P(GPT2OnCuda, TenAdamWStepsMatchTheCpu) {
     EXPECT_NEAR(losses[0], losses[1], 2e-5 * scale() * losses[1]) << "step " << step;
     EXPECT_NEAR(norms[0], norms[1], 1e-4 * scale() * norms[1]) << "step " << step;
   }
-  // As in the PyTorch comparison, the key part of c_attn's bias is left out: its exact gradient is zero
-  // (softmax ignores a shift of a whole row of scores), so both devices follow rounding noise there.
+  // Every weight, in [begin, end) ranges of the flat buffer. As in the PyTorch comparison, the key part of
+  // c_attn's bias is left out: its exact gradient is zero (softmax ignores a shift of a whole row of scores), so
+  // both devices follow rounding noise there.
   const int64_t C = small_config().n_embd;
+  const std::vector<float> gpu = p.gpu.parameters().params().to_floats(), cpu = p.cpu.parameters().params().to_floats();
   for (const ParamInfo& info : p.cpu.parameters().infos()) {
-    const Tensor gpu = p.gpu.parameters().value(info.name), cpu = p.cpu.parameters().value(info.name);
-    if (info.name.ends_with("attn.c_attn.bias")) {
-      for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, C}, {2 * C, 3 * C}})
-        EXPECT_TRUE(test::all_close(info.name.c_str(), gpu.view(begin, {end - begin}), cpu.view(begin, {end - begin}),
-                                    {1e-4 * scale(), 1e-4 * scale()}));
-      continue;
+    std::vector<std::pair<int64_t, int64_t>> ranges = {{info.offset, info.offset + info.numel()}};
+    if (info.name.ends_with("attn.c_attn.bias"))
+      ranges = {{info.offset, info.offset + C}, {info.offset + 2 * C, info.offset + 3 * C}};
+    for (const auto& [begin, end] : ranges) {
+      const std::vector<float> g(gpu.begin() + begin, gpu.begin() + end), c(cpu.begin() + begin, cpu.begin() + end);
+      if (!GetParam()) {
+        EXPECT_TRUE(test::all_close(info.name.c_str(), Tensor::from_floats(g, {end - begin}),
+                                    Tensor::from_floats(c, {end - begin}), {1e-4, 1e-4}));
+        continue;
+      }
+      // TF32 gradients carry relative errors near 1e-3, and AdamW normalises each element's step, so an element
+      // whose gradient is within that error of zero may step either way: element by element the weights part
+      // by up to a few learning rates. The update as a whole, weights minus their start, agrees to a few percent
+      // (at most 6% per tensor in the emulation build).
+      const std::vector<float> start(initial.begin() + begin, initial.begin() + end);
+      double diff = 0, size = 0;
+      for (size_t i = 0; i < c.size(); ++i) {
+        diff += std::pow(static_cast<double>(g[i]) - c[i], 2);
+        size += std::pow(static_cast<double>(c[i]) - start[i], 2);
+      }
+      EXPECT_LT(std::sqrt(diff / size), 0.15) << info.name << ": the TF32 update differs from the fp32 one";
     }
-    EXPECT_TRUE(test::all_close(info.name.c_str(), gpu, cpu, {1e-4 * scale(), 1e-4 * scale()}));
   }
 }
 

@@ -56,9 +56,6 @@ TEST(CpuKernels, ExpFastIsAccurate) {
     worst = std::max(worst, std::fabs(ops::cpu::exp_fast(x) - ref) / ref);
   }
   EXPECT_LT(worst, 5e-7);
-  EXPECT_EQ(ops::cpu::tanh_fast(100.0f), 1.0f);
-  EXPECT_EQ(ops::cpu::tanh_fast(-100.0f), -1.0f);
-  EXPECT_NEAR(ops::cpu::tanh_fast(0.3f), std::tanh(0.3), 2e-7);
 }
 
 TEST(CpuKernels, AdamWMatchesReferenceOverSteps) {

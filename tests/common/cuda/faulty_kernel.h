@@ -1,0 +1,13 @@
+// A kernel that faults on purpose, for the tests of fault reporting (test_sync_launch.cpp).
+#pragma once
+
+#include "common/core/tensor.h"
+
+namespace lab::test {
+
+// Launches barrier_misuse_kernel on `out`'s device and current stream (one block of 64 threads; `out` holds at
+// least 64 floats). Half of the block returns before a __syncthreads that the other half waits at: undefined
+// behaviour on a GPU (it may hang or appear to work), a fault naming the kernel in the emulation build.
+void launch_barrier_misuse(const Tensor& out);
+
+}  // namespace lab::test
