@@ -1,0 +1,309 @@
+// The cuBLASLt stand-in: matmuls against a triple loop (fp32 with transposes, bf16 and fp16 inputs,
+// batches), the bias, GELU and aux epilogues, the heuristic, TF32 through the compute type, and the checks
+// that return INVALID_VALUE or NOT_SUPPORTED. Also the fp16 and bf16 types of the stand-in headers.
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "tests/common/cuda_emulation/emulation_test.h"
+
+namespace lab::cuda::emu::test {
+namespace {
+
+double gelu(double x) {
+  return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+// Values exactly representable in fp16 and bf16 (multiples of 1/8 below 16), so every input type holds the
+// same numbers and the reference is exact.
+std::vector<float> representable(size_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> eighths(-64, 64);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(eighths(rng)) / 8.0f;
+  return v;
+}
+
+template <typename T>
+std::vector<T> convert(const std::vector<float>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+// Descriptors of one matmul, destroyed at the end of the scope.
+struct Matmul {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  Matmul(cublasComputeType_t compute, cudaDataType_t ab_type, cudaDataType_t cd_type, bool ta, bool tb, int m, int n,
+         int k) {
+    EXPECT_EQ(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+    const int32_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    set(CUBLASLT_MATMUL_DESC_TRANSA, op_a);
+    set(CUBLASLT_MATMUL_DESC_TRANSB, op_b);
+    EXPECT_EQ(cublasLtMatrixLayoutCreate(&a, ab_type, ta ? k : m, ta ? m : k, ta ? k : m), CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(cublasLtMatrixLayoutCreate(&b, ab_type, tb ? n : k, tb ? k : n, tb ? n : k), CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(cublasLtMatrixLayoutCreate(&c, cd_type, m, n, m), CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(cublasLtMatrixLayoutCreate(&d, cd_type, m, n, m), CUBLAS_STATUS_SUCCESS);
+  }
+  ~Matmul() {
+    cublasLtMatmulDescDestroy(desc);
+    for (auto* layout : {a, b, c, d}) cublasLtMatrixLayoutDestroy(layout);
+  }
+  Matmul(const Matmul&) = delete;
+  Matmul& operator=(const Matmul&) = delete;
+  template <typename T>
+  void set(cublasLtMatmulDescAttributes_t attr, const T& value) {
+    EXPECT_EQ(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof value), CUBLAS_STATUS_SUCCESS);
+  }
+  void batch(int count, int64_t sa, int64_t sb, int64_t scd) {
+    const int64_t strides[] = {sa, sb, scd, scd};
+    const cublasLtMatrixLayout_t layouts[] = {a, b, c, d};
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+                CUBLAS_STATUS_SUCCESS);
+      EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
+                                                 sizeof strides[i]),
+                CUBLAS_STATUS_SUCCESS);
+    }
+  }
+};
+
+class CublasLt : public EmulationTest {
+ protected:
+  void SetUp() override {
+    EmulationTest::SetUp();
+    ASSERT_EQ(cublasLtCreate(&handle_), CUBLAS_STATUS_SUCCESS);
+  }
+  void TearDown() override {
+    EXPECT_EQ(cublasLtDestroy(handle_), CUBLAS_STATUS_SUCCESS);
+    EmulationTest::TearDown();
+  }
+  cublasStatus_t run(const Matmul& mm, float alpha, const void* A, const void* B, float beta, const void* C, void* D) {
+    return cublasLtMatmul(handle_, mm.desc, &alpha, A, mm.a, B, mm.b, &beta, C, mm.c, D, mm.d, nullptr, nullptr, 0,
+                          nullptr);
+  }
+  cublasLtHandle_t handle_ = nullptr;
+  std::mt19937 rng_{99};
+};
+
+// D = act(alpha op(A) op(B) + beta C + bias) in double; op(A)(i, p) of the column-major A with the given ld.
+std::vector<double> reference(bool ta, bool tb, int m, int n, int k, float alpha, const std::vector<float>& a,
+                              const std::vector<float>& b, float beta, const std::vector<float>& c,
+                              const std::vector<float>& bias, bool apply_gelu, int batch_index = 0) {
+  std::vector<double> d(static_cast<size_t>(m) * n);
+  const size_t oa = static_cast<size_t>(batch_index) * m * k, ob = static_cast<size_t>(batch_index) * k * n;
+  const size_t oc = static_cast<size_t>(batch_index) * m * n;
+  for (int j = 0; j < n; ++j) {
+    for (int i = 0; i < m; ++i) {
+      double sum = 0.0;
+      for (int p = 0; p < k; ++p) {
+        const double x = ta ? a[oa + static_cast<size_t>(p + i * k)] : a[oa + static_cast<size_t>(i + p * m)];
+        const double y = tb ? b[ob + static_cast<size_t>(j + p * n)] : b[ob + static_cast<size_t>(p + j * k)];
+        sum += x * y;
+      }
+      double v = alpha * sum + beta * c[oc + static_cast<size_t>(i + j * m)];
+      if (!bias.empty()) v += bias[static_cast<size_t>(i)];
+      d[static_cast<size_t>(i + j * m)] = apply_gelu ? gelu(v) : v;
+    }
+  }
+  return d;
+}
+
+TEST_F(CublasLt, Fp32MatmulsWithEveryTranspose) {
+  const int m = 37, n = 45, k = 70;
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      const std::vector<float> a = representable(m * k, rng_), b = representable(k * n, rng_),
+                               c = representable(m * n, rng_);
+      DeviceBuffer<float> da(a), db(b), dc(c), dd(m * n);
+      Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, ta, tb, m, n, k);
+      ASSERT_EQ(run(mm, 0.5f, da.get(), db.get(), 2.0f, dc.get(), dd.get()), CUBLAS_STATUS_SUCCESS);
+      const std::vector<double> ref = reference(ta, tb, m, n, k, 0.5f, a, b, 2.0f, c, {}, false);
+      const std::vector<float> got = dd.download();
+      for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(got[i], ref[i]) << "exact inputs give an exact result, " << i;
+    }
+  }
+}
+
+TEST_F(CublasLt, BiasGeluAndAuxEpilogues) {
+  const int m = 24, n = 33, k = 16;
+  const std::vector<float> a = representable(m * k, rng_), b = representable(k * n, rng_),
+                           bias = representable(m, rng_);
+  const std::vector<float> zeros(m * n, 0.0f);
+  DeviceBuffer<float> da(a), db(b), dbias(bias), dd(m * n), aux(m * n);
+  Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, true, false, m, n, k);
+  const float* bias_ptr = dbias.get();
+  void* aux_ptr = aux.get();
+  const int64_t aux_ld = m;
+  mm.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_ptr);
+  mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux_ptr);
+  mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld);
+
+  const auto check = [&](uint32_t epilogue, bool with_bias, bool with_gelu) {
+    mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+    ASSERT_EQ(run(mm, 1.0f, da.get(), db.get(), 0.0f, dd.get(), dd.get()), CUBLAS_STATUS_SUCCESS);
+    const std::vector<double> ref =
+        reference(true, false, m, n, k, 1.0f, a, b, 0.0f, zeros, with_bias ? bias : std::vector<float>{}, with_gelu);
+    const std::vector<float> got = dd.download();
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(got[i], ref[i], 1e-5 * (1.0 + std::fabs(ref[i]))) << "epilogue " << epilogue << " element " << i;
+  };
+  check(CUBLASLT_EPILOGUE_DEFAULT, false, false);
+  check(CUBLASLT_EPILOGUE_BIAS, true, false);
+  check(CUBLASLT_EPILOGUE_GELU, false, true);
+  check(CUBLASLT_EPILOGUE_GELU_BIAS, true, true);
+  check(CUBLASLT_EPILOGUE_GELU_AUX_BIAS, true, true);
+  // The aux output holds the pre-GELU values: the plain matmul plus the bias.
+  const std::vector<double> pre = reference(true, false, m, n, k, 1.0f, a, b, 0.0f, zeros, bias, false);
+  const std::vector<float> got_aux = aux.download();
+  for (size_t i = 0; i < pre.size(); ++i) ASSERT_EQ(got_aux[i], pre[i]) << i;
+}
+
+template <typename T>
+void expect_low_precision_matmul(cublasLtHandle_t handle, cudaDataType_t type, double relative, std::mt19937& rng) {
+  const int m = 20, n = 28, k = 64;
+  const std::vector<float> a = representable(m * k, rng), b = representable(k * n, rng), c = representable(m * n, rng);
+  DeviceBuffer<T> da(convert<T>(a)), db(convert<T>(b)), dc(convert<T>(c)), dd(m * n);
+  Matmul mm(CUBLAS_COMPUTE_32F, type, type, false, true, m, n, k);
+  const float alpha = 1.0f, beta = 1.0f;
+  ASSERT_EQ(cublasLtMatmul(handle, mm.desc, &alpha, da.get(), mm.a, db.get(), mm.b, &beta, dc.get(), mm.c, dd.get(),
+                           mm.d, nullptr, nullptr, 0, nullptr),
+            CUBLAS_STATUS_SUCCESS);
+  const std::vector<double> ref = reference(false, true, m, n, k, alpha, a, b, beta, c, {}, false);
+  const std::vector<T> got = dd.download();
+  for (size_t i = 0; i < ref.size(); ++i)  // accumulated in fp32, rounded once to the output type
+    ASSERT_NEAR(static_cast<float>(got[i]), ref[i], relative * std::fabs(ref[i]) + 1e-6) << i;
+}
+
+TEST_F(CublasLt, Bf16AndFp16InputsAccumulateInFp32) {
+  expect_low_precision_matmul<__nv_bfloat16>(handle_, CUDA_R_16BF, 0x1p-8, rng_);
+  expect_low_precision_matmul<__half>(handle_, CUDA_R_16F, 0x1p-11, rng_);
+}
+
+TEST_F(CublasLt, StridedBatches) {
+  const int m = 9, n = 11, k = 13, batch = 3;
+  const std::vector<float> a = representable(m * k * batch, rng_), b = representable(k * n * batch, rng_),
+                           c = representable(m * n * batch, rng_);
+  DeviceBuffer<float> da(a), db(b), dc(c), dd(m * n * batch);
+  Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, false, false, m, n, k);
+  mm.batch(batch, m * k, k * n, m * n);
+  ASSERT_EQ(run(mm, 1.0f, da.get(), db.get(), -1.0f, dc.get(), dd.get()), CUBLAS_STATUS_SUCCESS);
+  const std::vector<float> got = dd.download();
+  for (int i = 0; i < batch; ++i) {
+    const std::vector<double> ref = reference(false, false, m, n, k, 1.0f, a, b, -1.0f, c, {}, false, i);
+    for (int e = 0; e < m * n; ++e) ASSERT_EQ(got[static_cast<size_t>(i * m * n + e)], ref[static_cast<size_t>(e)]);
+  }
+}
+
+TEST_F(CublasLt, FastTf32ComputeTypeRoundsFp32Inputs) {
+  const int n = 64;
+  DeviceBuffer<float> a(std::vector<float>(n * n, 1.0f + 0x1p-11f)), b(std::vector<float>(n * n, 1.0f)), d(n * n);
+  for (const cublasComputeType_t compute : {CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32}) {
+    Matmul mm(compute, CUDA_R_32F, CUDA_R_32F, false, false, n, n, n);
+    ASSERT_EQ(run(mm, 1.0f, a.get(), b.get(), 0.0f, d.get(), d.get()), CUBLAS_STATUS_SUCCESS);
+    const float expected = compute == CUBLAS_COMPUTE_32F ? 64.0f + 64 * 0x1p-11f : 64.0f;
+    for (const float v : d.download()) ASSERT_EQ(v, expected) << "compute type " << compute;
+  }
+}
+
+TEST_F(CublasLt, HeuristicReturnsTheOneAlgorithm) {
+  Matmul mm(CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F, CUDA_R_32F, true, false, 64, 32, 16);
+  cublasLtMatmulPreference_t pref = nullptr;
+  ASSERT_EQ(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+  const uint64_t workspace = 1 << 20;
+  ASSERT_EQ(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                 sizeof workspace),
+            CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulHeuristicResult_t results[4] = {};
+  int returned = -1;
+  ASSERT_EQ(cublasLtMatmulAlgoGetHeuristic(handle_, mm.desc, mm.a, mm.b, mm.c, mm.d, pref, 4, results, &returned),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(returned, 1);
+  EXPECT_EQ(results[0].state, CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(results[0].workspaceSize, 0u);
+  EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(handle_, mm.desc, mm.a, mm.b, mm.c, mm.d, pref, 0, results, &returned),
+            CUBLAS_STATUS_INVALID_VALUE);
+  ASSERT_EQ(cublasLtMatmulPreferenceDestroy(pref), CUBLAS_STATUS_SUCCESS);
+}
+
+TEST_F(CublasLt, UnsupportedOrInconsistentArgumentsAreRefused) {
+  DeviceBuffer<float> x(64 * 64);
+  {
+    Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, false, false, 8, 8, 8);
+    mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_DGELU));
+    EXPECT_EQ(run(mm, 1.0f, x.get(), x.get(), 0.0f, x.get(), x.get()), CUBLAS_STATUS_NOT_SUPPORTED);
+    mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_BIAS));  // and no bias pointer
+    EXPECT_EQ(run(mm, 1.0f, x.get(), x.get(), 0.0f, x.get(), x.get()), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_EQ(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, x.get(), 3),
+              CUBLAS_STATUS_INVALID_VALUE);  // the wrong size for the attribute
+  }
+  {
+    Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, false, false, 8, 8, 8);
+    const uint64_t rows = 9;  // op(A) no longer 8 x k
+    ASSERT_EQ(cublasLtMatrixLayoutSetAttribute(mm.a, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof rows),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(run(mm, 1.0f, x.get(), x.get(), 0.0f, x.get(), x.get()), CUBLAS_STATUS_INVALID_VALUE);
+  }
+  {
+    Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, false, false, 8, 8, 8);
+    const int32_t row_major = CUBLASLT_ORDER_ROW;
+    ASSERT_EQ(cublasLtMatrixLayoutSetAttribute(mm.b, CUBLASLT_MATRIX_LAYOUT_ORDER, &row_major, sizeof row_major),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(run(mm, 1.0f, x.get(), x.get(), 0.0f, x.get(), x.get()), CUBLAS_STATUS_NOT_SUPPORTED);
+  }
+  {
+    Matmul mm(CUBLAS_COMPUTE_64F, CUDA_R_32F, CUDA_R_32F, false, false, 8, 8, 8);
+    EXPECT_EQ(run(mm, 1.0f, x.get(), x.get(), 0.0f, x.get(), x.get()), CUBLAS_STATUS_NOT_SUPPORTED);
+  }
+  Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, false, false, 8, 8, 8);
+  EXPECT_EQ(cublasLtMatmul(nullptr, mm.desc, nullptr, nullptr, mm.a, nullptr, mm.b, nullptr, nullptr, mm.c, nullptr,
+                           mm.d, nullptr, nullptr, 0, nullptr),
+            CUBLAS_STATUS_NOT_INITIALIZED);
+}
+
+// ---------------------------------------------------------------- the half-precision types
+
+uint16_t half_bits(float f) {
+  return __float2half(f).__x;
+}
+uint16_t bf16_bits(float f) {
+  return __float2bfloat16(f).__x;
+}
+
+TEST(HalfTypes, Fp16RoundsToNearestEven) {
+  EXPECT_EQ(half_bits(1.0f), 0x3c00);
+  EXPECT_EQ(half_bits(-0.0f), 0x8000);
+  EXPECT_EQ(half_bits(65504.0f), 0x7bff);             // the largest half
+  EXPECT_EQ(half_bits(65519.0f), 0x7bff);             // below the halfway point to 65536
+  EXPECT_EQ(half_bits(65520.0f), 0x7c00);             // the halfway point rounds to even: infinity
+  EXPECT_EQ(half_bits(1.0f + 0x1p-11f), 0x3c00);      // a tie: to even
+  EXPECT_EQ(half_bits(1.0f + 3 * 0x1p-11f), 0x3c02);  // a tie: to even (up)
+  EXPECT_EQ(half_bits(0x1p-24f), 0x0001);             // the smallest subnormal
+  EXPECT_EQ(half_bits(0x1p-25f), 0x0000);             // half of it: a tie, to even (zero)
+  EXPECT_EQ(half_bits(3 * 0x1p-25f), 0x0002);         // 1.5 units: to even (2)
+  EXPECT_EQ(half_bits(std::numeric_limits<float>::quiet_NaN()) & 0x7c00, 0x7c00);
+  EXPECT_NE(half_bits(std::numeric_limits<float>::quiet_NaN()) & 0x03ff, 0);
+  for (const float f : {0.5f, -3.25f, 0x1p-14f, 0x1p-20f, 1000.0f, -65504.0f})
+    EXPECT_EQ(__half2float(__float2half(f)), f) << f;
+}
+
+TEST(HalfTypes, Bf16RoundsToNearestEvenAndArithmeticRoundsOnce) {
+  EXPECT_EQ(bf16_bits(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_bits(1.0f + 0x1p-8f), 0x3f80);      // a tie: to even
+  EXPECT_EQ(bf16_bits(1.0f + 3 * 0x1p-8f), 0x3f82);  // a tie: to even (up)
+  EXPECT_TRUE(std::isnan(__bfloat162float(__float2bfloat16(std::numeric_limits<float>::quiet_NaN()))));
+  const __nv_bfloat16 x = 1.5f, y = 2.25f;
+  EXPECT_EQ(static_cast<float>(x * y), 3.375f);
+  EXPECT_EQ(static_cast<float>(__hfma(x, y, __float2bfloat16(0.125f))), 3.5f);
+  const __half h = 0.5f;
+  EXPECT_EQ(static_cast<float>(h + h), 1.0f);
+}
+
+}  // namespace
+}  // namespace lab::cuda::emu::test

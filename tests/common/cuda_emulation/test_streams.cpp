@@ -1,0 +1,180 @@
+// Streams and events: in-order queues, copies synchronous to the host only from and to pageable memory,
+// events between streams, the legacy default stream against blocking and non-blocking streams, and timing.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "tests/common/cuda_emulation/emulation_test.h"
+
+namespace lab::cuda::emu::test {
+namespace {
+
+class Streams : public EmulationTest {
+ protected:
+  void SetUp() override {
+    EmulationTest::SetUp();
+    ASSERT_EQ(cudaStreamCreateWithFlags(&blocking_, cudaStreamDefault), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&non_blocking_, cudaStreamNonBlocking), cudaSuccess);
+  }
+  void TearDown() override {
+    EXPECT_EQ(cudaStreamDestroy(blocking_), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(non_blocking_), cudaSuccess);
+    EmulationTest::TearDown();
+  }
+  cudaStream_t blocking_ = nullptr;
+  cudaStream_t non_blocking_ = nullptr;
+};
+
+void set_flag(void* flag) {
+  static_cast<std::atomic<int>*>(flag)->store(1);
+}
+
+// Sleeps, then writes 42 into the first int of the buffer it is given.
+void slow_write(void* buffer) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  static_cast<int*>(buffer)[0] = 42;
+}
+
+TEST_F(Streams, ACopyWaitsForTheSlowHostFunctionBeforeIt) {
+  PinnedBuffer<int> source(1024), result(1024);
+  source[0] = 7;
+  result[0] = 0;
+  DeviceBuffer<int> device(1024);
+  ASSERT_EQ(cudaLaunchHostFunc(non_blocking_, slow_write, source.get()), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(device.get(), source.get(), 1024 * sizeof(int), cudaMemcpyHostToDevice, non_blocking_),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(result.get(), device.get(), 1024 * sizeof(int), cudaMemcpyDeviceToHost, non_blocking_),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(non_blocking_), cudaSuccess);
+  EXPECT_EQ(result[0], 42) << "the copy ran before the host function queued ahead of it";
+}
+
+TEST_F(Streams, PinnedCopiesReturnAtOncePageableCopiesWait) {
+  PinnedBuffer<int> pinned(256);
+  std::vector<int> pageable(256, 5);
+  DeviceBuffer<int> device(256);
+  std::atomic<int> done{0};
+  {
+    StreamGate gate(non_blocking_);
+    ASSERT_EQ(cudaLaunchHostFunc(non_blocking_, set_flag, &done), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(device.get(), pinned.get(), 256 * sizeof(int), cudaMemcpyDefault, non_blocking_),
+              cudaSuccess);
+    // Returned while the stream is still held: the copy is queued, not done.
+    EXPECT_EQ(cudaStreamQuery(non_blocking_), cudaErrorNotReady);
+    EXPECT_EQ(done.load(), 0);
+    gate.open();
+    // From pageable memory the call returns only once the copy has run, so everything before it has too.
+    ASSERT_EQ(cudaMemcpyAsync(device.get(), pageable.data(), 256 * sizeof(int), cudaMemcpyDefault, non_blocking_),
+              cudaSuccess);
+    EXPECT_EQ(done.load(), 1);
+  }
+  EXPECT_EQ(device.download()[255], 5);
+}
+
+TEST_F(Streams, AnEventOrdersWorkAcrossStreams) {
+  cudaEvent_t ready = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(ready), cudaSuccess);  // never recorded: nothing to wait for
+  std::atomic<int> consumed{0};
+  {
+    StreamGate gate(blocking_);
+    ASSERT_EQ(cudaEventRecord(ready, blocking_), cudaSuccess);
+    ASSERT_EQ(cudaStreamWaitEvent(non_blocking_, ready, 0), cudaSuccess);
+    ASSERT_EQ(cudaLaunchHostFunc(non_blocking_, set_flag, &consumed), cudaSuccess);
+    EXPECT_EQ(cudaEventQuery(ready), cudaErrorNotReady);
+    EXPECT_EQ(cudaStreamQuery(non_blocking_), cudaErrorNotReady);
+    EXPECT_EQ(consumed.load(), 0);
+  }
+  ASSERT_EQ(cudaStreamSynchronize(non_blocking_), cudaSuccess);
+  EXPECT_EQ(consumed.load(), 1);
+  EXPECT_EQ(cudaEventQuery(ready), cudaSuccess);
+  EXPECT_EQ(cudaStreamWaitEvent(non_blocking_, ready, 1), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaEventDestroy(ready), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(ready), cudaErrorInvalidResourceHandle);
+}
+
+// The legacy default stream waits for blocking streams (and they for it); non-blocking streams stay apart.
+TEST_F(Streams, TheLegacyStreamOrdersItselfWithBlockingStreamsOnly) {
+  std::atomic<int> legacy_ran{0};
+  {
+    StreamGate held(non_blocking_);
+    ASSERT_EQ(cudaLaunchHostFunc(cudaStreamLegacy, set_flag, &legacy_ran), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);  // does not wait for the held stream
+    EXPECT_EQ(legacy_ran.load(), 1);
+  }
+  legacy_ran = 0;
+  {
+    StreamGate held(blocking_);
+    ASSERT_EQ(cudaLaunchHostFunc(cudaStreamLegacy, set_flag, &legacy_ran), cudaSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(legacy_ran.load(), 0) << "legacy work ran before the blocking stream's earlier work";
+    EXPECT_EQ(cudaStreamQuery(cudaStreamLegacy), cudaErrorNotReady);
+  }
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  EXPECT_EQ(legacy_ran.load(), 1);
+
+  std::atomic<int> blocking_ran{0};
+  {
+    StreamGate held(cudaStreamLegacy);
+    ASSERT_EQ(cudaLaunchHostFunc(blocking_, set_flag, &blocking_ran), cudaSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(blocking_ran.load(), 0) << "blocking-stream work ran before the legacy stream's earlier work";
+  }
+  ASSERT_EQ(cudaStreamSynchronize(blocking_), cudaSuccess);
+  EXPECT_EQ(blocking_ran.load(), 1);
+}
+
+TEST_F(Streams, EventsTimeFromWhenTheirRecordRan) {
+  cudaEvent_t start = nullptr, end = nullptr, untimed = nullptr;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&end), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming), cudaSuccess);
+  float ms = -1.0f;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, end), cudaErrorInvalidResourceHandle);  // not recorded yet
+  PinnedBuffer<int> scratch(1);
+  ASSERT_EQ(cudaEventRecord(start, blocking_), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(blocking_, slow_write, scratch.get()), cudaSuccess);  // sleeps 50 ms
+  ASSERT_EQ(cudaEventRecord(end, blocking_), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(untimed, blocking_), cudaSuccess);
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, end), cudaErrorNotReady);
+  ASSERT_EQ(cudaEventSynchronize(end), cudaSuccess);
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, end), cudaSuccess);
+  EXPECT_GE(ms, 50.0f) << "the records ran on either side of a 50 ms sleep";
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, untimed), cudaErrorInvalidResourceHandle);
+  for (cudaEvent_t e : {start, end, untimed}) EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+}
+
+__global__ void increment_kernel(int* value) {
+  if (threadIdx.x == 0) *value += 1;
+}
+
+TEST_F(Streams, KernelsRunInStreamOrder) {
+  DeviceBuffer<int> value(std::vector<int>{0});
+  {
+    StreamGate gate(non_blocking_);
+    for (int i = 0; i < 5; ++i) ASSERT_EQ(launch(increment_kernel, 1, 32, 0, non_blocking_, value.get()), cudaSuccess);
+    EXPECT_EQ(value.download()[0], 0) << "a kernel ran before the host function queued ahead of it";
+  }
+  ASSERT_EQ(cudaStreamSynchronize(non_blocking_), cudaSuccess);
+  EXPECT_EQ(value.download()[0], 5);
+}
+
+TEST_F(Streams, HandlesAreChecked) {
+  cudaStream_t gone = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&gone), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(gone), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(gone), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaStreamSynchronize(gone), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaStreamCreateWithFlags(&gone, 0x8), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaEventCreateWithFlags(nullptr, 0), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaLaunchHostFunc(blocking_, nullptr, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaStreamQuery(blocking_), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace lab::cuda::emu::test
