@@ -135,6 +135,9 @@ class BlockExecutor {
   unsigned active_mask() const;
   void* dynamic_shared() const { return shared_.get(); }
 
+  // For a debugger: every CUDA thread of the running block and what it is doing, on stderr.
+  void print_state() const;
+
  private:
   struct FreeAligned {
     void operator()(std::byte* p) const { std::free(p); }
@@ -522,6 +525,24 @@ unsigned BlockExecutor::active_mask() const {
   return warp.lanes & ~warp.exited;
 }
 
+void BlockExecutor::print_state() const {
+  std::fprintf(stderr, "kernel %s, block %s, %zu threads:\n", launch_->kernel.c_str(), coordinates(block_).c_str(),
+               threads_.size());
+  for (const CudaThread& t : threads_) {
+    std::string what;
+    switch (t.state) {
+      case State::NotStarted: what = "not started"; break;
+      case State::Running: what = "running"; break;
+      case State::Ready: what = "ready to resume"; break;
+      case State::AtBarrier: what = "waits at __syncthreads"; break;
+      case State::InCollective: what = cat("waits in ", call(t)); break;
+      case State::Exited: what = "exited"; break;
+    }
+    std::fprintf(stderr, "  thread %s (warp %u, lane %u): %s\n", coordinates(t.index).c_str(), t.warp, t.lane,
+                 what.c_str());
+  }
+}
+
 // ---------------------------------------------------------------- faults
 
 // No thread can run, yet some have not finished: find a collective that waits for a lane that will never
@@ -599,3 +620,13 @@ void* dynamic_shared_memory() {
 }  // namespace device
 
 }  // namespace lab::cuda::emu
+
+// For a debugger stopped inside a kernel: `call lab_emu_block_state()` lists the threads of the block this OS
+// thread is running and what each is doing (running, waiting at a barrier or in a collective, exited, ...).
+extern "C" void lab_emu_block_state() {
+  if (lab::cuda::emu::t_running == nullptr) {
+    std::fprintf(stderr, "no block is running on this thread\n");
+    return;
+  }
+  lab::cuda::emu::t_running->print_state();
+}

@@ -55,44 +55,67 @@ const void* offset(const void* data, Element type, int64_t elements) {
   return static_cast<const std::byte*>(data) + elements * static_cast<int64_t>(element_bytes(type));
 }
 
-// The (row, col) element of op(X), X of problem data `base`.
-float element(const GemmInput& x, const void* base, int64_t row, int64_t col) {
-  return x.transposed ? load(base, x.type, col + row * x.ld) : load(base, x.type, row + col * x.ld);
+// How each element type reads as float.
+struct AsF32 {
+  static float get(float v) { return v; }
+};
+struct AsF16 {
+  static float get(uint16_t v) { return half_bits_to_float(v); }
+};
+struct AsBF16 {
+  static float get(uint16_t v) { return bf16_bits_to_float(v); }
+};
+
+// Packs a block of an operand into panels of W along one dimension q (rows of op(A), columns of op(B)):
+// element (q, p) of the block is x[q * q_stride + p * p_stride], and goes to out[(q / W * depth + p) * W +
+// q % W]. Past `count` the panel is padded with zeros; with `tf32` every value is rounded to TF32.
+template <int W, typename As, typename T>
+void pack(const T* x, int64_t q_stride, int64_t p_stride, int64_t count, int64_t depth, bool tf32, float* out) {
+  for (int64_t q0 = 0; q0 < count; q0 += W) {
+    float* panel = out + q0 * depth;
+    const int64_t valid = std::min<int64_t>(W, count - q0);
+    const T* first = x + q0 * q_stride;
+    for (int64_t p = 0; p < depth; ++p) {
+      float* slot = panel + p * W;
+      const T* column = first + p * p_stride;
+      for (int64_t w = 0; w < valid; ++w) slot[w] = As::get(column[w * q_stride]);
+      for (int64_t w = valid; w < W; ++w) slot[w] = 0.0f;
+      if (tf32)
+        for (int64_t w = 0; w < valid; ++w) slot[w] = round_to_tf32(slot[w]);
+    }
+  }
 }
 
-// Rows [i0, i0 + rows) of op(A) over depth [p0, p0 + depth), as panels of kMR rows: for each depth p the
-// panel's kMR values are contiguous. Rows past the end are zero.
+// The same for an operand of any element type: (q0, p0) is the block's first element.
+template <int W>
+void pack_operand(const GemmInput& x, const void* base, int64_t q0, int64_t count, int64_t p0, int64_t depth,
+                  int64_t q_stride, int64_t p_stride, bool tf32, float* out) {
+  const int64_t first = q0 * q_stride + p0 * p_stride;
+  switch (x.type) {
+    case Element::F32:
+      pack<W, AsF32>(static_cast<const float*>(base) + first, q_stride, p_stride, count, depth, tf32, out);
+      break;
+    case Element::F16:
+      pack<W, AsF16>(static_cast<const uint16_t*>(base) + first, q_stride, p_stride, count, depth, false, out);
+      break;
+    case Element::BF16:
+      pack<W, AsBF16>(static_cast<const uint16_t*>(base) + first, q_stride, p_stride, count, depth, false, out);
+      break;
+  }
+}
+
+// Rows [i0, i0 + rows) of op(A) over depth [p0, p0 + depth): op(A)(i, p) is A[i + p * ld], or A[p + i * ld].
 void pack_a(const GemmInput& a, const void* base, int64_t i0, int64_t rows, int64_t p0, int64_t depth, bool tf32,
             float* out) {
-  for (int64_t r0 = 0; r0 < rows; r0 += kMR) {
-    float* panel = out + r0 * depth;
-    const int64_t valid = std::min<int64_t>(kMR, rows - r0);
-    for (int64_t p = 0; p < depth; ++p) {
-      float* column = panel + p * kMR;
-      for (int64_t r = 0; r < valid; ++r) {
-        const float v = element(a, base, i0 + r0 + r, p0 + p);
-        column[r] = tf32 ? round_to_tf32(v) : v;
-      }
-      for (int64_t r = valid; r < kMR; ++r) column[r] = 0.0f;
-    }
-  }
+  const int64_t q_stride = a.transposed ? a.ld : 1, p_stride = a.transposed ? 1 : a.ld;
+  pack_operand<kMR>(a, base, i0, rows, p0, depth, q_stride, p_stride, tf32, out);
 }
 
-// Columns [j0, j0 + cols) of op(B) over depth [p0, p0 + depth), as panels of kNR columns.
+// Columns [j0, j0 + cols) of op(B) over depth [p0, p0 + depth): op(B)(p, j) is B[p + j * ld], or B[j + p * ld].
 void pack_b(const GemmInput& b, const void* base, int64_t p0, int64_t depth, int64_t j0, int64_t cols, bool tf32,
             float* out) {
-  for (int64_t c0 = 0; c0 < cols; c0 += kNR) {
-    float* panel = out + c0 * depth;
-    const int64_t valid = std::min<int64_t>(kNR, cols - c0);
-    for (int64_t p = 0; p < depth; ++p) {
-      float* row = panel + p * kNR;
-      for (int64_t c = 0; c < valid; ++c) {
-        const float v = element(b, base, p0 + p, j0 + c0 + c);
-        row[c] = tf32 ? round_to_tf32(v) : v;
-      }
-      for (int64_t c = valid; c < kNR; ++c) row[c] = 0.0f;
-    }
-  }
+  const int64_t q_stride = b.transposed ? 1 : b.ld, p_stride = b.transposed ? b.ld : 1;
+  pack_operand<kNR>(b, base, j0, cols, p0, depth, q_stride, p_stride, tf32, out);
 }
 
 // tile[kMR x kNR] (leading dimension ld) += A panel x B panel over `depth`.
