@@ -6,8 +6,9 @@
 namespace lab::test {
 
 // Launches barrier_misuse_kernel on `out`'s device and current stream (one block of 64 threads; `out` holds at
-// least 64 floats). Half of the block returns before a __syncthreads that the other half waits at: undefined
-// behaviour on a GPU (it may hang or appear to work), a fault naming the kernel in the emulation build.
+// least 64 floats). After a few milliseconds of work, half of the block returns before a __syncthreads that the
+// other half waits at: undefined behaviour on a GPU (it may hang or appear to work), a fault naming the kernel
+// in the emulation build.
 void launch_barrier_misuse(const Tensor& out);
 
 }  // namespace lab::test

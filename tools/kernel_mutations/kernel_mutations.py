@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Mutation check of the CUDA tests: break a kernel on purpose, one way at a time, and see which tests fail.
+
+A test suite that passes whatever the kernels compute proves nothing. This script applies each mutation of
+MUTATIONS below (a dropped max subtraction, a wrong loop bound, a missing barrier, a one-pass variance, an
+overwrite instead of an accumulation, ...) to a private copy of the source tree, rebuilds the CUDA test
+programs of the emulation build (LAB_CUDA_EMULATION: the kernels run on the CPU), runs them, and reports
+which tests caught the mutation. The working tree itself is never modified.
+
+    python3 tools/kernel_mutations/kernel_mutations.py                  # every mutation, table on stdout
+    python3 tools/kernel_mutations/kernel_mutations.py --only softmax-no-max --seed 7
+    python3 tools/kernel_mutations/kernel_mutations.py --out mutations.md
+
+The copy and its build live in --work (default build-mutations/ beside the repository root). The first run
+configures and builds everything (minutes); later runs refresh the copy and rebuild only what changed.
+Before the mutations, the unmutated tests must all pass. --seed sets LAB_EMU_SEED, so the emulator shuffles
+the order of blocks and threads (a missing barrier then meets a schedule it was not written for).
+
+Exit status: 0 when every mutation was caught by at least one test, 1 when one was not, 2 when the check
+could not run (a mutation no longer applies, the build fails, or the unmutated tests fail).
+"""
+
+import argparse
+import filecmp
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST_PROGRAMS = ["test_cuda_ops", "test_gpt2_cuda"]
+TEST_TIMEOUT_S = 900
+
+
+@dataclass
+class Mutation:
+    name: str
+    path: str  # relative to the repository root
+    edits: list  # (exact text, replacement): each text must occur exactly once in the file
+    what: str
+
+
+MUTATIONS = [
+    Mutation("softmax-no-max", "common/ops/cuda/attention.cu",
+             [("  mx = warp_max(mx);\n", "  mx = 0.0f;\n")],
+             "causal softmax: no max subtraction (exp of the raw scores)"),
+    Mutation("softmax-mask-off-by-one", "common/ops/cuda/attention.cu",
+             [("a[s] = s <= t ? expf(a[s] - mx) * inv : 0.0f;", "a[s] = s < t ? expf(a[s] - mx) * inv : 0.0f;")],
+             "causal softmax: the diagonal written as zero (s < t for s <= t)"),
+    Mutation("softmax-backward-no-dot", "common/ops/cuda/attention.cu",
+             [("scale * a[s] * (d[s] - dot)", "scale * a[s] * d[s]")],
+             "softmax backward: the row's dot product left out"),
+    Mutation("classifier-no-max", "common/ops/cuda/classifier.cu",
+             [("  mx = block_max(mx, scratch);\n", "  mx = 0.0f;\n")],
+             "fused classifier: no max subtraction"),
+    Mutation("classifier-padding-unwritten", "common/ops/cuda/classifier.cu",
+             [("for (int64_t v = threadIdx.x; v < Vp; v += blockDim.x)",
+               "for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)")],
+             "fused classifier: padded columns [vocab, Vp) not zeroed"),
+    Mutation("layernorm-bound", "common/ops/cuda/layernorm.cu",
+             [("for (int64_t c = lane; c < C; c += kWarpSize) sum += xr[c];",
+               "for (int64_t c = lane; c < C - 1; c += kWarpSize) sum += xr[c];")],
+             "layernorm forward: the mean's loop stops at C - 1"),
+    Mutation("layernorm-one-pass-variance", "common/ops/cuda/layernorm.cu",
+             [("    const float d = xr[c] - m;\n    sq += d * d;\n", "    sq += xr[c] * xr[c];\n"),
+              ("warp_sum(sq) / static_cast<float>(C) + kLayerNormEps",
+               "warp_sum(sq) / static_cast<float>(C) - m * m + kLayerNormEps")],
+             "layernorm forward: variance as E[x^2] - E[x]^2"),
+    Mutation("layernorm-dx-overwrite", "common/ops/cuda/layernorm.cu",
+             [("dxr[c] += s * (", "dxr[c] = s * (")],
+             "layernorm backward: dx = instead of dx +="),
+    Mutation("block-reduce-missing-barrier", "common/ops/cuda/reductions.cuh",
+             [("  if (lane == 0) scratch[warp] = value;\n  __syncthreads();\n", "  if (lane == 0) scratch[warp] = value;\n")],
+             "block_reduce: no barrier between writing and reading the per-warp results"),
+    Mutation("column-sum-missing-barrier", "common/ops/cuda/reductions.cuh",
+             [("      scratch[threadIdx.y][threadIdx.x] += scratch[threadIdx.y + stride][threadIdx.x];\n    __syncthreads();\n",
+               "      scratch[threadIdx.y][threadIdx.x] += scratch[threadIdx.y + stride][threadIdx.x];\n")],
+             "column_sum: no barrier between the steps of the tree"),
+    Mutation("column-totals-overwrite", "common/ops/cuda/column_sums.cuh",
+             [("out.sums[k][c] += total;", "out.sums[k][c] = total;")],
+             "column sums (bias, LayerNorm dw/db): = instead of +="),
+    Mutation("gelu-backward-overwrite", "common/ops/cuda/gelu.cu",
+             [("dx[i] += grad * dout[i];", "dx[i] = grad * dout[i];")],
+             "gelu backward: dx = instead of dx +="),
+    Mutation("residual-backward-overwrite", "common/ops/cuda/residual.cu",
+             [("if (da) da[i] += g;", "if (da) da[i] = g;")],
+             "residual backward: da = instead of da +="),
+    Mutation("embedding-dwpe-overwrite", "common/ops/cuda/embedding.cu",
+             [("dwpe[t * C + c] += position_sum;", "dwpe[t * C + c] = position_sum;")],
+             "embedding backward: dwpe = instead of dwpe +="),
+    Mutation("embedding-no-atomic", "common/ops/cuda/embedding.cu",
+             [("atomicAdd(&dwte[token * C + c], g);", "dwte[token * C + c] += g;")],
+             "embedding backward: a plain += where two positions of one token race"),
+    Mutation("adamw-no-bias-correction", "common/ops/cuda/adamw.cu",
+             [("const float m_hat = mi / k.bias_correction1;", "const float m_hat = mi;")],
+             "AdamW: first moment without bias correction"),
+]
+
+
+def run(command, cwd, log, env=None, timeout=None):
+    """Runs a command, appending its output to `log`; returns the exit status (None on timeout)."""
+    with open(log, "a") as out:
+        out.write(f"\n$ {' '.join(map(str, command))}\n")
+        out.flush()
+        try:
+            return subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                  timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def tracked_files():
+    """The files of the working tree that git tracks or would track (not ignored), relative paths."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
+                            capture_output=True, text=True, check=True)
+    return [p for p in listed.stdout.split("\0") if p and (ROOT / p).is_file()]
+
+
+def refresh_copy(src):
+    """Makes `src` a copy of the working tree (only changed files are rewritten, keeping the build incremental)."""
+    wanted = set(tracked_files())
+    for rel in wanted:
+        target = src / rel
+        if not target.exists() or not filecmp.cmp(ROOT / rel, target, shallow=False):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, target)
+    for path in src.rglob("*"):
+        if path.is_file() and str(path.relative_to(src)) not in wanted:
+            path.unlink()
+
+
+def build(src, build_dir, log, jobs):
+    if not (build_dir / "build.ninja").exists():
+        status = run(["cmake", "-S", src, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                      "-DLAB_CUDA_EMULATION=ON"], ROOT, log)
+        if status != 0:
+            return False
+    return run(["ninja", "-C", build_dir, f"-j{jobs}", *TEST_PROGRAMS], ROOT, log) == 0
+
+
+# "[  FAILED  ] Suite.Name" or "[  FAILED  ] Prefix/Suite.Name/3, where GetParam() = ..." (not the summary
+# line "[  FAILED  ] 2 tests, listed below:").
+FAILED = re.compile(r"^\[  FAILED  \] ([A-Za-z_][\w/.]*)", re.M)
+
+
+def run_tests(build_dir, log, seed):
+    """Runs the test programs; returns the names of the failed tests (or a note for a crash or a hang)."""
+    env = dict(os.environ)
+    if seed is not None:
+        env["LAB_EMU_SEED"] = str(seed)
+    failed = []
+    for program in TEST_PROGRAMS:
+        program_log = build_dir / f"{program}.log"
+        program_log.write_text("")
+        status = run([build_dir / "bin" / program], build_dir, program_log, env=env, timeout=TEST_TIMEOUT_S)
+        text = program_log.read_text()
+        with open(log, "a") as out:
+            out.write(text)
+        names = sorted(set(FAILED.findall(text)))
+        if status is None:
+            names.append(f"{program}: hung (killed after {TEST_TIMEOUT_S} s)")
+        elif status < 0 or (status != 0 and not names):
+            names.append(f"{program}: crashed (status {status})")
+        failed += names
+    return failed
+
+
+def apply(mutation, src):
+    path = src / mutation.path
+    original = path.read_text()
+    text = original
+    for old, new in mutation.edits:
+        count = text.count(old)
+        if count != 1:
+            raise SystemExit(f"kernel_mutations: {mutation.name}: the text to replace occurs {count} times in "
+                             f"{mutation.path} (expected once); update MUTATIONS")
+        text = text.replace(old, new)
+    path.write_text(text)
+    return original
+
+
+def summary(failed, shown=3):
+    if not failed:
+        return "**not caught**"
+    listed = ", ".join(f"`{name}`" for name in failed[:shown])
+    more = f" and {len(failed) - shown} more" if len(failed) > shown else ""
+    return f"{len(failed)}: {listed}{more}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, default=ROOT.parent / "build-mutations",
+                        help="the private copy and its build (default: build-mutations/ beside the repository)")
+    parser.add_argument("--only", action="append", help="run only this mutation (repeatable)")
+    parser.add_argument("--seed", type=int, help="LAB_EMU_SEED for the test runs (shuffled schedules)")
+    parser.add_argument("--jobs", type=int, default=2, help="parallel build jobs")
+    parser.add_argument("--out", type=Path, help="also write the table to this file")
+    args = parser.parse_args()
+
+    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    unknown = set(args.only or []) - {m.name for m in MUTATIONS}
+    if unknown:
+        print(f"kernel_mutations: unknown mutation(s) {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    src, build_dir, log = args.work / "src", args.work / "build", args.work / "mutations.log"
+    src.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    refresh_copy(src)
+
+    started = time.time()
+    if not build(src, build_dir, log, args.jobs):
+        print(f"kernel_mutations: the unmutated build failed; see {log}", file=sys.stderr)
+        return 2
+    baseline = run_tests(build_dir, log, args.seed)
+    if baseline:
+        print(f"kernel_mutations: the unmutated tests fail ({', '.join(baseline)}); see {log}", file=sys.stderr)
+        return 2
+
+    rows, missed = [], []
+    for mutation in chosen:
+        original = apply(mutation, src)
+        try:
+            if not build(src, build_dir, log, args.jobs):
+                print(f"kernel_mutations: {mutation.name} does not build; see {log}", file=sys.stderr)
+                return 2
+            failed = run_tests(build_dir, log, args.seed)
+        finally:
+            (src / mutation.path).write_text(original)
+        if not failed:
+            missed.append(mutation.name)
+        rows.append(f"| `{mutation.name}` | {mutation.path} | {mutation.what} | {summary(failed)} |")
+        print(f"{mutation.name}: {len(failed)} failing test(s)", file=sys.stderr)
+    build(src, build_dir, log, args.jobs)  # leave the copy's build unmutated
+
+    seed_note = f", LAB_EMU_SEED={args.seed}" if args.seed is not None else ""
+    table = "\n".join([
+        f"Mutations of the CUDA kernels against {' and '.join(TEST_PROGRAMS)} in the emulation build "
+        f"({time.time() - started:.0f} s{seed_note}):",
+        "",
+        "| mutation | file | what it breaks | failing tests |",
+        "| --- | --- | --- | --- |",
+        *rows,
+    ])
+    print(table)
+    if args.out:
+        args.out.write_text(table + "\n")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
