@@ -10,7 +10,8 @@
 #
 # builds NAME with the MPI test main (tests/common/comm/mpi_test_main.cpp: the World, and output from rank 0
 # plus every other rank's failures) and registers it as above. Every TEST() of the binary runs in that one
-# job: starting mpirun costs about a second. Nothing is registered without LAB_WITH_MPI or LAB_WITH_TESTS.
+# job: starting mpirun costs about a second. A job whose every test skipped is reported as skipped. Nothing is
+# registered without LAB_WITH_MPI or LAB_WITH_TESTS.
 
 # mpirun refuses to start as root unless told twice; CI containers run as root.
 set(LAB_MPI_TEST_ENVIRONMENT OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
@@ -54,4 +55,8 @@ function(lab_add_mpi_gtest name)
                                              LAB_BINARY_DIR="${PROJECT_BINARY_DIR}")
   lab_target_defaults(${name})
   lab_add_mpi_test(${name} RANKS ${ARG_RANKS} TIMEOUT ${ARG_TIMEOUT} COMMAND $<TARGET_FILE:${name}>)
+  # The test main exits with 77 when every test skipped (no GPU for CUDA tests): skipped, never passed.
+  foreach(ranks ${ARG_RANKS})
+    set_tests_properties(${name}.np${ranks} PROPERTIES SKIP_RETURN_CODE 77)
+  endforeach()
 endfunction()

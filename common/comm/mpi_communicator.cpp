@@ -5,11 +5,10 @@
 #include <array>
 #include <chrono>
 #include <climits>
-#include <optional>
-#include <thread>
 
 #include "common/comm/mpi_reduce.h"
 #include "common/comm/mpi_runtime.h"
+#include "common/comm/waiting.h"
 #ifdef LAB_WITH_CUDA
 #include "common/cuda/runtime.h"
 #endif
@@ -17,26 +16,16 @@
 namespace lab::comm {
 
 using Clock = std::chrono::steady_clock;
-using namespace std::chrono_literals;
+
+namespace {
 
 constexpr int kSignatureFields = 5;
 
-// What each rank says about a collective before it starts it (the fields verify_calls() compares).
-struct MpiCommunicator::CallSignature {
-  OpKind kind = OpKind::Barrier;
-  std::optional<DType> dtype = std::nullopt;
-  std::optional<ReduceOp> op = std::nullopt;
-  int64_t elements = 0;
-  int root = -1;
-
-  // The fields as integers, -1 for those the call does not have; describe_field() names them.
-  std::array<int64_t, kSignatureFields> fields() const {
-    return {static_cast<int64_t>(kind), dtype ? static_cast<int64_t>(*dtype) : -1, op ? static_cast<int64_t>(*op) : -1,
-            elements, root};
-  }
-};
-
-namespace {
+// A call's fields as integers, -1 for those the call does not have; describe_field() names them.
+std::array<int64_t, kSignatureFields> signature_fields(const MpiCommunicator::CallSignature& call) {
+  return {static_cast<int64_t>(call.kind), call.dtype ? static_cast<int64_t>(*call.dtype) : -1,
+          call.op ? static_cast<int64_t>(*call.op) : -1, call.elements, call.root};
+}
 
 int comm_rank(MPI_Comm comm) {
   int rank = 0;
@@ -57,18 +46,6 @@ int mpi_count(int64_t elements) {
   return static_cast<int>(elements);
 }
 
-// A waiting rank polls hard at first (the other ranks are usually microseconds behind), then backs off so
-// that it does not take a core from ranks that are still computing (the tests run 4 ranks on 2 cores).
-// The pauses stay short because MPI advances a non-blocking collective only inside MPI_Test.
-void pause_before_next_test(Clock::duration waited) {
-  if (waited < 1ms)
-    std::this_thread::yield();
-  else if (waited < 100ms)
-    std::this_thread::sleep_for(50us);
-  else
-    std::this_thread::sleep_for(1ms);
-}
-
 std::string error_with_hint(int code) {
   int error_class = code;
   MPI_Error_class(code, &error_class);
@@ -76,11 +53,6 @@ std::string error_with_hint(int code) {
   if (error_class == MPI_ERR_TRUNCATE)
     text += " (a message was longer than its receive buffer: the ranks passed different sizes)";
   return text;
-}
-
-// What a collective waits for: with two ranks, the other one; with more, MPI cannot tell which are missing.
-std::string every_rank(int rank, int size) {
-  return size == 2 ? cat("rank ", 1 - rank, " to call it") : cat("all ", size, " ranks to call it");
 }
 
 // ---------------------------------------------------------------- the call check
@@ -129,13 +101,13 @@ MPI_Status MpiCommunicator::wait(MPI_Request& request, const std::string& waitin
     if (done) return status;
     const Clock::time_point now = Clock::now();
     LAB_CHECK(now < deadline, Comm, "timed out after ", timeout().count(), " ms waiting for ", waiting_for);
-    pause_before_next_test(now - start);
+    pause_before_next_poll(now - start);
   }
 }
 
 void MpiCommunicator::agree(const CallSignature& call) {
   if (!verify_calls_ || size() == 1) return;
-  const auto fields = call.fields();
+  const auto fields = signature_fields(call);
   // One all-reduce with MPI_MAX over the fields and their negations gives every field's max and min.
   std::array<int64_t, 2 * kSignatureFields> extremes;
   for (int i = 0; i < kSignatureFields; ++i) {
@@ -152,6 +124,16 @@ void MpiCommunicator::agree(const CallSignature& call) {
               " on some, ", describe_field(i, highest),
               " on others (every rank must make the same call with the same arguments)");
   }
+}
+
+void MpiCommunicator::rendezvous(const CallSignature& call) {
+  if (verify_calls_) {
+    agree(call);
+    return;
+  }
+  MPI_Request request;
+  MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  wait(request, every_rank(rank(), size()));
 }
 
 // ---------------------------------------------------------------- host staging
@@ -300,15 +282,8 @@ void MpiCommunicator::do_recv(const Tensor& tensor, int peer, int tag) {
 // ---------------------------------------------------------------- groups
 
 std::unique_ptr<Communicator> MpiCommunicator::do_split(int color, int key) {
-  // MPI_Comm_split has no non-blocking form: wait for every rank to arrive (against the timeout) first,
-  // after which the split itself cannot hang.
-  if (verify_calls_) {
-    agree({.kind = OpKind::Split});
-  } else {
-    MPI_Request request;
-    MPI_CHECK(MPI_Ibarrier(comm_, &request));
-    wait(request, every_rank(rank(), size()));
-  }
+  // MPI_Comm_split has no non-blocking form: every rank arrives first, after which the split cannot hang.
+  rendezvous({.kind = OpKind::Split});
   MPI_Comm group = MPI_COMM_NULL;
   MPI_CHECK(MPI_Comm_split(comm_, color == kNoGroup ? MPI_UNDEFINED : color, key, &group));
   if (group == MPI_COMM_NULL) return nullptr;

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/comm/communicator.h"
@@ -41,6 +42,25 @@ class MpiCommunicator final : public Communicator {
   void set_verify_calls(bool verify) { verify_calls_ = verify; }
   bool verify_calls() const { return verify_calls_; }
 
+  // What each rank says about a collective before it starts it: the fields the call check compares.
+  struct CallSignature {
+    OpKind kind = OpKind::Barrier;
+    std::optional<DType> dtype = std::nullopt;
+    std::optional<ReduceOp> op = std::nullopt;
+    int64_t elements = 0;
+    int root = -1;
+  };
+  // The call check of verify_calls(), collective over this communicator and bounded by its timeout:
+  // InvalidArgument on every rank, naming what differs, when the ranks' calls differ; nothing when the
+  // check is off. Public so that a backend whose library cannot check its calls (NCCL) checks them over
+  // an MPI communicator of the same ranks. Its errors carry no "rank R/S [mpi] op #N" prefix: the caller's
+  // operation adds its own.
+  void agree(const CallSignature& call);
+  // Returns when every rank has arrived at `call` (checking it as agree() does, or with an MPI_Ibarrier
+  // when the check is off), or fails with Error(Comm) at the timeout: for calls that have no non-blocking
+  // form to poll (MPI_Comm_split, ncclCommSplit), which then cannot hang.
+  void rendezvous(const CallSignature& call);
+
  protected:
   bool supports(Device device) const override;
   void do_all_reduce(const Tensor& input, const Tensor& output, ReduceOp op) override;
@@ -53,10 +73,6 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Communicator> do_split(int color, int key) override;
 
  private:
-  struct CallSignature;
-  // The collective check of verify_calls(): InvalidArgument on every rank, naming what differs, when the
-  // ranks' calls differ.
-  void agree(const CallSignature& call);
   // Polls `request` until it completes; Error(Comm) when MPI reports an error or when the timeout passes
   // (`waiting_for` says for what: "all 4 ranks to call it").
   MPI_Status wait(MPI_Request& request, const std::string& waiting_for);

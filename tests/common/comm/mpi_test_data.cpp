@@ -8,9 +8,9 @@
 
 namespace lab::testing {
 
-uint64_t shared_seed(comm::Communicator& comm) {
+uint64_t shared_seed(comm::Communicator& comm, Device device) {
   const int32_t mine = static_cast<int32_t>(std::random_device{}() & 0x7fffffffu);
-  Tensor seed = Tensor::from_ints(std::vector<int32_t>{mine}, {1});
+  Tensor seed = Tensor::from_ints(std::vector<int32_t>{mine}, {1}).to(device);
   comm.broadcast(seed, 0);
   return static_cast<uint64_t>(seed.to_ints()[0]);
 }

@@ -15,8 +15,9 @@
 
 namespace lab::testing {
 
-// A seed drawn by rank 0 and broadcast over `comm`, fresh for every run (print it with SCOPED_TRACE).
-uint64_t shared_seed(comm::Communicator& comm);
+// A seed drawn by rank 0 and broadcast over `comm` in a tensor on `device`, fresh for every run (print it
+// with SCOPED_TRACE).
+uint64_t shared_seed(comm::Communicator& comm, Device device = Device::cpu());
 
 // Rank `rank`'s small integers k for `seed`.
 std::vector<int32_t> small_ints(uint64_t seed, int rank, int64_t count);

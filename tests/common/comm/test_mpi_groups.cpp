@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "common/comm/parallel_context.h"
+#include "tests/common/comm/collective_checks.h"
 #include "tests/common/comm/mpi_test.h"
 #include "tests/common/expect_error.h"
 
@@ -16,15 +17,7 @@ namespace {
 
 using lab::testing::expect_error;
 using lab::testing::fresh_communicator;
-
-// The world ranks of the members of `group`, in group-rank order (gathered over the group). `world_rank`
-// is this rank's rank in the world.
-std::vector<int32_t> members(Communicator& group, int world_rank) {
-  Tensor ranks = Tensor::zeros({group.size()}, DType::I32);
-  ranks.data<int32_t>()[group.rank()] = world_rank;
-  group.all_gather(ranks);
-  return ranks.to_ints();
-}
+using lab::testing::members;
 
 TEST(MpiGroups, SplitGroupsByColorAndOrdersThemByKey) {
   auto comm = fresh_communicator();

@@ -3,9 +3,8 @@
 // nothing at all.
 #include <gtest/gtest.h>
 
-#include "common/comm/mpi_communicator.h"
+#include "tests/common/comm/collective_checks.h"
 #include "tests/common/comm/mpi_test.h"
-#include "tests/common/comm/mpi_test_data.h"
 #include "tests/common/expect_error.h"
 
 namespace lab::comm {
@@ -13,36 +12,11 @@ namespace {
 
 using lab::testing::expect_error;
 using lab::testing::fresh_communicator;
-using lab::testing::shared_seed;
-using lab::testing::small_ints;
-using lab::testing::tensor_of;
-using lab::testing::values_of;
 using namespace std::chrono_literals;
 
-// Each rank sends to the next and receives from the previous one around the ring; even ranks send first
-// and odd ranks receive first, so blocking sends of large messages cannot wait on each other in a cycle.
+// 1 << 18 elements is past every transport's eager limit: the rendezvous protocol.
 TEST(MpiPointToPoint, RingExchangeOfEveryDtypeAndSize) {
-  auto comm = fresh_communicator();
-  const int n = comm->size();
-  const int next = (comm->rank() + 1) % n;
-  const int prev = (comm->rank() + n - 1) % n;
-  uint64_t seed = shared_seed(*comm);
-  // 1 << 18 elements is past every transport's eager limit: the rendezvous protocol.
-  for (DType dtype : {DType::F32, DType::BF16, DType::F16, DType::I32, DType::U16})
-    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{777}, int64_t{1} << 18}) {
-      SCOPED_TRACE(cat(count, " ", dtype_name(dtype), ", seed ", seed));
-      const Tensor outgoing = tensor_of(small_ints(seed, comm->rank(), count), dtype);
-      const Tensor incoming = Tensor::zeros({count}, dtype);
-      if (comm->rank() % 2 == 0) {
-        comm->send(outgoing, next, 3);
-        comm->recv(incoming, prev, 3);
-      } else {
-        comm->recv(incoming, prev, 3);
-        comm->send(outgoing, next, 3);
-      }
-      EXPECT_EQ(values_of(incoming), values_of(tensor_of(small_ints(seed, prev, count), dtype)));
-      ++seed;
-    }
+  lab::testing::check_ring_exchange(*fresh_communicator(), Device::cpu(), int64_t{1} << 18);
 }
 
 TEST(MpiPointToPoint, MessagesWithOneTagArriveInTheOrderSent) {

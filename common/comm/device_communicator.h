@@ -1,0 +1,28 @@
+// The communicator a program uses for the tensors of one device, over the ranks of its world:
+//
+//   lab::comm::World world;
+//   auto comm = lab::comm::communicator_for(world.comm(), Device::cuda(rank % gpus));
+//
+//   device  world                 communicator
+//   cpu     any                   a split of the world (MPI under mpirun, single-process otherwise)
+//   cuda    one process           the single-process communicator (nothing to communicate)
+//   cuda    MPI, LAB_WITH_NCCL    NCCL on that GPU, bootstrapped over the world's MPI communicator
+//   cuda    MPI, no NCCL          the MPI backend, which stages CUDA tensors through pinned host memory;
+//                                 rank 0 says so on stderr, since it is much slower than NCCL on a GPU
+//
+// Each rank passes its own GPU; NCCL wants a different GPU for every rank of a node.
+#pragma once
+
+#include <memory>
+
+#include "common/comm/communicator.h"
+#include "common/core/device.h"
+
+namespace lab::comm {
+
+// A new communicator over the ranks of `world` for tensors on `device` (see above), with the world's
+// timeout. Collective over `world`. Error(Unsupported) for a CUDA device in a build without CUDA,
+// InvalidArgument for a GPU that is not visible.
+std::unique_ptr<Communicator> communicator_for(Communicator& world, Device device);
+
+}  // namespace lab::comm

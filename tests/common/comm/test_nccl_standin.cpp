@@ -1,0 +1,154 @@
+// The emulation build's NCCL stand-in through NCCL's own API, for what the backend's tests do not reach:
+// a group whose sends and receives need each other, 16-bit sums accumulated in float, NCCL's in-place
+// reduce-scatter, ncclCommAbort releasing a stream whose operation waits for a rank that never calls, and
+// the arguments NCCL refuses.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "common/cuda/runtime.h"
+#include "common/cuda/stream.h"
+#include "tests/common/comm/mpi_test.h"
+
+namespace lab::comm {
+namespace {
+
+using lab::testing::mpi_world;
+
+// An NCCL communicator over the world's ranks on cuda:0 (each rank is its own process, with its own
+// emulated GPU), destroyed with the test.
+class NcclWorld {
+ public:
+  NcclWorld() {
+    Tensor id = Tensor::zeros({sizeof(ncclUniqueId) / sizeof(int32_t)}, DType::I32);
+    if (mpi_world().rank() == 0) {
+      ncclUniqueId made;
+      EXPECT_EQ(ncclGetUniqueId(&made), ncclSuccess);
+      std::memcpy(id.raw(), &made, sizeof(made));
+    }
+    mpi_world().broadcast(id, 0);
+    ncclUniqueId shared;
+    std::memcpy(&shared, id.raw(), sizeof(shared));
+    EXPECT_EQ(ncclCommInitRank(&comm_, mpi_world().size(), shared, mpi_world().rank()), ncclSuccess);
+  }
+  ~NcclWorld() {
+    if (comm_ != nullptr) ncclCommDestroy(comm_);
+  }
+  NcclWorld(const NcclWorld&) = delete;
+  NcclWorld& operator=(const NcclWorld&) = delete;
+
+  ncclComm_t get() const { return comm_; }
+  ncclComm_t release() { return std::exchange(comm_, nullptr); }
+
+ private:
+  ncclComm_t comm_ = nullptr;
+};
+
+const Device kGpu = Device::cuda(0);
+
+// Both ring neighbours' messages are larger than MPI sends eagerly, so each send completes only once its
+// receive is posted: queued one after the other (without a group), every rank's send would wait for a
+// receive queued behind its peer's own send.
+TEST(NcclStandIn, AGroupPostsItsSendsAndReceivesTogether) {
+  NcclWorld nccl;
+  const int n = mpi_world().size(), rank = mpi_world().rank();
+  constexpr int64_t kCount = int64_t{1} << 18;
+  const Tensor outgoing = Tensor::from_floats(std::vector<float>(kCount, static_cast<float>(rank)), {kCount}).to(kGpu);
+  const Tensor incoming = Tensor::zeros({kCount}, DType::F32, kGpu);
+  cuda::Stream stream(0);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclSend(outgoing.raw(), kCount, ncclFloat32, (rank + 1) % n, nccl.get(), stream.get()), ncclSuccess);
+  ASSERT_EQ(ncclRecv(incoming.raw(), kCount, ncclFloat32, (rank + n - 1) % n, nccl.get(), stream.get()), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  stream.synchronize();
+  ncclResult_t async_error = ncclInternalError;
+  ASSERT_EQ(ncclCommGetAsyncError(nccl.get(), &async_error), ncclSuccess);
+  EXPECT_EQ(async_error, ncclSuccess);
+  EXPECT_EQ(incoming.to_floats(), std::vector<float>(kCount, static_cast<float>((rank + n - 1) % n)));
+}
+
+// 1 + (n - 1) x 2^-8 in bf16: each 2^-8 is half a unit in the last place of 1. Summed in float and rounded
+// once, the result is round(1 + (n - 1) 2^-8); adding one rank at a time in bf16 could round each half
+// unit away.
+TEST(NcclStandIn, SixteenBitSumsAccumulateInFloatAndRoundOnce) {
+  NcclWorld nccl;
+  const int n = mpi_world().size();
+  const float mine = mpi_world().rank() == 0 ? 1.0f : 0x1p-8f;
+  const Tensor tensor = Tensor::from_floats(std::vector<float>(3, mine), {3}).to_dtype(DType::BF16).to(kGpu);
+  cuda::Stream stream(0);
+  ASSERT_EQ(ncclAllReduce(tensor.raw(), tensor.raw(), 3, ncclBfloat16, ncclSum, nccl.get(), stream.get()), ncclSuccess);
+  stream.synchronize();
+  const float expected = bf16_bits_to_float(float_to_bf16_bits(1.0f + static_cast<float>(n - 1) * 0x1p-8f));
+  EXPECT_EQ(tensor.to_floats(), std::vector<float>(3, expected));
+}
+
+// NCCL's in-place reduce-scatter: recvbuff is block `rank` of sendbuff.
+TEST(NcclStandIn, ReduceScatterInPlaceIntoItsOwnBlock) {
+  NcclWorld nccl;
+  const int n = mpi_world().size(), rank = mpi_world().rank();
+  std::vector<int32_t> values(static_cast<size_t>(2 * n));
+  for (int i = 0; i < 2 * n; ++i) values[static_cast<size_t>(i)] = 100 * rank + i;
+  const Tensor buffer = Tensor::from_ints(values, {2 * n}).to(kGpu);
+  const Tensor block = buffer.view(2 * rank, {2});
+  cuda::Stream stream(0);
+  ASSERT_EQ(ncclReduceScatter(buffer.raw(), block.raw(), 2, ncclInt32, ncclSum, nccl.get(), stream.get()), ncclSuccess);
+  stream.synchronize();
+  const int32_t rank_sum = 100 * n * (n - 1) / 2;
+  EXPECT_EQ(block.to_ints(), (std::vector<int32_t>{rank_sum + n * 2 * rank, rank_sum + n * (2 * rank + 1)}));
+}
+
+// Rank 0 starts an all-reduce that nobody else calls: its stream stays busy until ncclCommAbort gives the
+// operation up; then the stream moves on. No error was recorded: the operation never failed, it waited.
+TEST(NcclStandIn, AbortReleasesTheStreamOfAnOperationThatWaitsForever) {
+  NcclWorld nccl;
+  if (mpi_world().rank() == 0) {
+    const Tensor tensor = Tensor::zeros({16}, DType::F32, kGpu);
+    cuda::Stream stream(0);
+    ASSERT_EQ(ncclAllReduce(tensor.raw(), tensor.raw(), 16, ncclFloat32, ncclSum, nccl.get(), stream.get()),
+              ncclSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(stream.query());
+    ncclResult_t async_error = ncclInternalError;
+    ASSERT_EQ(ncclCommGetAsyncError(nccl.get(), &async_error), ncclSuccess);
+    EXPECT_EQ(async_error, ncclSuccess);
+    ASSERT_EQ(ncclCommAbort(nccl.release()), ncclSuccess);
+    stream.synchronize();
+  }
+  mpi_world().barrier();
+}
+
+TEST(NcclStandIn, ArgumentsNcclRefusesAreRefusedWithAMessage) {
+  NcclWorld nccl;
+  const Tensor tensor = Tensor::zeros({4}, DType::F32, kGpu);
+  std::vector<float> host(4);
+  cuda::Stream stream(0);
+  const auto expect_refused = [](ncclResult_t result, ncclResult_t expected, const std::string& message) {
+    EXPECT_EQ(result, expected) << message;
+    const std::string last = ncclGetLastError(nullptr);
+    EXPECT_NE(last.find(message), std::string::npos) << last;
+  };
+  expect_refused(ncclAllReduce(host.data(), tensor.raw(), 4, ncclFloat32, ncclSum, nccl.get(), stream.get()),
+                 ncclInvalidArgument, "ncclAllReduce: sendbuff");
+  // Far past the end: the caching allocator's blocks lie inside larger cudaMalloc segments.
+  expect_refused(ncclAllReduce(tensor.raw(), tensor.raw(), 1 << 28, ncclFloat32, ncclSum, nccl.get(), stream.get()),
+                 ncclInvalidArgument, "run past the end of its allocation");
+  expect_refused(ncclAllReduce(tensor.raw(), tensor.raw(), 2, ncclFloat64, ncclSum, nccl.get(), stream.get()),
+                 ncclInvalidArgument, "reduces int32, float32, float16 and bfloat16");
+  expect_refused(ncclBroadcast(tensor.raw(), tensor.raw(), 4, ncclFloat32, 99, nccl.get(), stream.get()),
+                 ncclInvalidArgument, "root 99 is not in [0, ");
+  expect_refused(ncclSend(tensor.raw(), 4, ncclFloat32, -1, nccl.get(), stream.get()), ncclInvalidArgument,
+                 "peer -1 is not in [0, ");
+  expect_refused(ncclGroupEnd(), ncclInvalidUsage, "no ncclGroupStart");
+  // A refused call queues nothing: the communicator still works.
+  ASSERT_EQ(ncclAllReduce(tensor.raw(), tensor.raw(), 4, ncclFloat32, ncclSum, nccl.get(), stream.get()), ncclSuccess);
+  stream.synchronize();
+  EXPECT_EQ(tensor.to_floats(), std::vector<float>(4, 0.0f));
+}
+
+}  // namespace
+}  // namespace lab::comm
