@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "common/comm/single_process.h"
+
 #ifdef LAB_WITH_CUDA
 #include "common/cuda/runtime.h"
 #endif
@@ -22,7 +24,12 @@ std::unique_ptr<Communicator> communicator_for(Communicator& world, Device devic
          ": this build has no CUDA (LAB_WITH_CUDA=OFF); use the cpu device");
 #endif
   }
-  if (device.is_cpu() || world.size() == 1) return world.split(0, world.rank());
+  if (world.size() == 1) {
+    auto single = std::make_unique<SingleProcessCommunicator>();
+    single->set_timeout(world.timeout());
+    return single;
+  }
+  if (device.is_cpu()) return world.split(0, world.rank());
 #ifdef LAB_WITH_NCCL
   if (auto* mpi = dynamic_cast<MpiCommunicator*>(&world)) {
     auto nccl = std::make_unique<NcclCommunicator>(*mpi, device);

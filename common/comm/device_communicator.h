@@ -3,12 +3,12 @@
 //   lab::comm::World world;
 //   auto comm = lab::comm::communicator_for(world.comm(), Device::cuda(rank % gpus));
 //
-//   device  world                 communicator
-//   cpu     any                   a split of the world (MPI under mpirun, single-process otherwise)
-//   cuda    one process           the single-process communicator (nothing to communicate)
-//   cuda    MPI, LAB_WITH_NCCL    NCCL on that GPU, bootstrapped over the world's MPI communicator
-//   cuda    MPI, no NCCL          the MPI backend, which stages CUDA tensors through pinned host memory;
-//                                 rank 0 says so on stderr, since it is much slower than NCCL on a GPU
+//   world                device  communicator
+//   one rank             any     the single-process communicator (nothing to communicate)
+//   MPI                  cpu     a split of the world
+//   MPI, LAB_WITH_NCCL   cuda    NCCL on that GPU, bootstrapped over the world's MPI communicator
+//   MPI, no NCCL         cuda    the MPI backend, which stages CUDA tensors through pinned host memory;
+//                                rank 0 says so on stderr, since it is much slower than NCCL on a GPU
 //
 // Each rank passes its own GPU; NCCL wants a different GPU for every rank of a node.
 #pragma once

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "common/comm/device_communicator.h"
 #include "common/comm/single_process.h"
 #include "tests/common/expect_error.h"
 
@@ -148,6 +149,28 @@ TEST(SingleProcess, TrafficCountsCompletedCallsAndTheirPayload) {
   comm.reset_traffic();
   EXPECT_EQ(comm.traffic(OpKind::AllReduce).calls, 0u);
   EXPECT_EQ(comm.traffic(OpKind::AllReduce).bytes, 0u);
+}
+
+// ---------------------------------------------------------------- a device's communicator
+
+TEST(DeviceCommunicator, AWorldOfOneRankGivesTheSingleProcessCommunicator) {
+  SingleProcessCommunicator world;
+  world.set_timeout(std::chrono::milliseconds(1234));
+  const auto on_cpu = communicator_for(world, Device::cpu());
+  EXPECT_EQ(on_cpu->backend(), "single");
+  EXPECT_EQ(on_cpu->timeout(), std::chrono::milliseconds(1234));
+  if (cuda_available()) {
+    EXPECT_EQ(communicator_for(world, Device::cuda(0))->backend(), "single");
+  }
+}
+
+TEST(DeviceCommunicator, AGpuThatIsNotThereIsRefused) {
+  SingleProcessCommunicator world;
+#ifdef LAB_WITH_CUDA
+  expect_error([&] { communicator_for(world, Device::cuda(99)); }, ErrorKind::InvalidArgument, {"cuda:99"});
+#else
+  expect_error([&] { communicator_for(world, Device::cuda(0)); }, ErrorKind::Unsupported, {"this build has no CUDA"});
+#endif
 }
 
 TEST(Communicator, BusFactorsAreThoseOfTheRingAlgorithms) {

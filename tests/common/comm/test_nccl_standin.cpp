@@ -51,6 +51,9 @@ class NcclWorld {
 
 const Device kGpu = Device::cuda(0);
 
+// The tests queue their calls on the current stream of cuda:0 (the legacy stream), behind the copies and
+// memsets that fill their tensors; the abort test takes a stream of its own, which nothing else waits for.
+
 // Both ring neighbours' messages are larger than MPI sends eagerly, so each send completes only once its
 // receive is posted: queued one after the other (without a group), every rank's send would wait for a
 // receive queued behind its peer's own send.
@@ -60,12 +63,12 @@ TEST(NcclStandIn, AGroupPostsItsSendsAndReceivesTogether) {
   constexpr int64_t kCount = int64_t{1} << 18;
   const Tensor outgoing = Tensor::from_floats(std::vector<float>(kCount, static_cast<float>(rank)), {kCount}).to(kGpu);
   const Tensor incoming = Tensor::zeros({kCount}, DType::F32, kGpu);
-  cuda::Stream stream(0);
+  const cudaStream_t stream = cuda::current_stream(0);
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  ASSERT_EQ(ncclSend(outgoing.raw(), kCount, ncclFloat32, (rank + 1) % n, nccl.get(), stream.get()), ncclSuccess);
-  ASSERT_EQ(ncclRecv(incoming.raw(), kCount, ncclFloat32, (rank + n - 1) % n, nccl.get(), stream.get()), ncclSuccess);
+  ASSERT_EQ(ncclSend(outgoing.raw(), kCount, ncclFloat32, (rank + 1) % n, nccl.get(), stream), ncclSuccess);
+  ASSERT_EQ(ncclRecv(incoming.raw(), kCount, ncclFloat32, (rank + n - 1) % n, nccl.get(), stream), ncclSuccess);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
-  stream.synchronize();
+  cuda::synchronize();
   ncclResult_t async_error = ncclInternalError;
   ASSERT_EQ(ncclCommGetAsyncError(nccl.get(), &async_error), ncclSuccess);
   EXPECT_EQ(async_error, ncclSuccess);
@@ -80,9 +83,9 @@ TEST(NcclStandIn, SixteenBitSumsAccumulateInFloatAndRoundOnce) {
   const int n = mpi_world().size();
   const float mine = mpi_world().rank() == 0 ? 1.0f : 0x1p-8f;
   const Tensor tensor = Tensor::from_floats(std::vector<float>(3, mine), {3}).to_dtype(DType::BF16).to(kGpu);
-  cuda::Stream stream(0);
-  ASSERT_EQ(ncclAllReduce(tensor.raw(), tensor.raw(), 3, ncclBfloat16, ncclSum, nccl.get(), stream.get()), ncclSuccess);
-  stream.synchronize();
+  const cudaStream_t stream = cuda::current_stream(0);
+  ASSERT_EQ(ncclAllReduce(tensor.raw(), tensor.raw(), 3, ncclBfloat16, ncclSum, nccl.get(), stream), ncclSuccess);
+  cuda::synchronize();
   const float expected = bf16_bits_to_float(float_to_bf16_bits(1.0f + static_cast<float>(n - 1) * 0x1p-8f));
   EXPECT_EQ(tensor.to_floats(), std::vector<float>(3, expected));
 }
@@ -95,9 +98,9 @@ TEST(NcclStandIn, ReduceScatterInPlaceIntoItsOwnBlock) {
   for (int i = 0; i < 2 * n; ++i) values[static_cast<size_t>(i)] = 100 * rank + i;
   const Tensor buffer = Tensor::from_ints(values, {2 * n}).to(kGpu);
   const Tensor block = buffer.view(2 * rank, {2});
-  cuda::Stream stream(0);
-  ASSERT_EQ(ncclReduceScatter(buffer.raw(), block.raw(), 2, ncclInt32, ncclSum, nccl.get(), stream.get()), ncclSuccess);
-  stream.synchronize();
+  const cudaStream_t stream = cuda::current_stream(0);
+  ASSERT_EQ(ncclReduceScatter(buffer.raw(), block.raw(), 2, ncclInt32, ncclSum, nccl.get(), stream), ncclSuccess);
+  cuda::synchronize();
   const int32_t rank_sum = 100 * n * (n - 1) / 2;
   EXPECT_EQ(block.to_ints(), (std::vector<int32_t>{rank_sum + n * 2 * rank, rank_sum + n * (2 * rank + 1)}));
 }
@@ -126,27 +129,27 @@ TEST(NcclStandIn, ArgumentsNcclRefusesAreRefusedWithAMessage) {
   NcclWorld nccl;
   const Tensor tensor = Tensor::zeros({4}, DType::F32, kGpu);
   std::vector<float> host(4);
-  cuda::Stream stream(0);
+  const cudaStream_t stream = cuda::current_stream(0);
   const auto expect_refused = [](ncclResult_t result, ncclResult_t expected, const std::string& message) {
     EXPECT_EQ(result, expected) << message;
     const std::string last = ncclGetLastError(nullptr);
     EXPECT_NE(last.find(message), std::string::npos) << last;
   };
-  expect_refused(ncclAllReduce(host.data(), tensor.raw(), 4, ncclFloat32, ncclSum, nccl.get(), stream.get()),
+  expect_refused(ncclAllReduce(host.data(), tensor.raw(), 4, ncclFloat32, ncclSum, nccl.get(), stream),
                  ncclInvalidArgument, "ncclAllReduce: sendbuff");
   // Far past the end: the caching allocator's blocks lie inside larger cudaMalloc segments.
-  expect_refused(ncclAllReduce(tensor.raw(), tensor.raw(), 1 << 28, ncclFloat32, ncclSum, nccl.get(), stream.get()),
+  expect_refused(ncclAllReduce(tensor.raw(), tensor.raw(), 1 << 28, ncclFloat32, ncclSum, nccl.get(), stream),
                  ncclInvalidArgument, "run past the end of its allocation");
-  expect_refused(ncclAllReduce(tensor.raw(), tensor.raw(), 2, ncclFloat64, ncclSum, nccl.get(), stream.get()),
+  expect_refused(ncclAllReduce(tensor.raw(), tensor.raw(), 2, ncclFloat64, ncclSum, nccl.get(), stream),
                  ncclInvalidArgument, "reduces int32, float32, float16 and bfloat16");
-  expect_refused(ncclBroadcast(tensor.raw(), tensor.raw(), 4, ncclFloat32, 99, nccl.get(), stream.get()),
-                 ncclInvalidArgument, "root 99 is not in [0, ");
-  expect_refused(ncclSend(tensor.raw(), 4, ncclFloat32, -1, nccl.get(), stream.get()), ncclInvalidArgument,
+  expect_refused(ncclBroadcast(tensor.raw(), tensor.raw(), 4, ncclFloat32, 99, nccl.get(), stream), ncclInvalidArgument,
+                 "root 99 is not in [0, ");
+  expect_refused(ncclSend(tensor.raw(), 4, ncclFloat32, -1, nccl.get(), stream), ncclInvalidArgument,
                  "peer -1 is not in [0, ");
   expect_refused(ncclGroupEnd(), ncclInvalidUsage, "no ncclGroupStart");
   // A refused call queues nothing: the communicator still works.
-  ASSERT_EQ(ncclAllReduce(tensor.raw(), tensor.raw(), 4, ncclFloat32, ncclSum, nccl.get(), stream.get()), ncclSuccess);
-  stream.synchronize();
+  ASSERT_EQ(ncclAllReduce(tensor.raw(), tensor.raw(), 4, ncclFloat32, ncclSum, nccl.get(), stream), ncclSuccess);
+  cuda::synchronize();
   EXPECT_EQ(tensor.to_floats(), std::vector<float>(4, 0.0f));
 }
 
