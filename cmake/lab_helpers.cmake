@@ -54,10 +54,12 @@ function(lab_add_executable name)
   lab_target_defaults(${name})
 endfunction()
 
-# lab_add_gtest(NAME SOURCES t.cpp ... [DEPS lib ...] [LABELS l ...] [TIMEOUT s])
-# Each TEST() becomes one CTest test; a GTEST_SKIP() shows as "skipped", never as passed.
+# lab_add_gtest(NAME SOURCES t.cpp ... [DEPS lib ...] [LABELS l ...] [ENVIRONMENT VAR=value ...] [TIMEOUT s])
+# Each TEST() becomes one CTest test; a GTEST_SKIP() shows as "skipped", never as passed. In the emulation
+# build every test sees two emulated GPUs (LAB_EMU_DEVICES=2; the emulator's default is one), so that the
+# tests of two-GPU code run too.
 function(lab_add_gtest name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS;ENVIRONMENT" ${ARGN})
   if(NOT LAB_WITH_TESTS)
     return()
   endif()
@@ -73,12 +75,22 @@ function(lab_add_gtest name)
     DISCOVERY_MODE PRE_TEST
     WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
     PROPERTIES TIMEOUT ${ARG_TIMEOUT})
-  # Labels are set once CTest knows the tests: passed through PROPERTIES above, a list of labels would lose
-  # its semicolons on the way (and an empty one would shift the pairs after it).
+  # Labels and environment are set once CTest knows the tests: passed through PROPERTIES above, a list
+  # would lose its semicolons on the way (and an empty one would shift the pairs after it).
+  set(environment ${ARG_ENVIRONMENT})
+  if(LAB_CUDA_EMULATION)
+    list(APPEND environment LAB_EMU_DEVICES=2)
+  endif()
+  set(properties "")
   if(ARG_LABELS)
-    set(label_script "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake")
-    file(WRITE "${label_script}"
-         "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${ARG_LABELS}\")\nendif()\n")
-    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${label_script}")
+    string(APPEND properties " LABELS \"${ARG_LABELS}\"")
+  endif()
+  if(environment)
+    string(APPEND properties " ENVIRONMENT \"${environment}\"")
+  endif()
+  if(properties)
+    set(script "${CMAKE_CURRENT_BINARY_DIR}/${name}_properties.cmake")
+    file(WRITE "${script}" "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES${properties})\nendif()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${script}")
   endif()
 endfunction()

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# The test command: installs what the build needs (Debian 12), configures, builds and runs every test
-# through ctest, then builds the CPU code again with AddressSanitizer + UndefinedBehaviorSanitizer and
-# runs the CPU test suite under them. Exits non-zero on any failure.
+# The test command: installs what the build needs (Debian 12), then three builds, each tested through ctest:
+#
+#   DIR        the normal build: CPU code, and the CUDA sources compiled by nvcc when it is found (for sm_90
+#              unless a GPU is present or CMAKE_CUDA_ARCHITECTURES is set); without a GPU the CUDA tests
+#              report SKIPPED
+#   DIR-emu    the CUDA emulation build (Release): the same CUDA sources compiled by the host compiler and
+#              run on the CPU (common/cuda/emulation/README.md); every test runs, and every test labelled
+#              cuda must run: a skipped one fails CI
+#   DIR-asan   the emulation build again under AddressSanitizer + UndefinedBehaviorSanitizer: the CPU suite
+#              and the emulated CUDA suite
+#
+# Exits non-zero on any failure.
 #
 #   scripts/test.sh [--no-sanitize] [--build-dir DIR] [--jobs N]
-#
-# CUDA: when nvcc is found the CUDA sources are compiled and linked (for sm_90 unless a GPU is present or
-# CMAKE_CUDA_ARCHITECTURES is set), and the CUDA tests report SKIPPED on a machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +24,7 @@ while [[ $# -gt 0 ]]; do
     --no-sanitize) SANITIZE=0 ;;
     --build-dir) BUILD_DIR="$2"; shift ;;
     --jobs) JOBS="$2"; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "scripts/test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -47,16 +53,32 @@ cmake --build "$BUILD_DIR" -j "$JOBS"
 echo "== test"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
 
+# Runs every test of an emulation build, then checks that every test labelled cuda ran (none skipped).
+test_emulation_build() {
+  local dir=$1 junit
+  junit="$(cd "$dir" && pwd)/ctest-junit.xml"
+  ctest --test-dir "$dir" --output-on-failure -j "$JOBS" --output-junit "$junit"
+  python3 scripts/cuda_tests_ran.py "$dir" "$junit"
+}
+
+EMU_DIR="$BUILD_DIR-emu"
+echo "== configure ($EMU_DIR: CUDA emulation, the CUDA sources run on the CPU)"
+cmake -S . -B "$EMU_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAB_CUDA_EMULATION=ON -DLAB_WITH_BENCHMARK=OFF
+echo "== build (emulation)"
+cmake --build "$EMU_DIR" -j "$JOBS"
+echo "== test (emulation)"
+test_emulation_build "$EMU_DIR"
+
 if [[ $SANITIZE == 1 ]]; then
   SAN_DIR="$BUILD_DIR-asan"
-  echo "== configure ($SAN_DIR: CPU only, -fsanitize=address,undefined)"
-  cmake -S . -B "$SAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAB_WITH_CUDA=OFF \
+  echo "== configure ($SAN_DIR: CUDA emulation, -fsanitize=address,undefined)"
+  cmake -S . -B "$SAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAB_CUDA_EMULATION=ON \
     -DLAB_SANITIZE=address,undefined -DLAB_WITH_BENCHMARK=OFF
   echo "== build (sanitized)"
   cmake --build "$SAN_DIR" -j "$JOBS"
   echo "== test (sanitized)"
   # OpenMP's runtime keeps thread-local blocks alive at exit; they are not leaks of ours.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$SAN_DIR" --output-on-failure -j "$JOBS" -LE cuda
+    test_emulation_build "$SAN_DIR"
 fi
 echo "== all tests passed"

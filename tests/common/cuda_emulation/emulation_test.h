@@ -92,23 +92,29 @@ class PinnedBuffer {
 };
 
 // Holds a stream at a host function until open() (or the end of the scope): what is queued behind it
-// cannot run yet. The host function only spins on an atomic.
+// cannot run yet. The host function only spins on a flag. The flag lives on the heap and the host function
+// frees it: the gate may be gone before its host function even starts (when the stream has work before it).
 class StreamGate {
  public:
-  explicit StreamGate(cudaStream_t stream) {
-    EXPECT_EQ(cudaLaunchHostFunc(stream, &StreamGate::wait, &open_), cudaSuccess);
+  explicit StreamGate(cudaStream_t stream) : flag_(new std::atomic<bool>(false)) {
+    EXPECT_EQ(cudaLaunchHostFunc(stream, &StreamGate::wait, flag_), cudaSuccess);
   }
   ~StreamGate() { open(); }
   StreamGate(const StreamGate&) = delete;
   StreamGate& operator=(const StreamGate&) = delete;
-  void open() { open_.store(true); }
+  void open() {
+    if (flag_) flag_->store(true);
+    flag_ = nullptr;  // from here on the host function owns (and frees) it
+  }
 
  private:
-  static void wait(void* flag) {
-    while (!static_cast<std::atomic<bool>*>(flag)->load()) {
+  static void wait(void* arg) {
+    auto* flag = static_cast<std::atomic<bool>*>(arg);
+    while (!flag->load()) {
     }
+    delete flag;
   }
-  std::atomic<bool> open_{false};
+  std::atomic<bool>* flag_;
 };
 
 // Waits for the device and expects the sticky fault `code` whose description (last_fault()) holds every

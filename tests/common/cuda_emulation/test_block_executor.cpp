@@ -235,10 +235,17 @@ struct Counters {
   unsigned long long exchanged;
 };
 
+constexpr int kRepeats = 64;
+
 __global__ void atomics_kernel(Counters* c) {
   const int gid = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  atomicAdd(&c->count, 1);
-  atomicAdd(&c->fsum, 1.0f);
+  // Many increments per thread, so that the blocks running on different OS threads overlap in time; the
+  // fence keeps a compiler from merging them (should atomicAdd ever stop being atomic).
+  for (int r = 0; r < kRepeats; ++r) {
+    atomicAdd(&c->count, 1);
+    atomicAdd(&c->fsum, 1.0f);
+    __threadfence();
+  }
   atomicAdd(&c->dsum, 0.5);
   atomicAdd(&c->usum, 3ull);
   atomicMax(&c->max, gid);
@@ -260,8 +267,8 @@ TEST_F(BlockExecutor, AtomicsAreAtomicAcrossBlocksRunningInParallel) {
   DeviceBuffer<Counters> c(std::vector<Counters>{start});
   ASSERT_EQ(launch(atomics_kernel, blocks, threads, 0, nullptr, c.get()), cudaSuccess);
   const Counters r = c.download()[0];
-  EXPECT_EQ(r.count, n);
-  EXPECT_EQ(r.fsum, static_cast<float>(n));  // every partial sum is an integer below 2^24: exact
+  EXPECT_EQ(r.count, n * kRepeats);
+  EXPECT_EQ(r.fsum, static_cast<float>(n * kRepeats));  // every partial sum is an integer below 2^24: exact
   EXPECT_EQ(r.dsum, 0.5 * n);
   EXPECT_EQ(r.usum, 3ull * n);
   EXPECT_EQ(r.max, n - 1);

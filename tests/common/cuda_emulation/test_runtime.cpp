@@ -55,7 +55,7 @@ TEST_F(Runtime, DescribesAnEmulatedH100) {
   EXPECT_STREQ(cudaGetErrorString(cudaErrorMemoryAllocation), "out of memory");
 }
 
-TEST_F(Runtime, AllocationsBeyondTheEmulatedCapacityFail) {
+TEST_F(Runtime, TheEmulatedCapacityIsAHardLimit) {
   size_t free_before = 0, total = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
   EXPECT_EQ(total, settings().device_memory_bytes);
@@ -80,6 +80,21 @@ TEST_F(Runtime, AllocationsBeyondTheEmulatedCapacityFail) {
   void* none = reinterpret_cast<void*>(1);
   EXPECT_EQ(cudaMalloc(&none, 0), cudaSuccess);
   EXPECT_EQ(none, nullptr);
+
+  // A device small enough to fill (ctest runs this suite with LAB_EMU_MEMORY=512M) fills up exactly at its
+  // capacity, however much memory the host has left.
+  if (total > (size_t{1} << 30)) return;
+  const size_t chunk = total / 8;
+  std::vector<void*> blocks;
+  for (void* p = nullptr; blocks.size() < 9 && cudaMalloc(&p, chunk) == cudaSuccess;) blocks.push_back(p);
+  EXPECT_EQ(blocks.size(), 8u);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  size_t free_full = 1;
+  ASSERT_EQ(cudaMemGetInfo(&free_full, &total), cudaSuccess);
+  EXPECT_EQ(free_full, 0u);
+  ASSERT_EQ(cudaFree(blocks.back()), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(&blocks.back(), chunk), cudaSuccess) << "freed memory is available again";
+  for (void* p : blocks) EXPECT_EQ(cudaFree(p), cudaSuccess);
 }
 
 // Memory nobody wrote reads as NaN (float) or -1 (int): it cannot pass for a result.

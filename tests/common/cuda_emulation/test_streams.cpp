@@ -85,6 +85,7 @@ TEST_F(Streams, AnEventOrdersWorkAcrossStreams) {
     ASSERT_EQ(cudaEventRecord(ready, blocking_), cudaSuccess);
     ASSERT_EQ(cudaStreamWaitEvent(non_blocking_, ready, 0), cudaSuccess);
     ASSERT_EQ(cudaLaunchHostFunc(non_blocking_, set_flag, &consumed), cudaSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // time enough for a consumer that does not wait
     EXPECT_EQ(cudaEventQuery(ready), cudaErrorNotReady);
     EXPECT_EQ(cudaStreamQuery(non_blocking_), cudaErrorNotReady);
     EXPECT_EQ(consumed.load(), 0);
