@@ -22,7 +22,7 @@
 #define __managed__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static thread_local
 
 // ---------------------------------------------------------------- typed overloads, as in the toolkit
