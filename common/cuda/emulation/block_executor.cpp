@@ -56,6 +56,9 @@ const char* op_name(WarpOp op) {
     case WarpOp::Ballot: return "__ballot_sync";
     case WarpOp::Any: return "__any_sync";
     case WarpOp::All: return "__all_sync";
+    case WarpOp::WmmaLoad: return "nvcuda::wmma::load_matrix_sync";
+    case WarpOp::WmmaStore: return "nvcuda::wmma::store_matrix_sync";
+    case WarpOp::WmmaMma: return "nvcuda::wmma::mma_sync";
   }
   return "a warp collective";
 }
@@ -97,6 +100,7 @@ struct CudaThread {
   int arg = 0;
   int width = 0;
   uint64_t result = 0;
+  device::WarpTask task = nullptr;  // a warp task's work (value is then the lane's data)
 };
 
 class BlockExecutor;
@@ -132,6 +136,7 @@ class BlockExecutor {
   // The device side, called from inside a fiber.
   void sync_threads();
   uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width);
+  void warp_task(WarpOp op, unsigned mask, void* lane_data, device::WarpTask task);
   unsigned active_mask() const;
   void* dynamic_shared() const { return shared_.get(); }
 
@@ -465,6 +470,12 @@ uint64_t BlockExecutor::warp_collective(WarpOp op, unsigned mask, uint64_t value
   return thread.result;
 }
 
+// A collective like the others, but the last lane to arrive runs the task over every lane's data (complete()).
+void BlockExecutor::warp_task(WarpOp op, unsigned mask, void* lane_data, device::WarpTask task) {
+  current().task = task;
+  warp_collective(op, mask, reinterpret_cast<uintptr_t>(lane_data), 0, static_cast<int>(kWarpSize));
+}
+
 // The lane `lane` reads in its shuffle, as PTX's shfl.sync defines it, or -1 when the source falls outside
 // the lane's segment of `width` lanes (the lane then keeps its own value).
 int BlockExecutor::source_lane(const CudaThread& lane) const {
@@ -493,6 +504,19 @@ int BlockExecutor::source_lane(const CudaThread& lane) const {
 // Every lane of the group has arrived: compute each lane's result and release the others.
 void BlockExecutor::complete(const PendingCollective& group) {
   const CudaThread& me = current();
+  if (group.op == WarpOp::WmmaLoad || group.op == WarpOp::WmmaStore || group.op == WarpOp::WmmaMma) {
+    void* lanes[kWarpSize] = {};
+    for (unsigned l = group.mask; l != 0; l &= l - 1) {
+      const unsigned lane = static_cast<unsigned>(std::countr_zero(l));
+      lanes[lane] = reinterpret_cast<void*>(lane_of(me, lane).value);
+    }
+    me.task(lanes, group.mask);
+    for (unsigned l = group.mask; l != 0; l &= l - 1) {
+      CudaThread& lane = lane_of(me, static_cast<unsigned>(std::countr_zero(l)));
+      if (&lane != &me) make_ready(lane);
+    }
+    return;
+  }
   unsigned ballot = 0;
   for (unsigned lanes = group.mask; lanes != 0; lanes &= lanes - 1) {
     const unsigned lane = static_cast<unsigned>(std::countr_zero(lanes));
@@ -603,6 +627,10 @@ namespace device {
 
 uint64_t warp_collective(WarpOp op, unsigned int mask, uint64_t value, int arg, int width) {
   return running_executor(op_name(op)).warp_collective(op, mask, value, arg, width);
+}
+
+void warp_task(WarpOp op, unsigned int mask, void* lane_data, WarpTask task) {
+  running_executor(op_name(op)).warp_task(op, mask, lane_data, task);
 }
 
 void sync_threads() {

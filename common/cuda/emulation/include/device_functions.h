@@ -26,13 +26,19 @@ inline constexpr int warpSize = 32;
 
 namespace lab::cuda::emu::device {
 
-// The warp collectives, one rendezvous each (see block_executor.cpp).
-enum class WarpOp : int { Sync, Shfl, ShflUp, ShflDown, ShflXor, Ballot, Any, All };
+// The warp collectives, one rendezvous each (see block_executor.cpp). The Wmma ones are warp tasks (below).
+enum class WarpOp : int { Sync, Shfl, ShflUp, ShflDown, ShflXor, Ballot, Any, All, WmmaLoad, WmmaStore, WmmaMma };
 
 // Waits until every lane of `mask` has called the same collective with the same mask, then returns this
 // lane's result: the value read from the source lane (shuffles, where `arg` is the source lane, delta or
 // xor mask within segments of `width` lanes), or the vote over the lanes' `value`s (ballot, any, all).
 uint64_t warp_collective(WarpOp op, unsigned int mask, uint64_t value, int arg, int width);
+// A warp task: a collective whose work is done once for the whole warp, by the last lane to arrive, before
+// any lane of `mask` continues (the WMMA stand-in, mma.h, moves fragments between lanes this way). Each lane
+// passes `lane_data` (its arguments and its part of the data); `task` then gets every lane's, lanes[l] for
+// lane l (null outside the mask). It may throw: the block then faults with the exception's message.
+using WarpTask = void (*)(void* const* lanes, unsigned int mask);
+void warp_task(WarpOp op, unsigned int mask, void* lane_data, WarpTask task);
 void sync_threads();
 unsigned int active_mask();
 void* dynamic_shared_memory();  // this block's dynamic shared memory (the launch's shared_bytes)
