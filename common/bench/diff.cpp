@@ -6,37 +6,11 @@
 #include <cstdio>
 #include <set>
 
+#include "common/bench/text_table.h"
+
 namespace lab::bench {
 
 namespace {
-
-// A table of text cells printed with each column padded to its widest cell.
-class TextTable {
- public:
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-
-  std::string render(const std::string& indent) const {
-    std::vector<size_t> widths;
-    for (const auto& row : rows_) {
-      widths.resize(std::max(widths.size(), row.size()), 0);
-      for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-    }
-    std::string out;
-    for (const auto& row : rows_) {
-      std::string line = indent;
-      for (size_t i = 0; i < row.size(); ++i) {
-        line += row[i];
-        if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
-      }
-      line.erase(line.find_last_not_of(' ') + 1);  // an empty last cell leaves padding behind
-      out += line + "\n";
-    }
-    return out;
-  }
-
- private:
-  std::vector<std::vector<std::string>> rows_;
-};
 
 std::string number(double v) {
   if (std::isnan(v)) return "-";

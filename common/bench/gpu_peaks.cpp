@@ -44,6 +44,40 @@ const std::vector<Entry>& table() {
   return entries;
 }
 
+// DRAM bandwidth in GB/s from the same datasheets. Entries are matched as above; a model sold with different
+// memories has one entry per memory (the GH200 too, whose HBM3 and HBM3e parts report the same name, is left
+// out rather than guessed).
+struct BandwidthEntry {
+  const char* name;
+  std::vector<std::string> all_of;
+  std::vector<std::string> none_of;
+  double gb_per_s;
+};
+
+const std::vector<BandwidthEntry>& bandwidth_table() {
+  static const std::vector<BandwidthEntry> entries = {
+      {"H100 NVL", {"H100", "NVL"}, {}, 3900.0},
+      {"H100 PCIe", {"H100", "PCIE"}, {}, 2000.0},
+      {"H100 SXM (HBM3)", {"H100", "SXM*"}, {}, 3350.0},
+      {"H100 SXM (HBM3)", {"H100", "HBM3"}, {}, 3350.0},
+      {"H200 NVL", {"H200", "NVL"}, {}, 4800.0},
+      {"H200 SXM", {"H200"}, {}, 4800.0},
+      {"A100 SXM 80GB", {"A100", "SXM*", "80GB"}, {}, 2039.0},
+      {"A100 SXM 40GB", {"A100", "SXM*", "40GB"}, {}, 1555.0},
+      {"A100 PCIe 80GB", {"A100", "PCIE", "80GB"}, {}, 1935.0},
+      {"A100 PCIe 40GB", {"A100", "PCIE", "40GB"}, {}, 1555.0},
+      {"A10", {"A10"}, {}, 600.0},
+      {"L40S", {"L40S"}, {}, 864.0},
+      {"L40", {"L40"}, {}, 864.0},
+      {"L4", {"L4"}, {}, 300.0},
+      {"RTX 4090", {"RTX", "4090"}, {"D", "LAPTOP"}, 1008.0},
+      {"RTX 3090", {"RTX", "3090"}, {"TI", "LAPTOP"}, 936.0},
+      {"V100 SXM2", {"V100", "SXM2*"}, {}, 900.0},
+      {"V100 PCIe", {"V100", "PCIE*"}, {}, 900.0},
+  };
+  return entries;
+}
+
 // "NVIDIA A100-SXM4-40GB" -> {"NVIDIA", "A100", "SXM4", "40GB"}: upper case, split at anything that is
 // not a letter or a digit, so "A10" never matches inside "A100" or "A10G".
 std::vector<std::string> tokens_of(std::string_view name) {
@@ -68,7 +102,8 @@ bool has_token(const std::vector<std::string>& tokens, const std::string& patter
                      [&](const std::string& t) { return prefix ? t.starts_with(want) : t == want; });
 }
 
-bool matches(const Entry& e, const std::vector<std::string>& tokens) {
+template <typename TableEntry>
+bool matches(const TableEntry& e, const std::vector<std::string>& tokens) {
   for (const std::string& p : e.all_of)
     if (!has_token(tokens, p)) return false;
   for (const std::string& p : e.none_of)
@@ -112,6 +147,13 @@ std::optional<GpuPeak> gpu_peak_flops(std::string_view device_name, Precision pr
     if (tflops <= 0.0) return std::nullopt;
     return GpuPeak{e.name, tflops * 1e12};
   }
+  return std::nullopt;
+}
+
+std::optional<GpuBandwidth> gpu_peak_bandwidth(std::string_view device_name) {
+  const std::vector<std::string> tokens = tokens_of(device_name);
+  for (const BandwidthEntry& e : bandwidth_table())
+    if (matches(e, tokens)) return GpuBandwidth{e.name, e.gb_per_s * 1e9};
   return std::nullopt;
 }
 

@@ -1,4 +1,5 @@
-// Dense peak FLOP/s of GPU models, per precision, for model-FLOPs utilisation (MFU).
+// Dense peak FLOP/s of GPU models, per precision, for model-FLOPs utilisation (MFU), and their memory
+// bandwidth, for the fraction of peak of memory-bound kernels.
 //
 // MFU = achieved model FLOP/s / the GPU's peak, so the peak must be the right one: the dense (no 2:4
 // sparsity) tensor-core figure of the precision the GEMMs really run in, from the vendor's datasheet,
@@ -7,6 +8,9 @@
 // not in it, or a precision it lacks, gives std::nullopt, and callers print "unknown GPU: peak not
 // known" rather than guess. The entry's name is returned with the number so callers can print which
 // peak they divided by.
+//
+// The bandwidth is the datasheet's DRAM (HBM or GDDR) bandwidth, which depends on the memory fitted as well as
+// on the model (an A100 with 40 GB has 1555 GB/s, with 80 GB 2039 GB/s), so it has a table of its own.
 #pragma once
 
 #include <optional>
@@ -27,5 +31,13 @@ struct GpuPeak {
 // The peak of the GPU named `device_name` at `precision`, or std::nullopt when the GPU is not in the
 // table or has no such math (e.g. bf16 on a V100).
 std::optional<GpuPeak> gpu_peak_flops(std::string_view device_name, Precision precision);
+
+struct GpuBandwidth {
+  std::string entry;         // the table entry that matched, e.g. "H100 SXM (HBM3)"
+  double bytes_per_s = 0.0;  // DRAM bandwidth, bytes/s
+};
+
+// The memory bandwidth of the GPU named `device_name`, or std::nullopt when it is not in the table.
+std::optional<GpuBandwidth> gpu_peak_bandwidth(std::string_view device_name);
 
 }  // namespace lab::bench

@@ -46,6 +46,23 @@ TEST(GpuPeaks, UnknownGpusAndMissingPrecisionsGiveNothing) {
   EXPECT_FALSE(gpu_peak_flops("Tesla V100-SXM2-16GB", Precision::TF32).has_value()) << "V100 has no tf32";
 }
 
+TEST(GpuPeaks, BandwidthDependsOnTheMemoryFitted) {
+  auto bandwidth = [](const char* name) {
+    const std::optional<GpuBandwidth> b = gpu_peak_bandwidth(name);
+    return b ? b->bytes_per_s / 1e9 : -1.0;
+  };
+  EXPECT_DOUBLE_EQ(bandwidth("NVIDIA H100 80GB HBM3"), 3350.0);
+  EXPECT_EQ(gpu_peak_bandwidth("NVIDIA H100 80GB HBM3")->entry, "H100 SXM (HBM3)");
+  EXPECT_DOUBLE_EQ(bandwidth("NVIDIA H100 PCIe"), 2000.0);
+  EXPECT_DOUBLE_EQ(bandwidth("NVIDIA H200"), 4800.0);
+  EXPECT_DOUBLE_EQ(bandwidth("NVIDIA A100-SXM4-40GB"), 1555.0);
+  EXPECT_DOUBLE_EQ(bandwidth("NVIDIA A100-SXM4-80GB"), 2039.0);
+  EXPECT_DOUBLE_EQ(bandwidth("NVIDIA A100 80GB PCIe"), 1935.0);
+  EXPECT_DOUBLE_EQ(bandwidth("Tesla V100-SXM2-16GB"), 900.0);
+  for (const char* name : {"NVIDIA GH200 480GB", "NVIDIA H100", "NVIDIA A10G", "AMD Instinct MI300X", ""})
+    EXPECT_FALSE(gpu_peak_bandwidth(name).has_value()) << "'" << name << "'";
+}
+
 TEST(GpuPeaks, PrecisionNamesRoundTrip) {
   for (const Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::FP16})
     EXPECT_EQ(parse_precision(precision_name(p)), p);
