@@ -15,6 +15,8 @@ namespace lab::ch05 {
 
 class ShardWriter {
  public:
+  // Refuses (Error(Io), before anything is written) when a file named like one of this split's shards exists
+  // and is not a token shard: the writer replaces and removes earlier shards only, never a user's other file.
   ShardWriter(std::string prefix, std::string split, int64_t shard_tokens);
 
   static std::string shard_path(const std::string& prefix, const std::string& split, int64_t index);
@@ -29,6 +31,8 @@ class ShardWriter {
 
  private:
   void flush();
+  // Files named <prefix>_<split>_N.bin with N >= first_index (any kind of file: the caller decides).
+  std::vector<std::string> existing_shard_paths(int64_t first_index = 0) const;
   void remove_stale_shards() const;
 
   std::string prefix_;

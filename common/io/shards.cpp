@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <fstream>
 #include <limits>
 
 #include "common/core/error.h"
@@ -58,6 +59,13 @@ void read_shard_tokens(const std::string& path, int64_t offset, int64_t count, u
   LAB_CHECK(offset >= 0 && count >= 0 && offset <= available && count <= available - offset, Format, "shard '", path,
             "': cannot read ", count, " tokens at offset ", offset, ", it holds ", available);
   file.read_at(kShardHeaderBytes + 2 * offset, out, static_cast<size_t>(count) * sizeof(uint16_t));
+}
+
+bool looks_like_shard(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  int32_t head[2] = {};
+  if (!in.read(reinterpret_cast<char*>(head), sizeof(head))) return false;
+  return head[0] == kShardMagic && head[1] == kShardVersion;
 }
 
 void write_shard(const std::string& path, std::span<const uint16_t> tokens) {

@@ -23,6 +23,9 @@ struct ShardInfo {
 
 // Reads and validates the header (magic, version, token count against the file size).
 ShardInfo read_shard_info(const std::string& path);
+// True when `path` is a regular file that starts like a token shard (magic and version). Cheap: reads 8 bytes.
+// Tools use it before replacing or removing a file, so they only ever touch shards.
+bool looks_like_shard(const std::string& path);
 // The whole shard's tokens.
 std::vector<uint16_t> read_shard(const std::string& path);
 // `count` tokens starting at token `offset` (a positioned read; validates the range).

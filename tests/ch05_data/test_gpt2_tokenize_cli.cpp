@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "ch05_data/tokenize/shard_writer.h"
+#include "common/io/files.h"
+#include "common/io/shards.h"
 #include "tests/ch05_data/tokenize_fixtures.h"
 #include "tests/common/expect_error.h"
 
@@ -100,6 +103,31 @@ TEST(Gpt2TokenizeCli, BadFlagsGiveOneErrorLineAndAFailingExit) {
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << "\n" << r.output;
     EXPECT_EQ(r.output.rfind("gpt2_tokenize: error: ", 0), 0u) << r.output;
     EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
+  }
+}
+
+// Earlier shards of the same prefix are replaced, and those beyond the new run's count removed; a file with a
+// shard's name that is not a shard is never touched: the run is refused before it writes anything.
+TEST(Gpt2TokenizeCli, ReplacesOnlyEarlierShards) {
+  const std::string dir = scratch_directory();
+  write_file_atomic(dir + "/in.txt", testing::make_corpus(5, 40));
+  const std::string run = kBinary + " --input " + quoted(dir + "/in.txt") + " --out-prefix " + quoted(dir + "/c") +
+                          " --no-progress --val-fraction 0";
+  const std::string stale_shard = ShardWriter::shard_path(dir + "/c", "train", 7);
+  write_shard(stale_shard, std::vector<uint16_t>{1, 2, 3});
+  CommandResult r = run_command(run + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(file_exists(stale_shard));  // an earlier run's shard beyond this run's count is removed
+
+  for (const int64_t index : {int64_t{0}, int64_t{9}}) {  // one this run would replace, one it would remove
+    const std::string foreign = ShardWriter::shard_path(dir + "/c", "train", index);
+    write_file_atomic(foreign, "hello");
+    r = run_command(run + " 2>&1 >/dev/null");
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(foreign), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("not a token shard"), std::string::npos) << r.output;
+    EXPECT_EQ(read_file(foreign), "hello");
+    std::remove(foreign.c_str());
   }
 }
 
