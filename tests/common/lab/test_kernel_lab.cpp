@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/lab/device_timing.h"
 #include "common/lab/kernel_lab.h"
 #include "common/lab/lab_main.h"
 #include "common/util/rng.h"
@@ -183,6 +184,13 @@ TEST(KernelLab, GpuCeilingsComeFromTheDatasheetTablesAndNeverForAnEmulatedGpu) {
   EXPECT_EQ(v100->flops_per_s, 0.0);
   EXPECT_DOUBLE_EQ(v100->bytes_per_s, 900e9);
   EXPECT_FALSE(gpu_ceiling("Emulated NVIDIA H100 (LAB_CUDA_EMULATION)", bench::Precision::FP32).has_value());
+}
+
+TEST(TimingFor, TheCpuIsTimedWithTheSteadyClock) {
+  EXPECT_EQ(timing_for(Device::cpu())->name(), "steady_clock");
+#ifndef LAB_WITH_CUDA
+  testing::expect_error([] { timing_for(Device::cuda()); }, ErrorKind::Unsupported, {"cuda:0", "no CUDA backend"});
+#endif
 }
 
 TEST(KernelLab, TheCpuCeilingIsMeasured) {
