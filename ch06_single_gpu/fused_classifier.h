@@ -1,0 +1,36 @@
+// The fused classifier, promoted from the classifier lab (kernels/04_classifier): softmax, cross-entropy and
+// the logits' gradient in one kernel that reads each row of logits twice and never stores the probabilities,
+// for the trainer's --kernels fused.
+//
+// The contract is common/ops/classifier.h's, word for word, so the two are interchangeable:
+//   logits [N, Vp] f32 over the padded vocabulary, only the first `vocab` columns real; targets [N] i32 in
+//   [0, vocab); losses [N] f32:
+//     losses[n] = logsumexp(logits[n, :vocab]) - logits[n, targets[n]]
+//   when dloss != 0 the logits are overwritten with the gradient of dloss * sum_n losses[n]:
+//     logits[n, v] = dloss * (softmax(logits[n, :vocab])[v] - [v == targets[n]])   for v < vocab
+//     logits[n, v] = 0                                                             for vocab <= v < Vp
+//   and when dloss == 0 they are left as they were.
+// A target outside [0, vocab) is an error on the CPU; on CUDA (where checking would cost a host
+// synchronisation) it gives a NaN loss and a NaN gradient row, and nothing outside the row is touched.
+//
+// What differs from the core's op is how: on CUDA, the maximum and the sum of exponentials come from one pass
+// (online softmax) with 128-bit loads where the rows allow them (Vp a multiple of 4, 16-byte aligned rows); on
+// the CPU, the same online pass over L1-sized chunks of the row.
+#pragma once
+
+#include <cstdint>
+
+#include "common/core/tensor.h"
+
+namespace lab::ch06 {
+
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss);
+
+namespace cpu {
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss);
+}  // namespace cpu
+namespace cuda {
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss);
+}  // namespace cuda
+
+}  // namespace lab::ch06

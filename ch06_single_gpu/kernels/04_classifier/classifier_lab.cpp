@@ -1,0 +1,154 @@
+// The classifier lab's versions and their validation (see classifier_lab.h).
+//
+// Validation: the version's logits are reset to the inputs, its losses (and its probabilities buffer, for the
+// versions that have one) filled with NaN, and after one run the losses and the gradient left in the logits are
+// compared with the CPU reference's. Versions on one device share their working tensors (they run one after
+// another), so the lab holds two copies of the logits per device, not one per version. The op works in place:
+// each timed repeat runs on the gradient the previous one left (the work does not depend on the values).
+#include "ch06_single_gpu/kernels/04_classifier/classifier_lab.h"
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ch06_single_gpu/fused_classifier.h"
+#include "ch06_single_gpu/kernels/04_classifier/classifier_versions.h"
+#include "common/ops/classifier.h"
+#include "common/util/rng.h"
+
+namespace lab::ch06 {
+
+namespace {
+
+using kernel_lab::Check;
+using kernel_lab::KernelLab;
+using kernel_lab::Version;
+
+// What every version reads and writes. `probs` is the materialising versions' buffer.
+struct ClassifierTensors {
+  Tensor logits, losses, targets, probs;
+};
+using ClassifierFn = std::function<void(const ClassifierTensors&, int64_t vocab, float dloss)>;
+
+ClassifierTensors working_tensors(const ClassifierTensors& inputs, Device device) {
+  const int64_t N = inputs.logits.dim(0);
+  return {inputs.logits.to(device), Tensor::empty({N}, DType::F32, device), inputs.targets.to(device),
+          Tensor::empty(inputs.logits.shape(), DType::F32, device)};
+}
+
+// Random logits (see ClassifierProblem) and targets; rows 0 and 1 aim at the last and the first real column.
+ClassifierTensors random_inputs(const ClassifierProblem& p) {
+  Rng rng(p.seed);
+  std::vector<float> logits(static_cast<size_t>(p.rows * p.padded_vocab));
+  for (int64_t n = 0; n < p.rows; ++n)
+    for (int64_t v = 0; v < p.padded_vocab; ++v)
+      logits[static_cast<size_t>(n * p.padded_vocab + v)] =
+          v < p.vocab ? rng.normal(p.offset, p.spread) : p.offset + 30.0f * p.spread;
+  std::vector<int32_t> targets(static_cast<size_t>(p.rows));
+  for (int32_t& t : targets) t = static_cast<int32_t>(rng.below(static_cast<uint64_t>(p.vocab)));
+  if (p.rows > 0) targets[0] = static_cast<int32_t>(p.vocab - 1);
+  if (p.rows > 1) targets[1] = 0;
+  return {Tensor::from_floats(logits, {p.rows, p.padded_vocab}), Tensor::empty({p.rows}, DType::F32),
+          Tensor::from_ints(targets, {p.rows}), Tensor()};
+}
+
+struct ClassifierLab {
+  KernelLab& lab;
+  const ClassifierProblem& problem;
+  ClassifierTensors inputs;    // on the CPU
+  ClassifierTensors expected;  // the CPU reference's losses, and its gradient in `logits`
+  float dloss = 0.0f;
+  Tolerance loss_tol, grad_tol;
+
+  void add(std::string name, std::string what_changes, const ClassifierTensors& t, ClassifierFn fn) {
+    Version v;
+    v.name = std::move(name);
+    v.what_changes = std::move(what_changes);
+    v.device = t.logits.device();
+    const int64_t vocab = problem.vocab;
+    const float d = dloss;
+    v.run = [t, fn, vocab, d] { fn(t, vocab, d); };
+    v.validate = [t, fn, vocab, d, in = inputs, e = expected, loss_tol = loss_tol, grad_tol = grad_tol] {
+      t.logits.copy_from(in.logits);
+      t.losses.fill_(NAN);
+      t.probs.fill_(NAN);
+      fn(t, vocab, d);
+      return std::vector<Check>{Check::close("losses", t.losses, e.losses, loss_tol),
+                                Check::close("dlogits", t.logits, e.logits, grad_tol)};
+    };
+    lab.add(std::move(v));
+  }
+};
+
+std::string problem_text(const ClassifierProblem& p) {
+  return cat("N=", p.rows, " rows, V=", p.vocab, " (padded ", p.padded_vocab, "), fp32, logits ", p.offset, " + N(0, ",
+             p.spread, ")");
+}
+
+// ---------------------------------------------------------------- the versions' calls
+
+// The materialising versions, with their probabilities buffer.
+template <void (*kVersion)(const Tensor&, const Tensor&, const Tensor&, int64_t, float, const Tensor&)>
+void materialising(const ClassifierTensors& t, int64_t vocab, float dloss) {
+  kVersion(t.logits, t.losses, t.targets, vocab, dloss, t.probs);
+}
+void core_fused(const ClassifierTensors& t, int64_t vocab, float dloss) {
+  ops::fused_classifier(t.logits, t.losses, t.targets, vocab, dloss);
+}
+void promoted_fused(const ClassifierTensors& t, int64_t vocab, float dloss) {
+  ch06::fused_classifier(t.logits, t.losses, t.targets, vocab, dloss);
+}
+
+}  // namespace
+
+KernelLab make_classifier_lab(const ClassifierProblem& p) {
+  LAB_CHECK(p.rows > 0 && p.vocab > 0 && p.vocab <= p.padded_vocab && p.spread > 0, InvalidArgument,
+            "classifier lab: rows, vocab and spread must be positive and vocab <= padded vocab");
+  const double NV = static_cast<double>(p.rows) * static_cast<double>(p.padded_vocab);
+  // The least any version must move: the logits read once and the gradient written once (targets and losses
+  // are 8 bytes a row). FLOPs per real logit: the maximum's compare, the sum's subtract, exp and add, the
+  // gradient's subtract, exp and multiply (an exp counted as one).
+  KernelLab lab("classifier", problem_text(p),
+                {.flops = 7.0 * static_cast<double>(p.rows) * static_cast<double>(p.vocab),
+                 .bytes = 8.0 * NV + 8.0 * static_cast<double>(p.rows)});
+  const ClassifierTensors inputs = random_inputs(p);
+  const float dloss = 1.0f / static_cast<float>(p.rows);
+  ClassifierTensors expected{inputs.logits.clone(), Tensor::empty({p.rows}, DType::F32), inputs.targets, Tensor()};
+  ops::cpu::fused_classifier(expected.logits, expected.losses, expected.targets, p.vocab, dloss);
+  // Losses: log(sum) + max - logit, rounded at the logits' magnitude (the offset). Gradient: each element
+  // relative to itself, with the rounding of a V-term sum (most elements are ~dloss / V, far below the largest,
+  // so a tolerance scaled by the largest would let them be anything); elements below the rounding of one
+  // float of the largest are judged in absolute terms.
+  const Tolerance loss_tol = tolerance_for_offset(DType::F32, p.vocab, std::fabs(p.offset) / p.spread);
+  const Tolerance grad_tol{tolerance_for(DType::F32, p.vocab).rel, tolerance_for(DType::F32, 1).abs};
+  ClassifierLab cl{lab, p, inputs, expected, dloss, loss_tol, grad_tol};
+
+#ifdef LAB_WITH_CUDA
+  if (cuda_available()) {
+    const ClassifierTensors gpu = working_tensors(inputs, Device::cuda(0));
+    cl.add("three-pass softmax, materialised",
+           "the textbook: max, sum, normalise into probs; then cross-entropy and backward kernels read them", gpu,
+           materialising<classifier::gpu_three_pass>);
+    cl.add("online softmax, materialised", "max and sum in one pass: the softmax reads each row twice, not 3x", gpu,
+           materialising<classifier::gpu_online>);
+    cl.add("fused, three passes (the core's)", "one kernel; the gradient recomputes exp: no probs in memory", gpu,
+           core_fused);
+    cl.add("fused, online, float4 (promoted)", "v3 with v2's online pass and 128-bit loads: 2 reads of a row", gpu,
+           promoted_fused);
+  }
+#endif
+  const ClassifierTensors cpu = working_tensors(inputs, Device::cpu());
+  cl.add("CPU three-pass, materialised", "loops: max, exp and sum into probs, scale; cross-entropy; backward", cpu,
+         materialising<classifier::cpu_three_pass>);
+  cl.add("CPU online, materialised", "max and sum in one pass over L1-sized chunks, then probs; same two loops", cpu,
+         materialising<classifier::cpu_online>);
+  cl.add("CPU fused, three passes (reference)", "ops::cpu: no probs stored; max, sum, gradient passes per row", cpu,
+         core_fused);
+  cl.add("CPU fused, online (promoted)", "the chunked online pass, then the gradient: the row read twice", cpu,
+         promoted_fused);
+  return lab;
+}
+
+}  // namespace lab::ch06

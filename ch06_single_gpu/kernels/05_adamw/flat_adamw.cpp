@@ -1,0 +1,54 @@
+// Checks of ch06_single_gpu/flat_adamw.h (once, for both backends), then dispatch by device.
+#include "ch06_single_gpu/flat_adamw.h"
+
+#include "common/ops/dispatch.h"
+
+namespace lab::ch06 {
+
+namespace {
+
+// Equal element counts, `n` each; m and v f32; step and decay_end in range.
+void check_common(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
+                  const ops::AdamWHyper& hyper, int64_t decay_end, const char* op) {
+  const int64_t n = params.numel();
+  for (const Tensor* t : {&grads, &m, &v}) {
+    t->check_defined(op);
+    LAB_CHECK(t->numel() == n, InvalidArgument, op, ": buffers of different sizes (", t->numel(), " vs ", n, ")");
+  }
+  m.check_dtype(DType::F32, op);
+  v.check_dtype(DType::F32, op);
+  LAB_CHECK(hyper.step >= 1, InvalidArgument, op, ": step must be >= 1, got ", hyper.step);
+  LAB_CHECK(decay_end >= 0 && decay_end <= n, InvalidArgument, op, ": decay_end ", decay_end, " outside [0, ", n, "]");
+}
+
+}  // namespace
+
+void flat_adamw(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
+                const ops::AdamWHyper& hyper, float grad_scale, int64_t decay_end) {
+  const char* op = "flat_adamw";
+  params.check_defined(op);
+  check_common(params, grads, m, v, hyper, decay_end, op);
+  params.check_dtype(DType::F32, op);
+  grads.check_dtype(DType::F32, op);
+  ops::check_same_device({&params, &grads, &m, &v}, op);
+  LAB_DISPATCH(params.device(), flat_adamw, params, grads, m, v, hyper, grad_scale, decay_end);
+}
+
+void flat_adamw_bf16(const Tensor& params, const Tensor& master, const Tensor& grads, const Tensor& m, const Tensor& v,
+                     const ops::AdamWHyper& hyper, float grad_scale, int64_t decay_end, Bf16Rounding rounding) {
+  const char* op = "flat_adamw_bf16";
+  params.check_defined(op);
+  check_common(params, grads, m, v, hyper, decay_end, op);
+  params.check_dtype(DType::BF16, op);
+  if (master.defined()) {
+    master.check_dtype(DType::F32, op);
+    LAB_CHECK(master.numel() == params.numel(), InvalidArgument, op, ": ", master.numel(), " master weights for ",
+              params.numel(), " parameters");
+  }
+  LAB_CHECK(grads.dtype() == DType::F32 || grads.dtype() == DType::BF16, InvalidArgument, op,
+            ": gradients must be f32 or bf16, got ", dtype_name(grads.dtype()));
+  ops::check_same_device({&params, &master, &grads, &m, &v}, op);
+  LAB_DISPATCH(params.device(), flat_adamw_bf16, params, master, grads, m, v, hyper, grad_scale, decay_end, rounding);
+}
+
+}  // namespace lab::ch06
