@@ -33,7 +33,7 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override;
   std::string backend() const override { return "mpi"; }
 
-  // The MPI communicator, for code that talks MPI itself (the NCCL backend's bootstrap).
+  // The MPI communicator, for code that talks MPI itself (the NCCL backend splits it beside its own).
   MPI_Comm handle() const { return comm_; }
 
   // Whether each collective first checks that all ranks make the same call (on by default; a split

@@ -30,12 +30,25 @@ using Operations = std::vector<std::shared_ptr<Operation>>;
 
 // ---------------------------------------------------------------- running on a stream
 
-// Operations given up by ncclCommAbort, with the buffers MPI may still write: never freed.
+// Operations given up (after ncclCommAbort or an MPI error), with the buffers MPI may still write: never
+// freed.
 void bury(std::shared_ptr<Operation> operation) {
   static std::mutex* const mutex = new std::mutex;
   static auto* const graveyard = new Operations;
   std::lock_guard<std::mutex> lock(*mutex);
   graveyard->push_back(std::move(operation));
+}
+
+// An MPI error of `op` as its communicator's asynchronous error: a truncated message is a usage error (the
+// ranks passed different counts), anything else a system error.
+void record_mpi_failure(Operation& op, int code) {
+  int error_class = code;
+  MPI_Error_class(code, &error_class);
+  const bool truncated = error_class == MPI_ERR_TRUNCATE;
+  record_async_error(
+      *op.comm, truncated ? ncclInvalidUsage : ncclSystemError,
+      text(op.name(), ": MPI reported ", mpi_error_text(code),
+           truncated ? " (a message was longer than its receive: the ranks passed different counts)" : ""));
 }
 
 // Waits for the operation's turn, then posts it (or skips it, on a communicator that was aborted or has
@@ -46,17 +59,18 @@ bool post_in_turn(Operation& op) {
   comm.changed.wait(lock, [&] { return comm.aborted || comm.started == op.place; });
   bool posted = !comm.aborted && comm.async_error == ncclSuccess;
   if (posted) {
+    ++comm.running;  // from here on, ncclCommAbort waits for this operation to give up
     // Only this operation's turn lets the MPI calls be posted, so no lock is needed while posting.
     lock.unlock();
     const int code = op.start(comm.data, comm.rank, comm.size);
     if (code != MPI_SUCCESS) {
-      record_async_error(comm, ncclSystemError, text(op.name(), ": MPI reported ", mpi_error_text(code)));
+      record_mpi_failure(op, code);
       posted = false;
     }
     lock.lock();
+    if (!posted) --comm.running;
   }
   ++comm.started;
-  if (posted) ++comm.running;
   comm.changed.notify_all();
   return posted;
 }
@@ -84,15 +98,6 @@ bool completed(Operation& op, int& code) {
   return true;
 }
 
-std::string mpi_failure(Operation& op, int code) {
-  int error_class = code;
-  MPI_Error_class(code, &error_class);
-  std::string message = text(op.name(), ": MPI reported ", mpi_error_text(code));
-  if (error_class == MPI_ERR_TRUNCATE)
-    message += " (a message was longer than its receive: the ranks passed different counts)";
-  return message;
-}
-
 // A running operation's end: it completed, failed, or was given up after an abort.
 void poll(Operations& running) {
   const Clock::time_point start = Clock::now();
@@ -110,10 +115,7 @@ void poll(Operations& running) {
       } else if (completed(op, code)) {
         if (std::string wrong = op.finish(comm.size); !wrong.empty()) record_async_error(comm, ncclInvalidUsage, wrong);
       } else if (code != MPI_SUCCESS) {
-        int error_class = code;
-        MPI_Error_class(code, &error_class);
-        record_async_error(comm, error_class == MPI_ERR_TRUNCATE ? ncclInvalidUsage : ncclSystemError,
-                           mpi_failure(op, code));
+        record_mpi_failure(op, code);
         bury(*it);
       } else {
         ++it;
