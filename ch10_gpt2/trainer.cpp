@@ -13,6 +13,7 @@
 #include "common/io/files.h"
 #include "common/nn/gpt2_weights.h"
 #include "common/ops/reduce.h"
+#include "common/train/training_loop.h"
 
 namespace lab {
 
@@ -40,12 +41,10 @@ auto for_flag(const char* flag, Body&& body) {
 Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   if (options_.threads > 0) set_num_threads(static_cast<int>(options_.threads));
   device_ = options_.device == "auto" ? best_device() : parse_device(options_.device);
+  math_mode_ = parse_math_mode(options_.dtype);
   LAB_CHECK(!device_.is_cuda() || cuda_available(), Unsupported, "--device ", options_.device,
             ": no CUDA GPU is available", (cuda_available() ? "" : " (or this build has no CUDA backend)"));
-  if (options_.dtype == "tf32")
-    set_tf32(device_, true);
-  else if (device_.is_cuda())
-    set_tf32(device_, false);
+  apply_math_mode(device_, math_mode_);
 
   // The outputs first: a destination that cannot be written, or that holds a user's files, stops the run
   // before any data is read or any model is built.
@@ -67,6 +66,7 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   optimizer_ = std::make_unique<AdamW>(
       model_->parameters(), AdamWConfig{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2), 1e-8f,
                                         static_cast<float>(options_.weight_decay)});
+  step_ = std::make_unique<TrainStep>(*model_, *optimizer_, TrainStepConfig{accum_steps_, options_.grad_clip, false});
   sample_rng_.reseed(static_cast<uint64_t>(options_.seed) ^ 0x5a5a5a5aull);
   if (!options_.resume.empty()) {
     load_checkpoint(options_.resume, *model_, *optimizer_);
@@ -86,8 +86,7 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
 
   flops_per_token_ = gpt2_flops_per_token(model_->config(), options_.seq);
   if (device_.is_cuda()) {
-    const auto peak = bench::gpu_peak_flops(device_name(device_),
-                                            options_.dtype == "tf32" ? bench::Precision::TF32 : bench::Precision::FP32);
+    const auto peak = bench::gpu_peak_flops(device_name(device_), math_mode_);
     if (peak) {
       peak_flops_ = peak->flops;
       peak_name_ = peak->entry;
@@ -168,32 +167,6 @@ void Trainer::setup_data() {
   }
 }
 
-Trainer::StepResult Trainer::train_step(int64_t step) {
-  StepResult r;
-  bench::Timer step_timer;
-  r.lr = schedule_.at(step);
-  ParameterStore& params = model_->parameters();
-  params.zero_grad();
-  double loss_sum = 0;
-  for (int64_t micro = 0; micro < accum_steps_; ++micro) {
-    bench::Timer data_timer;
-    train_loader_->next(inputs_, targets_);
-    const Tensor x = inputs_.device() == device_ ? inputs_ : inputs_.to(device_);
-    const Tensor y = targets_.device() == device_ ? targets_ : targets_.to(device_);
-    r.data_seconds += data_timer.seconds();
-    Tape tape;
-    const Tensor losses = model_->loss(tape, x, y, 1.0f / static_cast<float>(accum_steps_));
-    tape.backward();
-    loss_sum += ops::sum(losses) / static_cast<double>(losses.numel());
-  }
-  r.loss = loss_sum / static_cast<double>(accum_steps_);
-  r.grad_norm = global_grad_norm(params);
-  optimizer_->step(static_cast<float>(r.lr), clip_coefficient(r.grad_norm, options_.grad_clip));
-  synchronize(device_);
-  r.seconds = step_timer.seconds();
-  return r;
-}
-
 double Trainer::evaluate() {
   if (!val_loader_) return NAN;
   const int64_t available = val_loader_->plan().batches_per_epoch();
@@ -240,7 +213,7 @@ void Trainer::save_checkpoint_at(int64_t step) {
   std::printf("checkpoint: step %lld saved to %s\n", static_cast<long long>(step), options_.save.c_str());
 }
 
-void Trainer::log_step(int64_t step, const StepResult& r) {
+void Trainer::log_step(int64_t step, const TrainStepResult& r) {
   const double tokens = static_cast<double>(options_.batch * options_.seq * accum_steps_);
   const double tok_per_s = tokens / r.seconds;
   run_seconds_ += r.seconds;
@@ -298,13 +271,14 @@ TrainSummary Trainer::run(const std::function<bool()>& stop_requested) {
   };
   auto stop = [&] { return stop_requested && stop_requested(); };
   if (start_step_ == 0 && options_.eval_every > 0 && !stop()) eval_and_log(0);
-  for (int64_t step = start_step_; step < options_.steps; ++step) {
-    if (stop()) {
-      summary.interrupted = true;
-      break;
-    }
-    const StepResult r = train_step(step);
-    LAB_CHECK(std::isfinite(r.loss), Internal, "training diverged: loss is ", r.loss, " at step ", step + 1);
+  TrainingLoop loop(
+      *step_,
+      [this] {
+        train_loader_->next(inputs_, targets_);
+        return MicroBatch{inputs_, targets_};
+      },
+      schedule_);
+  const auto after_step = [&](int64_t step, const TrainStepResult& r) {
     log_step(step, r);
     summary.last_loss = r.loss;
     summary.steps = step + 1;
@@ -313,7 +287,8 @@ TrainSummary Trainer::run(const std::function<bool()>& stop_requested) {
     if (options_.sample_every > 0 && (step + 1) % options_.sample_every == 0 && !last) sample_text(step + 1);
     if (!options_.save.empty() && ((options_.save_every > 0 && (step + 1) % options_.save_every == 0) || last))
       save(step + 1);
-  }
+  };
+  summary.interrupted = loop.run(start_step_, options_.steps, after_step, stop).interrupted;
   summary.seconds = run_seconds_;
   if (summary.interrupted) {
     // The steps done since the last checkpoint are kept, unless there are none.

@@ -1,5 +1,7 @@
 // The GPT-2 trainer: data, model, optimizer, schedule, evaluation, sampling, checkpoints and logs,
-// driven by TrainOptions. gpt2_train is a thin main() around it; tests drive it directly.
+// driven by TrainOptions. gpt2_train is a thin main() around it; tests drive it directly. The step itself and
+// the loop over steps are common/train's (TrainStep, TrainingLoop); the trainer supplies the batches and does
+// its logging, evaluation, sampling and checkpoints after each step.
 #pragma once
 
 #include <cmath>
@@ -13,6 +15,8 @@
 #include "common/data/loader.h"
 #include "common/optim/lr_schedule.h"
 #include "common/text/tokenizer.h"
+#include "common/train/math_mode.h"
+#include "common/train/train_step.h"
 #include "common/util/rng.h"
 
 namespace lab {
@@ -41,23 +45,19 @@ class Trainer {
   const GPT2& model() const { return *model_; }
 
  private:
-  struct StepResult {
-    double loss = 0, grad_norm = 0, lr = 0, seconds = 0, data_seconds = 0;
-  };
-
   TrainState read_resume_state() const;  // the --resume checkpoint's state, checked against the options
   GPT2Config model_config(const TrainState& resumed) const;
   void setup_data();
   void setup_model();
-  StepResult train_step(int64_t step);
   double evaluate();
   std::string sample_text(int64_t step);
   void save_checkpoint_at(int64_t step);
   Json log_header() const;
-  void log_step(int64_t step, const StepResult& r);
+  void log_step(int64_t step, const TrainStepResult& r);
 
   TrainOptions options_;
   Device device_;
+  MathMode math_mode_ = MathMode::FP32;
   int64_t accum_steps_ = 1;
   double flops_per_token_ = 0;
   std::optional<double> peak_flops_;
@@ -65,6 +65,7 @@ class Trainer {
 
   std::unique_ptr<GPT2> model_;
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<TrainStep> step_;
   LrSchedule schedule_;
   std::unique_ptr<BatchLoader> train_loader_, val_loader_;
   std::unique_ptr<GPT2Tokenizer> tokenizer_;

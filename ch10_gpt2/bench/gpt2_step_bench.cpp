@@ -7,6 +7,8 @@
 //   GPU:  tokens/s and MFU against the dense peak of the GPU at the chosen precision (6N + 12LCT FLOPs
 //         per token), when the GPU is in the peak table.
 // Memory: the allocator's peak (all categories) and the process's peak resident set.
+// The step is the trainer's (common/train's TrainStep), with the device synchronised between its phases so
+// that forward, backward and the optimizer are timed apart.
 //
 //   gpt2_step_bench --model d12 --device cpu --batch 4 --seq 64 --steps 10 --json result.json
 #include <algorithm>
@@ -22,38 +24,14 @@
 #include "common/nn/gpt2.h"
 #include "common/ops/cpu/gemm.h"
 #include "common/optim/adamw.h"
+#include "common/train/math_mode.h"
+#include "common/train/train_step.h"
 #include "common/util/flags.h"
 #include "common/util/main.h"
 #include "common/util/rng.h"
 
 namespace lab {
 namespace {
-
-struct StepParts {
-  double forward = 0, backward = 0, optimizer = 0;
-};
-
-// One full training step; returns its parts' seconds (synchronising the device between parts).
-StepParts training_step(GPT2& model, AdamW& opt, const Tensor& tokens, const Tensor& targets) {
-  StepParts parts;
-  const Device device = model.device();
-  bench::Timer t;
-  model.parameters().zero_grad();
-  Tape tape;
-  model.loss(tape, tokens, targets);
-  synchronize(device);
-  parts.forward = t.seconds();
-  t.restart();
-  tape.backward();
-  synchronize(device);
-  parts.backward = t.seconds();
-  t.restart();
-  const double norm = global_grad_norm(model.parameters());
-  opt.step(1e-4f, clip_coefficient(norm, 1.0));
-  synchronize(device);
-  parts.optimizer = t.seconds();
-  return parts;
-}
 
 // Median seconds of one sgemm of this shape on fresh random operands.
 double time_gemm(const ops::cpu::GemmShape& s, int repeats) {
@@ -101,8 +79,9 @@ int run(int argc, char** argv) {
   if (!json_path.empty()) bench::BenchResult::check_destination(json_path);  // before minutes of steps
   if (threads > 0) set_num_threads(static_cast<int>(threads));
   const Device device = device_name_flag == "auto" ? best_device() : parse_device(device_name_flag);
-  if (device.is_cuda()) set_tf32(device, dtype == "tf32");
-  LAB_CHECK(device.is_cuda() || dtype == "fp32", InvalidArgument, "--dtype tf32 needs a GPU");
+  const MathMode math_mode = parse_math_mode(dtype);
+  LAB_CHECK(device.is_cuda() || math_mode == MathMode::FP32, InvalidArgument, "--dtype tf32 needs a GPU");
+  apply_math_mode(device, math_mode);
 
   GPT2 model(GPT2Config::from_name(model_name), device);
   model.init_weights(1);
@@ -117,14 +96,18 @@ int run(int argc, char** argv) {
               model.config().str().c_str(), device.str().c_str(), lab::device_name(device).c_str(),
               static_cast<long long>(batch), static_cast<long long>(seq), num_threads());
 
-  for (int64_t i = 0; i < warmup; ++i) training_step(model, opt, tokens, targets);
+  // The step the trainer runs, with the device synchronised between its phases to time each one.
+  TrainStep train_step(model, opt, TrainStepConfig{1, 1.0, true});
+  const BatchSource same_batch = [&] { return MicroBatch{tokens, targets}; };
+  constexpr double kLr = 1e-4;
+  for (int64_t i = 0; i < warmup; ++i) train_step.run(same_batch, kLr);
   std::vector<double> step_s, fwd_s, bwd_s, opt_s;
   for (int64_t i = 0; i < steps; ++i) {
-    const StepParts p = training_step(model, opt, tokens, targets);
-    fwd_s.push_back(p.forward);
-    bwd_s.push_back(p.backward);
-    opt_s.push_back(p.optimizer);
-    step_s.push_back(p.forward + p.backward + p.optimizer);
+    const TrainStepResult p = train_step.run(same_batch, kLr);
+    fwd_s.push_back(p.forward_seconds);
+    bwd_s.push_back(p.backward_seconds);
+    opt_s.push_back(p.optimizer_seconds);
+    step_s.push_back(p.forward_seconds + p.backward_seconds + p.optimizer_seconds);
     std::printf("  step %lld: %.1f ms\n", static_cast<long long>(i + 1), step_s.back() * 1e3);
     std::fflush(stdout);
   }
@@ -193,7 +176,7 @@ int run(int argc, char** argv) {
     std::vector<ops::cpu::GemmShape> shapes;
     {
       ops::cpu::GemmRecorder recorder;
-      training_step(model, opt, tokens, targets);
+      train_step.run(same_batch, kLr);
       shapes = recorder.shapes();
     }
     std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, bool>, int> counts;

@@ -1,0 +1,21 @@
+// Parsing --dtype once, and what the mode switches on the device (see math_mode.h).
+#include "common/train/math_mode.h"
+
+#include "common/core/error.h"
+
+namespace lab {
+
+MathMode parse_math_mode(const std::string& dtype) {
+  for (const MathMode m : {MathMode::FP32, MathMode::TF32, MathMode::BF16, MathMode::FP16})
+    if (dtype == bench::precision_name(m)) return m;
+  fail(ErrorKind::InvalidArgument, "--dtype: '", dtype, "' is not one of fp32|tf32|bf16|fp16");
+}
+
+void apply_math_mode(Device device, MathMode mode) {
+  if (mode == MathMode::TF32)
+    set_tf32(device, true);
+  else if (device.is_cuda())
+    set_tf32(device, false);
+}
+
+}  // namespace lab

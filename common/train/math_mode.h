@@ -1,0 +1,30 @@
+// The math precision of a training run, parsed once from --dtype:
+//
+//   fp32  plain fp32 everywhere
+//   tf32  fp32 storage; the GPU's fp32 matrix products on TF32 tensor cores (10-bit mantissa inputs, fp32
+//         accumulation); CUDA only
+//   bf16  mixed precision: bf16 activations and matrix products, fp32 master weights (chapter 6)
+//   fp16  the same in fp16, with dynamic loss scaling (chapter 6)
+//
+// These are the four precisions of the GPU peak table, whose peak is the one model-FLOPs utilisation divides
+// by, so the math mode is that enum: bench::gpu_peak_flops(name, mode) gives the right peak directly.
+#pragma once
+
+#include <string>
+
+#include "common/bench/gpu_peaks.h"
+#include "common/core/device.h"
+
+namespace lab {
+
+using MathMode = bench::Precision;
+
+// "fp32" | "tf32" | "bf16" | "fp16" -> the mode; Error(InvalidArgument) naming --dtype for anything else.
+MathMode parse_math_mode(const std::string& dtype);
+
+// Sets what the mode means for `device`'s matrix products: TF32 on for tf32 (Error(Unsupported) on the CPU,
+// which has no TF32), off for every other mode on a GPU (TF32 is per device and outlives a run, so a later fp32
+// run in the same process must switch it off). Nothing on the CPU otherwise.
+void apply_math_mode(Device device, MathMode mode);
+
+}  // namespace lab

@@ -1,0 +1,104 @@
+// One training step of GPT-2: zero the gradients, forward and backward over the step's micro-batches
+// (gradient accumulation), the global gradient norm, clipping, and the AdamW update. The trainer (chapter 10)
+// and every benchmark that times a step use this one class.
+//
+// run() calls its parts in a fixed order; each part is a virtual function, so a chapter changes the part its
+// optimization is about and inherits the rest:
+//
+//   zero_grads()         ch07 ZeRO-2/3: each rank zeroes only its shard of the gradients.
+//   run_micro_batches()  the loop over micro-batches (accumulation). ch08 pipeline parallelism replaces the
+//                        whole loop with its schedule (GPipe: all forwards, then all backwards; 1F1B).
+//   forward_backward()   one micro-batch's forward and backward. ch06 fp16 multiplies the loss's gradient
+//                        by the loss scale here; ch08 overlapped data parallelism starts each gradient bucket's
+//                        all-reduce from inside backward (hooks on the tape) and waits for them in
+//                        reduce_gradients(); ch07 recompute is a model option and needs nothing here.
+//   reduce_gradients()   after the last backward. ch08 data parallelism: all-reduce the gradient buffer
+//                        (naive per tensor, or flat buckets); ch07 ZeRO-2: reduce-scatter. One process: nothing.
+//   gradient_norm()      the global norm clipping uses. ch08 tensor parallelism and ZeRO: sum the squares
+//                        across ranks; ch06 loss scaling: the norm of the unscaled gradients.
+//   optimizer_step()     the update with the clipping coefficient. ch06 mixed precision: unscale, skip the
+//                        step on inf/NaN (and count it), update fp32 master weights and copy them down;
+//                        ch07 ZeRO-1: update this rank's shard, then all-gather; CPU offload; optimizer in
+//                        backward: the update already happened, nothing is left to do.
+//
+// Configured rather than overridden: the number of micro-batches, the clipping threshold, and whether the
+// phases are timed (benchmarks: the device is synchronised between phases so that forward, backward and the
+// optimizer each get their own time; the trainer leaves it off, as synchronising costs time on a GPU).
+#pragma once
+
+#include <functional>
+
+#include "common/bench/timer.h"
+#include "common/core/tensor.h"
+#include "common/nn/gpt2.h"
+#include "common/optim/adamw.h"
+
+namespace lab {
+
+// One micro-batch: token ids [B, T] and their targets [B, T], on any device (the step moves them to the
+// model's device when they are elsewhere; that time counts as data time).
+struct MicroBatch {
+  Tensor inputs;
+  Tensor targets;
+};
+
+// Hands out the next micro-batch at each call: the trainer's loader, or a benchmark's fixed batch.
+using BatchSource = std::function<MicroBatch()>;
+
+struct TrainStepConfig {
+  int64_t accum_steps = 1;   // micro-batches per optimizer step; each backward adds 1/accum_steps of its gradient
+  double grad_clip = 1.0;    // clip the global gradient norm to this; 0: off
+  bool time_phases = false;  // synchronise between phases and time each one (the *_seconds fields below)
+};
+
+struct TrainStepResult {
+  double lr = 0;
+  double loss = 0;          // mean loss over the step's micro-batches
+  double grad_norm = 0;     // the global gradient norm before clipping
+  double seconds = 0;       // the whole step, data included; the device is synchronised at its end
+  double data_seconds = 0;  // waiting for micro-batches and moving them to the device
+  // With time_phases only (0 otherwise); data time is in none of them.
+  double forward_seconds = 0;    // zeroing the gradients and the forward passes
+  double backward_seconds = 0;   // the backward passes (and reading each micro-batch's loss)
+  double optimizer_seconds = 0;  // gradient reduction, norm, clipping and the update
+};
+
+class TrainStep {
+ public:
+  // The model and the optimizer over its parameters must outlive the step.
+  TrainStep(GPT2& model, AdamW& optimizer, TrainStepConfig config);
+  virtual ~TrainStep() = default;
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
+
+  // One optimizer step at learning rate `lr`, reading config().accum_steps micro-batches from `next_batch`.
+  TrainStepResult run(const BatchSource& next_batch, double lr);
+
+  GPT2& model() { return model_; }
+  AdamW& optimizer() { return optimizer_; }
+  const TrainStepConfig& config() const { return config_; }
+
+ protected:
+  // The parts, in the order run() calls them (see the header comment for who overrides which).
+  virtual void zero_grads();
+  // Fills result.loss, data_seconds, forward_seconds and backward_seconds.
+  virtual void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result);
+  // Returns the micro-batch's mean loss.
+  virtual double forward_backward(const MicroBatch& batch, TrainStepResult& result);
+  virtual void reduce_gradients() {}
+  virtual double gradient_norm();
+  virtual void optimizer_step(double lr, float clip_coefficient);
+
+  // With time_phases: synchronises the device and adds the time since the last lap to `phase_seconds`.
+  void lap(double& phase_seconds);
+  // Starts the next phase's time now (after a wait that belongs to no phase, such as data).
+  void restart_phase();
+
+ private:
+  GPT2& model_;
+  AdamW& optimizer_;
+  TrainStepConfig config_;
+  bench::Timer phase_timer_;
+};
+
+}  // namespace lab

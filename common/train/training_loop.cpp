@@ -1,0 +1,29 @@
+// The loop over training steps (see training_loop.h).
+#include "common/train/training_loop.h"
+
+#include "common/core/error.h"
+
+namespace lab {
+
+TrainingLoop::TrainingLoop(TrainStep& step, BatchSource next_batch, LrSchedule schedule)
+    : step_(step), next_batch_(std::move(next_batch)), schedule_(schedule) {}
+
+TrainingLoopResult TrainingLoop::run(int64_t first_step, int64_t end_step, const StepCallback& on_step,
+                                     const std::function<bool()>& stop_requested) {
+  TrainingLoopResult result;
+  result.steps = first_step;
+  for (int64_t step = first_step; step < end_step; ++step) {
+    if (stop_requested && stop_requested()) {
+      result.interrupted = true;
+      break;
+    }
+    const TrainStepResult r = step_.run(next_batch_, schedule_.at(step));
+    LAB_CHECK(std::isfinite(r.loss), Internal, "training diverged: loss is ", r.loss, " at step ", step + 1);
+    result.last_loss = r.loss;
+    result.steps = step + 1;
+    if (on_step) on_step(step, r);
+  }
+  return result;
+}
+
+}  // namespace lab
