@@ -1,0 +1,67 @@
+// CPU path of ch06_single_gpu/matmul_bias_gelu.h: the epilogue fused by blocks of rows.
+//
+// Unfused, the GEMM writes all of out (M x N floats, 50 MB for GPT-2's c_fc at B*T = 4096), and the bias and
+// GELU passes then read it back from memory and write it again. Here each thread takes a block of rows at a
+// time: it writes the bias into the block, runs the block's GEMM onto it (beta = 1: the bias costs no pass of
+// its own), and applies GELU to the block while it is still in its core's L2 cache. The block's GEMM runs on
+// one thread (OpenBLAS does not start threads of its own inside a parallel region); blocks are large enough
+// that packing B once per block costs little against the block's multiply-adds.
+#include <algorithm>
+
+#include "ch06_single_gpu/matmul_bias_gelu.h"
+#include "common/ops/cpu/gemm.h"
+#include "common/ops/gelu.h"
+
+namespace lab::ch06::cpu {
+
+namespace {
+
+// Rows per block: an output block of about 256 KiB (it stays in L2 while GELU reads it), and at least 16
+// rows so that each GEMM call amortises the packing of B.
+int64_t rows_per_block(int64_t N) {
+  constexpr int64_t kBlockFloats = 64 * 1024, kMinRows = 16;
+  return std::max(kMinRows, kBlockFloats / std::max<int64_t>(N, 1));
+}
+
+void fused_f32(const Tensor& out, const Tensor& pre_gelu, const Tensor& a, const Tensor& b, bool b_transposed,
+               const Tensor& bias, Epilogue epilogue) {
+  const int64_t M = a.dim(0), K = a.dim(1), N = out.dim(1);
+  const bool gelu = epilogue == Epilogue::Gelu || epilogue == Epilogue::BiasGelu;
+  // The GEMM writes where the value before the GELU is kept: pre_gelu when the caller wants it.
+  const Tensor& product = pre_gelu.defined() ? pre_gelu : out;
+  const int64_t block_rows = rows_per_block(N), blocks = (M + block_rows - 1) / block_rows;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t r0 = blk * block_rows, rows = std::min(M, r0 + block_rows) - r0;
+    const Tensor dst = product.view(r0 * N, {rows, N});
+    float* d = dst.data<float>();
+    if (bias.defined())
+      for (int64_t i = 0; i < rows; ++i) std::copy_n(bias.data<float>(), N, d + i * N);
+    ops::cpu::sgemm(false, b_transposed, rows, N, K, 1.0f, a.data<float>() + r0 * K, K, b.data<float>(),
+                    b_transposed ? K : N, bias.defined() ? 1.0f : 0.0f, d, N);
+    if (gelu) ops::cpu::gelu_forward(out.view(r0 * N, {rows, N}), dst);
+  }
+}
+
+}  // namespace
+
+void matmul_epilogue(const Tensor& out, const Tensor& pre_gelu, const Tensor& a, const Tensor& b, bool b_transposed,
+                     const Tensor& bias, Epilogue epilogue) {
+  if (a.dtype() == DType::F32) {
+    fused_f32(out, pre_gelu, a, b, b_transposed, bias, epilogue);
+    return;
+  }
+  // bf16 inputs: the products in fp32 on fp32 copies (exact: bf16 values are floats), outputs rounded once.
+  const auto as_f32 = [](const Tensor& t) {
+    return t.defined() && t.dtype() != DType::F32 ? t.to_dtype(DType::F32) : t;
+  };
+  const auto f32_out = [](const Tensor& t) {
+    return t.defined() && t.dtype() != DType::F32 ? Tensor::empty(t.shape(), DType::F32) : t;
+  };
+  const Tensor out32 = f32_out(out), pre32 = f32_out(pre_gelu);
+  fused_f32(out32, pre32, as_f32(a), as_f32(b), b_transposed, as_f32(bias), epilogue);
+  for (const auto& [dst, src] : {std::pair{&out, &out32}, std::pair{&pre_gelu, &pre32}})
+    if (dst->defined() && dst->dtype() != DType::F32) dst->copy_from(src->to_dtype(dst->dtype()));
+}
+
+}  // namespace lab::ch06::cpu
