@@ -1,0 +1,110 @@
+// Lab 04 on the GPU: every GPU version of the classifier lab (v1-v4) against the CPU reference at odd shapes and
+// with logits around 1000; ch06::fused_classifier on CUDA with rows whose maximum moves, with rows that are not
+// 16-byte aligned (the scalar path), with dloss = 0, and with a target outside the vocabulary (a NaN row,
+// nothing else touched). Labels ch06 and cuda: they run in the emulation build and skip without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ch06_single_gpu/fused_classifier.h"
+#include "common/ops/classifier.h"
+#include "tests/ch06_single_gpu/04_classifier/classifier_cases.h"
+#include "tests/ch06_single_gpu/lab_versions.h"
+#include "tests/common/cuda/gpu_test.h"
+#include "tests/common/cuda/op_check.h"
+
+namespace lab {
+namespace {
+
+using test::ClassifierCase;
+using test::kGpu;
+
+uint64_t test_seed() {
+  return std::hash<std::string>{}(::testing::UnitTest::GetInstance()->current_test_info()->name());
+}
+
+// ================================================================ the lab's GPU versions
+
+class ClassifierLabGpu : public ::testing::TestWithParam<ClassifierCase> {
+ protected:
+  void SetUp() override { LAB_REQUIRE_GPU(); }
+};
+
+TEST_P(ClassifierLabGpu, EveryVersionMatchesCpu) {
+  const kernel_lab::KernelLab lab = ch06::make_classifier_lab(GetParam().problem(test_seed()));
+  const std::vector<int> gpu = test::versions_on(lab, DeviceType::CUDA);
+  ASSERT_EQ(gpu.size(), 4u) << "v1-v4";
+  for (const int n : gpu) EXPECT_TRUE(test::version_passes(lab, n));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ClassifierLabGpu, ::testing::ValuesIn(test::classifier_cases()),
+                         [](const auto& info) { return info.param.name(); });
+
+// ================================================================ the promoted op
+
+TEST(FusedClassifierGpu, RowsWhoseMaximumMovesMatchCpu) {
+  LAB_REQUIRE_GPU();
+  for (const auto& [V, Vp] : {std::pair<int64_t, int64_t>{50257, 50304}, {3001, 3001}, {1022, 1024}}) {
+    const Tensor targets = Tensor::from_ints(std::vector<int32_t>{0, static_cast<int32_t>(V - 1), 7}, {3});
+    test::expect_fused_matches_reference(test::shaped_rows(V, Vp), targets, V, 1.0f / 3.0f, kGpu);
+  }
+}
+
+TEST(FusedClassifierGpu, ZeroDlossComputesTheLossesAndLeavesTheLogits) {
+  LAB_REQUIRE_GPU();
+  const Tensor targets = Tensor::from_ints(std::vector<int32_t>{5, 0, 999}, {3});
+  test::expect_fused_matches_reference(test::shaped_rows(1000, 1004), targets, 1000, 0.0f, kGpu);
+}
+
+// Rows of a view one float into its buffer are not 16-byte aligned: the op must take the scalar kernel, not
+// fault or read across rows.
+TEST(FusedClassifierGpu, UnalignedRowsMatchCpu) {
+  LAB_REQUIRE_GPU();
+  const int64_t N = 3, V = 1001, Vp = 1004;
+  const Tensor logits = test::shaped_rows(V, Vp);
+  const Tensor buffer = Tensor::empty({N * Vp + 1}, DType::F32, kGpu);
+  const Tensor x = buffer.view(1, {N, Vp});
+  x.copy_from(logits);
+  const Tensor targets = Tensor::from_ints(std::vector<int32_t>{3, 1000, 0}, {N});
+  const Tensor losses = Tensor::empty({N}, DType::F32, kGpu);
+  ch06::fused_classifier(x, losses, targets.to(kGpu), V, 0.5f);
+  Tensor expected = logits.clone();
+  const Tensor expected_losses = Tensor::empty({N}, DType::F32);
+  ops::cpu::fused_classifier(expected, expected_losses, targets, V, 0.5f);
+  EXPECT_TRUE(test::all_close("losses", losses, expected_losses, tolerance_for_offset(DType::F32, V, 1010.0)));
+  EXPECT_TRUE(test::all_close("dlogits", x, expected, test::gradient_tolerance(V)));
+}
+
+// The CUDA op does not check targets (a host synchronisation): a bad one gives that row a NaN loss and a NaN
+// gradient over the real columns, and leaves every other row as with good targets.
+TEST(FusedClassifierGpu, TargetOutsideTheVocabularyGivesANanRowOnly) {
+  LAB_REQUIRE_GPU();
+  const int64_t N = 3, V = 1000, Vp = 1024;
+  const Tensor logits = test::shaped_rows(V, Vp);
+  const Tensor x = logits.to(kGpu), losses = Tensor::empty({N}, DType::F32, kGpu);
+  ch06::fused_classifier(x, losses, Tensor::from_ints(std::vector<int32_t>{4, static_cast<int32_t>(V), 0}, {N}, kGpu),
+                         V, 1.0f);
+  Tensor expected = logits.clone();
+  const Tensor expected_losses = Tensor::empty({N}, DType::F32);
+  ops::cpu::fused_classifier(expected, expected_losses, Tensor::from_ints(std::vector<int32_t>{4, 0, 0}, {N}), V, 1.0f);
+  const std::vector<float> loss = losses.to_floats(), grad = x.to_floats(), want = expected.to_floats();
+  EXPECT_TRUE(std::isnan(loss[1]));
+  EXPECT_FALSE(std::isnan(loss[0]) || std::isnan(loss[2]));
+  for (int64_t v = 0; v < Vp; ++v) {
+    const float g = grad[static_cast<size_t>(Vp + v)];
+    if (v < V)
+      EXPECT_TRUE(std::isnan(g)) << "column " << v;
+    else
+      EXPECT_EQ(g, 0.0f) << "padding column " << v;
+  }
+  for (const int64_t n : {int64_t{0}, int64_t{2}})
+    EXPECT_TRUE(test::all_close("other rows", x.slice_rows(n, n + 1), expected.slice_rows(n, n + 1),
+                                test::gradient_tolerance(V)));
+}
+
+}  // namespace
+}  // namespace lab
