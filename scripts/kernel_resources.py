@@ -68,6 +68,16 @@ BLOCK_THREADS = {
     "residual_forward_kernel": 256,
     "residual_backward_kernel": 256,
     "widen_tokens_kernel": 256,
+    # ch06 lab 04 (classifier): a row per block of kRowThreads / kThreads = 512 (the promoted
+    # fused_classifier_kernel<kVec> shares the core's name and block size); elementwise kernels kBlockSize.
+    "softmax_three_pass_kernel": 512,
+    "softmax_online_kernel": 512,
+    "cross_entropy_kernel": 256,
+    "cross_entropy_backward_kernel": 256,
+    # ch06 lab 05 (AdamW): multi-tensor apply's kThreads = 512, the flat-buffer kernels kBlockSize.
+    "multi_tensor_adamw_kernel": 512,
+    "flat_adamw_kernel": 256,
+    "flat_adamw_bf16_kernel": 256,
 }
 
 
