@@ -3,8 +3,10 @@
 //
 // How one repeat is timed is a TimingBackend. On the CPU it is the steady clock around the call. Work
 // queued on a GPU returns before it has run, so the CUDA backend supplies its own TimingBackend that
-// records CUDA events around the call and waits for the second one; benchmarks pass it to measure() and
-// everything else (warm-up, repeats, statistics, JSON results) stays the same.
+// records CUDA events around the call and waits for the second one (common/lab/device_timing.h:
+// timing_for(device) gives the right one for a device, with the L2 flushed between repeats on a GPU);
+// benchmarks pass it to measure() and everything else (warm-up, repeats, statistics, JSON results) stays
+// the same.
 #pragma once
 
 #include <chrono>
