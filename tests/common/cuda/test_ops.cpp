@@ -117,11 +117,15 @@ TEST_P(EmbeddingTest, ForwardAndBackwardMatchCpu) {
   EXPECT_EQ(wrong, 0) << "dwte elements of occurring rows left unchanged, or of absent rows changed";
 }
 
+// The last case puts one token at every position: each block (one position, 256 channels) adds into the
+// same row of dwte as the blocks beside it, at the same time, 512 times per thread. Without atomics, updates
+// get lost (the emulation build runs blocks on several threads at once, as a GPU does).
 INSTANTIATE_TEST_SUITE_P(Shapes, EmbeddingTest,
                          ::testing::Values(EmbeddingCase{1, 1, 1, 1, 1, 1}, EmbeddingCase{2, 5, 7, 11, 8, 11},
                                            EmbeddingCase{3, 33, 130, 257, 40, 3},
                                            EmbeddingCase{2, 17, 768, 1024, 32, 2},
-                                           EmbeddingCase{4, 64, 96, 50304, 64, 50257}));
+                                           EmbeddingCase{4, 64, 96, 50304, 64, 50257},
+                                           EmbeddingCase{512, 64, 256, 128, 64, 1}));
 
 TEST(EmbeddingGpu, OutOfRangeTokenGivesNanRowAndNoGradient) {
   LAB_REQUIRE_GPU();
