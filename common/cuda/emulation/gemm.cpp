@@ -66,11 +66,20 @@ struct AsBF16 {
   static float get(uint16_t v) { return bf16_bits_to_float(v); }
 };
 
+// To nearest at bit 13, ties to even; infinity and NaN unchanged (see round_to_tf32).
+inline float tf32(float x) {
+  uint32_t bits = std::bit_cast<uint32_t>(x);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;
+  bits += 0x0fffu + ((bits >> 13) & 1u);
+  return std::bit_cast<float>(bits & ~0x1fffu);
+}
+
 // Packs a block of an operand into panels of W along one dimension q (rows of op(A), columns of op(B)):
 // element (q, p) of the block is x[q * q_stride + p * p_stride], and goes to out[(q / W * depth + p) * W +
-// q % W]. Past `count` the panel is padded with zeros; with `tf32` every value is rounded to TF32.
-template <int W, typename As, typename T>
-void pack(const T* x, int64_t q_stride, int64_t p_stride, int64_t count, int64_t depth, bool tf32, float* out) {
+// q % W]. Past `count` the panel is padded with zeros; with kTf32 every value is rounded to TF32. The
+// panel is written in order (a strided read costs less here than strided writes into it).
+template <int W, typename As, bool kTf32, typename T>
+void pack(const T* x, int64_t q_stride, int64_t p_stride, int64_t count, int64_t depth, float* out) {
   for (int64_t q0 = 0; q0 < count; q0 += W) {
     float* panel = out + q0 * depth;
     const int64_t valid = std::min<int64_t>(W, count - q0);
@@ -78,28 +87,35 @@ void pack(const T* x, int64_t q_stride, int64_t p_stride, int64_t count, int64_t
     for (int64_t p = 0; p < depth; ++p) {
       float* slot = panel + p * W;
       const T* column = first + p * p_stride;
-      for (int64_t w = 0; w < valid; ++w) slot[w] = As::get(column[w * q_stride]);
+      for (int64_t w = 0; w < valid; ++w) {
+        const float v = As::get(column[w * q_stride]);
+        slot[w] = kTf32 ? tf32(v) : v;
+      }
       for (int64_t w = valid; w < W; ++w) slot[w] = 0.0f;
-      if (tf32)
-        for (int64_t w = 0; w < valid; ++w) slot[w] = round_to_tf32(slot[w]);
     }
   }
 }
 
-// The same for an operand of any element type: (q0, p0) is the block's first element.
+// The same for an operand of any element type: (q0, p0) is the block's first element. TF32 applies to fp32
+// inputs only (16-bit inputs already have fewer mantissa bits).
 template <int W>
 void pack_operand(const GemmInput& x, const void* base, int64_t q0, int64_t count, int64_t p0, int64_t depth,
                   int64_t q_stride, int64_t p_stride, bool tf32, float* out) {
   const int64_t first = q0 * q_stride + p0 * p_stride;
   switch (x.type) {
-    case Element::F32:
-      pack<W, AsF32>(static_cast<const float*>(base) + first, q_stride, p_stride, count, depth, tf32, out);
+    case Element::F32: {
+      const float* data = static_cast<const float*>(base) + first;
+      if (tf32)
+        pack<W, AsF32, true>(data, q_stride, p_stride, count, depth, out);
+      else
+        pack<W, AsF32, false>(data, q_stride, p_stride, count, depth, out);
       break;
+    }
     case Element::F16:
-      pack<W, AsF16>(static_cast<const uint16_t*>(base) + first, q_stride, p_stride, count, depth, false, out);
+      pack<W, AsF16, false>(static_cast<const uint16_t*>(base) + first, q_stride, p_stride, count, depth, out);
       break;
     case Element::BF16:
-      pack<W, AsBF16>(static_cast<const uint16_t*>(base) + first, q_stride, p_stride, count, depth, false, out);
+      pack<W, AsBF16, false>(static_cast<const uint16_t*>(base) + first, q_stride, p_stride, count, depth, out);
       break;
   }
 }
@@ -200,10 +216,7 @@ void run_tile(const GemmProblem& p, int64_t batch, int64_t i0, int64_t rows, int
 }  // namespace
 
 float round_to_tf32(float x) {
-  uint32_t bits = std::bit_cast<uint32_t>(x);
-  if ((bits & 0x7f800000u) == 0x7f800000u) return x;  // infinity or NaN
-  bits += 0x0fffu + ((bits >> 13) & 1u);              // to nearest at bit 13, ties to even
-  return std::bit_cast<float>(bits & ~0x1fffu);
+  return tf32(x);
 }
 
 void run_gemm(const GemmProblem& p) {
