@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <map>
 
 #include "common/core/error.h"
 #include "common/lab/device_timing.h"
@@ -73,23 +74,25 @@ std::optional<double> fraction(double achieved, double ceiling) {
 }  // namespace
 
 void compare_with_earlier(std::vector<VersionReport>& reports) {
-  const VersionReport* first = nullptr;
-  const VersionReport* previous = nullptr;
+  // Per timing backend: CUDA-event times and steady-clock times are different clocks, and emulated times are
+  // no GPU's, so a version is only compared with versions timed the same way.
+  std::map<std::string, const VersionReport*> first, previous;
   for (VersionReport& r : reports) {
     r.previous = 0;
     r.speedup_vs_previous.reset();
     r.speedup_vs_first.reset();
     r.verdict_vs_previous = bench::Verdict::WithinSpread;
     if (!r.timed) continue;
-    if (previous) {
-      const bench::Comparison c = bench::compare(previous->ms, r.ms, bench::Better::Lower);
-      r.previous = previous->number;
-      r.speedup_vs_previous = previous->ms.median / r.ms.median;
-      r.verdict_vs_previous = c.verdict;
+    if (const VersionReport* p = previous[r.timing]) {
+      r.previous = p->number;
+      r.speedup_vs_previous = p->ms.median / r.ms.median;
+      r.verdict_vs_previous = bench::compare(p->ms, r.ms, bench::Better::Lower).verdict;
     }
-    if (first) r.speedup_vs_first = first->ms.median / r.ms.median;
-    if (!first) first = &r;
-    previous = &r;
+    if (const VersionReport* f = first[r.timing])
+      r.speedup_vs_first = f->ms.median / r.ms.median;
+    else
+      first[r.timing] = &r;
+    previous[r.timing] = &r;
   }
 }
 

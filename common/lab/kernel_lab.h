@@ -35,6 +35,8 @@
 //      version's precision and its memory bandwidth (common/bench/gpu_peaks.h), and for the CPU the sgemm
 //      throughput and copy bandwidth measured in the same run (ceilings.h); speedups over the previous timed
 //      version and the first one, with bench::compare's verdict (a gain only beyond the spread of repeats).
+//      Versions are compared only with versions timed the same way: CUDA versions among themselves, CPU
+//      versions among themselves (two clocks are not one yardstick, and emulated times are no GPU's).
 #pragma once
 
 #include <functional>
@@ -124,13 +126,14 @@ struct VersionReport {
   std::optional<double> flops_fraction;       // TFLOP/s over the ceiling's FLOP/s (when both are known)
   std::optional<double> bandwidth_fraction;   // GB/s over the ceiling's bytes/s
   int previous = 0;                           // the number of the version compared with (0: none)
-  std::optional<double> speedup_vs_previous;  // previous median / this median
+  std::optional<double> speedup_vs_previous;  // previous median / this median (same timing only)
   bench::Verdict verdict_vs_previous = bench::Verdict::WithinSpread;
-  std::optional<double> speedup_vs_first;  // the first timed version's median / this median
+  std::optional<double> speedup_vs_first;  // the first version timed this way: its median / this median
 };
 
 // Fills previous, speedup_vs_previous, verdict_vs_previous and speedup_vs_first of every timed report from
-// the medians: each is compared with the nearest earlier timed version, and with the first timed one.
+// the medians: each is compared with the nearest earlier version timed the same way (the same `timing`), and
+// with the first one timed that way.
 void compare_with_earlier(std::vector<VersionReport>& reports);
 
 // Fills gb_per_s, tflop_per_s and the fractions of the ceiling from `cost` and the median time.

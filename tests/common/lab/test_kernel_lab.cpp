@@ -131,6 +131,7 @@ VersionReport timed_report(int number, double median, double min, double max) {
   VersionReport r;
   r.number = number;
   r.timed = true;
+  r.timing = "steady_clock";
   r.validation.passed = true;
   const std::vector<double> samples = {min, median, max};
   r.ms = bench::summarize(samples);
@@ -156,6 +157,20 @@ TEST(KernelLab, SpeedupsAndVerdictsFollowTheMediansAndTheSpread) {
   compare_with_earlier(slower);
   EXPECT_DOUBLE_EQ(*slower[1].speedup_vs_previous, 0.5);
   EXPECT_EQ(slower[1].verdict_vs_previous, bench::Verdict::Regression);
+}
+
+TEST(KernelLab, VersionsAreComparedOnlyWithVersionsTimedTheSameWay) {
+  std::vector<VersionReport> r = {timed_report(1, 100.0, 100.0, 100.0), timed_report(2, 10.0, 10.0, 10.0),
+                                  timed_report(3, 5.0, 5.0, 5.0), timed_report(4, 50.0, 50.0, 50.0)};
+  r[1].timing = r[2].timing = "cuda_events";  // v1 and v4 on the CPU, v2 and v3 on a GPU
+  compare_with_earlier(r);
+  EXPECT_FALSE(r[1].speedup_vs_previous.has_value());  // the first GPU version: nothing timed alike before it
+  EXPECT_FALSE(r[1].speedup_vs_first.has_value());
+  EXPECT_EQ(r[2].previous, 2);
+  EXPECT_DOUBLE_EQ(*r[2].speedup_vs_first, 2.0);
+  EXPECT_EQ(r[3].previous, 1);
+  EXPECT_DOUBLE_EQ(*r[3].speedup_vs_previous, 2.0);
+  EXPECT_DOUBLE_EQ(*r[3].speedup_vs_first, 2.0);
 }
 
 TEST(KernelLab, FractionsOfTheCeilingComeFromTheCostAndTheMedian) {

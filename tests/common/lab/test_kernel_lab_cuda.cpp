@@ -105,7 +105,7 @@ TEST(KernelLabOnCuda, CudaVersionsAreValidatedAgainstTheCpuAndTimedWithEvents) {
   EXPECT_TRUE(r[1].timed) << r[1].validation.describe();
   EXPECT_EQ(r[1].timing, kCudaTiming);
   EXPECT_GT(r[1].ms.median, 0.0);
-  EXPECT_DOUBLE_EQ(*r[1].speedup_vs_previous, r[0].ms.median / r[1].ms.median);
+  EXPECT_FALSE(r[1].speedup_vs_previous.has_value());  // CPU and CUDA times are not compared
   EXPECT_FALSE(r[2].timed);
   EXPECT_NE(r[2].validation.describe().find("32768 of 65536 elements differ"), std::string::npos)
       << r[2].validation.describe();
