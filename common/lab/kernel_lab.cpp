@@ -133,6 +133,7 @@ std::vector<int> KernelLab::selected(const std::vector<int>& only) const {
 }
 
 VersionReport KernelLab::report_of(int number) const {
+  selected({number});  // Error(InvalidArgument) for a number that is no version
   const Version& v = versions_[static_cast<size_t>(number - 1)];
   VersionReport r;
   r.number = number;

@@ -154,6 +154,8 @@ class KernelLab {
 
   // Validates the versions (all, or `only`), in order; element i describes version only[i] (or i + 1).
   std::vector<Validation> validate_all(const std::vector<int>& only = {}) const;
+  // Version `number`'s report before anything is validated or measured: its name, device and precision.
+  VersionReport report_of(int number) const;
   // Validates, then times each version that passed, and compares them.
   std::vector<VersionReport> measure(const MeasureOptions& options = {}) const;
 
@@ -165,7 +167,6 @@ class KernelLab {
 
  private:
   std::vector<int> selected(const std::vector<int>& only) const;  // 1-based numbers, checked
-  VersionReport report_of(int number) const;
 
   std::string name_;
   std::string problem_;

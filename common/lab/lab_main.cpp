@@ -57,15 +57,9 @@ int run_lab(const KernelLab& lab, const LabCommandLine& command_line) {
   const MeasureOptions options = command_line.measure_options();
   std::vector<VersionReport> reports;
   if (command_line.validate_only) {
-    const std::vector<int> numbers = options.only;
-    const std::vector<Validation> validations = lab.validate_all(numbers);
+    const std::vector<Validation> validations = lab.validate_all(options.only);
     for (size_t i = 0; i < validations.size(); ++i) {
-      VersionReport r;
-      r.number = numbers.empty() ? static_cast<int>(i) + 1 : numbers[i];
-      const Version& v = lab.versions()[static_cast<size_t>(r.number - 1)];
-      r.name = v.name;
-      r.device = v.device;
-      r.precision = v.precision;
+      VersionReport r = lab.report_of(options.only.empty() ? static_cast<int>(i) + 1 : options.only[i]);
       r.validation = validations[i];
       std::printf("v%d %s: %s\n", r.number, r.name.c_str(), r.validation.passed ? "ok" : "FAILED");
       if (!r.validation.passed) std::printf("  %s\n", r.validation.describe().c_str());
