@@ -12,7 +12,7 @@
 //              .device = Device::cuda(), .precision = bench::Precision::FP32,
 //              .run = [&] { v1_forward(x, w, b, out); },
 //              .validate = [&] {
-//                out = poisoned(out.shape(), out.device());        // an element left unwritten stays NaN
+//                out.copy_from(poisoned(out.shape(), out.device()));   // an element left unwritten stays NaN
 //                v1_forward(x, w, b, out);
 //                return std::vector<Check>{Check::close("out", out, expected, tolerance_for(DType::F32, C))};
 //              }});
