@@ -16,10 +16,10 @@
 #include "device_functions.h"
 
 // The built-in variables of the CUDA thread running on this OS thread (declared in device_functions.h).
-thread_local uint3 threadIdx;
-thread_local uint3 blockIdx;
-thread_local dim3 blockDim;
-thread_local dim3 gridDim;
+constinit thread_local uint3 threadIdx{};
+constinit thread_local uint3 blockIdx{};
+constinit thread_local dim3 blockDim;
+constinit thread_local dim3 gridDim;
 
 namespace lab::cuda::emu {
 
