@@ -40,7 +40,9 @@ cublasLtEpilogue_t lt_epilogue(Epilogue epilogue, bool aux) {
 // The descriptors of one matmul, destroyed at the end of the scope (also when a check throws).
 class LtMatmul {
  public:
-  LtMatmul(cublasComputeType_t compute) { CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F)); }
+  explicit LtMatmul(cublasComputeType_t compute) {
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F));
+  }
   ~LtMatmul() {
     for (cublasLtMatrixLayout_t layout : layouts_) cublasLtMatrixLayoutDestroy(layout);
     if (preference_) cublasLtMatmulPreferenceDestroy(preference_);
