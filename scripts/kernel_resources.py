@@ -78,6 +78,13 @@ BLOCK_THREADS = {
     "multi_tensor_adamw_kernel": 512,
     "flat_adamw_kernel": 256,
     "flat_adamw_bf16_kernel": 256,
+    # ch06 lab 01 (matmul): 32 x 8 threads (naive), 32 x 32 (shared-memory tiles), 256 for the 128 x 128 block
+    # tiles (register blocked, vectorised), 4 warps (WMMA).
+    "matmul_naive_kernel": 256,
+    "matmul_smem_tiled_kernel": 1024,
+    "matmul_register_blocked_kernel": 256,
+    "matmul_vectorized_kernel": 256,
+    "matmul_wmma_bf16_kernel": 128,
 }
 
 
