@@ -45,6 +45,13 @@ void GPT2Config::validate() const {
             " is smaller than the vocabulary ", vocab_size);
 }
 
+int64_t GPT2Config::padded_vocab_for(int tp) const {
+  LAB_CHECK(tp >= 1, InvalidArgument, "tensor-parallel size ", tp, " is not positive");
+  if (tp == 1) return padded_vocab_size;
+  const int64_t multiple = int64_t{128} * tp;
+  return (padded_vocab_size + multiple - 1) / multiple * multiple;
+}
+
 int64_t GPT2Config::num_parameters() const {
   const int64_t C = n_embd, L = n_layer;
   const int64_t per_layer = 2 * C /*ln_1*/ + 3 * C * C + 3 * C /*c_attn*/ + C * C + C /*attn.c_proj*/ + 2 * C /*ln_2*/ +

@@ -24,6 +24,10 @@ struct GPT2Config {
   static GPT2Config from_name(const std::string& name);
   static std::vector<std::string> names();
   static int64_t pad_vocab(int64_t vocab) { return (vocab + 127) / 128 * 128; }
+  // The padded vocabulary of a model whose wte is split across `tp` tensor-parallel ranks: padded_vocab_size
+  // itself for one rank, else rounded up to a multiple of 128 tp, so that each rank's slice is a multiple of
+  // 128 rows (Megatron's rule). The extra rows are padding like the others: zero, never a target.
+  int64_t padded_vocab_for(int tp) const;
 
   void validate() const;           // throws InvalidArgument on inconsistent values
   int64_t num_parameters() const;  // with the real (unpadded) vocabulary, as usually quoted

@@ -27,7 +27,7 @@ std::string stored_name(const SafetensorsReader& file, const std::string& name) 
   fail(ErrorKind::Format, file.path(), ": missing tensor '", name, "'");
 }
 
-Shape stored_shape(const GPT2Config& c, const ParamInfo& p) {
+Shape stored_shape(const GPT2Config& c, const GPT2Parameter& p) {
   if (p.name == "wte.weight") return {c.vocab_size, c.n_embd};
   if (is_conv1d_weight(p.name)) return {p.shape[1], p.shape[0]};
   return p.shape;
@@ -88,44 +88,70 @@ GPT2Config read_gpt2_config(const std::string& path) {
   return c;
 }
 
-void load_gpt2_weights(GPT2& model, const std::string& path) {
-  const SafetensorsReader file(path);
+Tensor to_stored_layout(const GPT2Config& config, const std::string& name, const Tensor& whole) {
+  Tensor t = whole.to(Device::cpu());
+  if (name == "wte.weight") return t.slice_rows(0, config.vocab_size);
+  if (is_conv1d_weight(name)) return transpose_2d(t);
+  return t;
+}
+
+Tensor from_stored_layout(const GPT2Config& config, const std::string& name, const Tensor& stored, const Shape& shape) {
+  const Tensor f32 = stored.dtype() == DType::F32 ? stored : stored.to_dtype(DType::F32);
+  if (is_conv1d_weight(name)) return transpose_2d(f32);
+  if (name != "wte.weight") return f32;
+  Tensor padded = Tensor::zeros(shape, DType::F32);
+  padded.slice_rows(0, config.vocab_size).copy_from(f32);
+  return padded;
+}
+
+void load_gpt2_tensors(const SafetensorsReader& file, const GPT2& model, const Tensor& flat,
+                       const std::string& prefix) {
   const GPT2Config& c = model.config();
-  ParameterStore& params = model.parameters();
-  for (const ParamInfo& p : params.infos()) {
-    const std::string name = stored_name(file, p.name);
+  const ModelShard& shard = model.shard();
+  const ParameterStore& params = model.parameters();
+  LAB_CHECK(flat.numel() == params.numel(), InvalidArgument, "load_gpt2_tensors: a buffer of ", flat.numel(),
+            " elements is not laid out like the ", params.numel(), " of the parameters");
+  for (const GPT2Parameter& p : model.held_parameters()) {
+    const std::string name = stored_name(file, prefix + p.name);
     const Shape expected = stored_shape(c, p);
-    LAB_CHECK(file.shape(name) == expected, Format, path, ": tensor '", name, "' has shape ",
+    LAB_CHECK(file.shape(name) == expected, Format, file.path(), ": tensor '", name, "' has shape ",
               shape_str(file.shape(name)), ", expected ", shape_str(expected), " for ", c.str());
-    const Tensor dst = params.value(p.name);
-    if (is_conv1d_weight(p.name)) {
-      dst.copy_from(transpose_2d(file.load(name).to_dtype(DType::F32)));
-    } else if (p.name == "wte.weight") {
-      dst.zero_();  // padded rows
-      file.load_into(name, dst.slice_rows(0, c.vocab_size));
-    } else {
-      file.load_into(name, dst);
-    }
+    const DType stored_dtype = file.dtype(name);
+    LAB_CHECK(stored_dtype == DType::F32 || stored_dtype == DType::BF16 || stored_dtype == DType::F16, Format,
+              file.path(), ": tensor '", name, "' is ", dtype_name(stored_dtype), ", not a floating-point tensor");
+    const ParamInfo& info = params.info(p.name);
+    const Tensor dst = flat.view(info.offset, info.shape);
+    const Tensor whole = from_stored_layout(c, p.name, file.load(name), p.shape);
+    dst.copy_from(shard.tp_size == 1 ? whole : tp_slice(whole, tp_split_of(p.name), shard.tp_rank, shard.tp_size));
   }
+}
+
+void load_gpt2_weights(GPT2& model, const std::string& path) {
+  load_gpt2_tensors(SafetensorsReader(path), model, model.parameters().params());
 }
 
 void save_gpt2_weights(const GPT2& model, const std::string& path, DType dtype,
                        const std::map<std::string, std::string>& extra_metadata) {
+  LAB_CHECK(model.shard().whole(model.config()), InvalidArgument, "save_gpt2_weights: the model is a shard (",
+            model.shard().str(model.config()), "); gather the whole tensors and write them with write_gpt2_weights");
+  std::vector<NamedTensor> tensors;
+  for (const ParamInfo& p : model.parameters().infos()) tensors.push_back({p.name, model.parameters().value(p.name)});
+  write_gpt2_weights(model.config(), tensors, path, dtype, extra_metadata);
+}
+
+void write_gpt2_weights(const GPT2Config& config, const std::vector<NamedTensor>& parameters, const std::string& path,
+                        DType dtype, const std::map<std::string, std::string>& extra_metadata) {
   LAB_CHECK(dtype == DType::F32 || dtype == DType::BF16, InvalidArgument, "weights can be saved as f32 or bf16, not ",
             dtype_name(dtype));
-  const GPT2Config& c = model.config();
-  const ParameterStore& params = model.parameters();
   std::vector<NamedTensor> tensors;
-  for (const ParamInfo& p : params.infos()) {
-    Tensor t = params.value(p.name).to(Device::cpu());
-    if (p.name == "wte.weight") t = t.slice_rows(0, c.vocab_size);
-    if (is_conv1d_weight(p.name)) t = transpose_2d(t);
+  for (const NamedTensor& p : parameters) {
+    const Tensor t = to_stored_layout(config, p.name, p.tensor);
     tensors.push_back({p.name, dtype == DType::F32 ? t : t.to_dtype(dtype)});
   }
   std::map<std::string, std::string> metadata = extra_metadata;
   metadata["format"] = "pt";
-  metadata["n_head"] = std::to_string(c.n_head);
-  metadata["n_layer"] = std::to_string(c.n_layer);
+  metadata["n_head"] = std::to_string(config.n_head);
+  metadata["n_layer"] = std::to_string(config.n_layer);
   write_safetensors(path, tensors, metadata);
 }
 

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 
 #include "common/autograd/functions.h"
 #include "common/nn/parameters.h"
+#include "common/nn/tensor_parallel.h"
 
 namespace lab {
 
@@ -26,9 +28,9 @@ struct MLP {
 };
 
 struct CausalSelfAttention {
-  Linear c_attn;  // C -> 3C (q, k, v)
-  Linear c_proj;  // C -> C
-  int n_head = 0;
+  Linear c_attn;   // C -> 3C (q, k, v)
+  Linear c_proj;   // C -> C
+  int n_head = 0;  // the heads this shard computes (all of them without tensor parallelism)
 };
 
 struct Block {
@@ -46,11 +48,19 @@ struct ModelOptions {
   using BlockFn = std::function<Var(Tape&, const Block&, const Var& x, const ModelOptions&)>;
 
   AttentionFn attention = ag::attention;
-  MlpFn mlp;      // empty: c_proj(gelu(c_fc(x)))
+  MlpFn mlp;      // empty: c_proj(gelu(c_fc(x))); a tensor-parallel shard takes none (it needs f and g)
   BlockFn block;  // empty: the standard pre-LN block below
+  // The communication of a tensor-parallel shard (see tensor_parallel.h); null for a model on one rank.
+  std::shared_ptr<const TensorParallelFunctions> tensor_parallel;
 };
 
-Var mlp_forward(Tape& tape, const MLP& mlp, const Var& x);
+// Megatron's MLP on a tensor-parallel shard: c_fc is column-parallel (this rank's hidden units), c_proj
+// row-parallel (its partial sums, reduced across the ranks), c_proj(gelu(c_fc(x))) as a whole:
+//   g(gelu(f(x) W_fc^T + b_fc) W_proj^T) + b_proj
+// Without tensor parallelism f and g are the identity and this is the plain MLP.
+Var mlp_forward(Tape& tape, const MLP& mlp, const Var& x, const ModelOptions& options);
+// Attention the same way: c_attn column-parallel (this rank's heads' q, k and v), attention over those heads,
+// c_proj row-parallel.
 Var attention_forward(Tape& tape, const CausalSelfAttention& attn, const Var& x, const ModelOptions& options);
 // x + attn(ln_1(x)), then + mlp(ln_2(.))
 Var block_forward(Tape& tape, const Block& block, const Var& x, const ModelOptions& options);
