@@ -85,6 +85,21 @@ BLOCK_THREADS = {
     "matmul_register_blocked_kernel": 256,
     "matmul_vectorized_kernel": 256,
     "matmul_wmma_bf16_kernel": 128,
+    # ch06 lab 02 (layernorm): kBlockSize everywhere (the backward kernels' kGradWarps = 8 warps); the second
+    # kernel of the fused column sums (ch06_single_gpu/chunk_totals.cuh) is 32 x kTotalRows = 512.
+    "layernorm_forward_v1_kernel": 256,
+    "layernorm_backward_dx_v1_kernel": 256,
+    "layernorm_weight_grads_v1_kernel": 256,
+    "layernorm_forward_v3_kernel": 256,
+    "layernorm_backward_v3_kernel": 256,
+    "fused_residual_layernorm_forward_kernel": 256,
+    "fused_residual_layernorm_backward_kernel": 256,
+    "chunk_totals_kernel": 512,
+    # ch06 lab 03 (bias + GELU): kBlockSize.
+    "add_bias_v1_kernel": 256,
+    "gelu_backward_v1_kernel": 256,
+    "bias_gelu_forward_v2_kernel": 256,
+    "bias_gelu_backward_v2_kernel": 256,
 }
 
 

@@ -11,7 +11,7 @@
 // gradient of residual, dresidual + dx, goes straight into da and db. The unfused chain writes dx to a
 // temporary and reads it back for the residual's backward.
 //
-// Shapes the register rows cannot take (C not a multiple of 4, C above 2048, rows not 16-byte aligned; no
+// Shapes the register rows cannot take (C not a multiple of 4, C above 1664, rows not 16-byte aligned; no
 // GPT-2 model has such a width) run the core's unfused ops instead, with the same results.
 #include "ch06_single_gpu/chunk_totals.cuh"
 #include "ch06_single_gpu/fused_residual_layernorm.h"

@@ -17,7 +17,7 @@
 //       then a small kernel adding them: dout and x are read once instead of twice.
 //   v4  v3 fused with the residual add before it (fused_residual_layernorm.cu, promoted into lab_ch06).
 //
-// v3 needs C a multiple of 4, at most 2048, and 16-byte aligned rows; other shapes are refused with an error.
+// v3 needs C a multiple of 4, at most 1664, and 16-byte aligned rows; other shapes are refused with an error.
 #include "ch06_single_gpu/chunk_totals.cuh"
 #include "ch06_single_gpu/kernels/02_layernorm/layernorm_versions.h"
 #include "ch06_single_gpu/kernels/02_layernorm/layernorm_weight_grads.cuh"

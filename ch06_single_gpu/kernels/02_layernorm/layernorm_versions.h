@@ -13,7 +13,7 @@ void forward_v1(const Tensor& out, const Tensor& mean, const Tensor& rstd, const
 void backward_v1(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
                  const Tensor& w, const Tensor& mean, const Tensor& rstd);
 
-// Error(Unsupported) unless C is a multiple of 4 up to 2048 and the rows are 16-byte aligned.
+// Error(Unsupported) unless C is a multiple of 4 up to 1664 and the rows are 16-byte aligned.
 void forward_v3(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
                 const Tensor& b);
 void backward_v3(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,

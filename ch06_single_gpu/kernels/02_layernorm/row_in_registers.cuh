@@ -9,9 +9,11 @@
 //
 // The width is a template parameter because registers cannot be indexed at run time: the arrays must have a
 // size the compiler knows, and every loop over them must unroll. launch_for_row_width() picks the narrowest
-// instance that holds the row from a short ladder: 1, 2, 4, 8 and 16 chunks (powers of two, up to C = 2048),
-// plus 6, 10 and 13 so that GPT-2's widths (768, 1024, 1280, 1600) fit without registers held for nothing.
-// A wider instance costs registers, not time: vectors past the end of the row are neither loaded nor stored.
+// instance that holds the row from a short ladder: 1, 2, 4 and 8 chunks, then 6, 10 and 13 so that GPT-2's
+// widths (768, 1024, 1280, 1600) fit without registers held for nothing. A wider instance costs registers, not
+// time: vectors past the end of the row are neither loaded nor stored. The ladder stops at 13 chunks
+// (C = 1664): the backward holds four such arrays per lane (dout, xhat, and the running dweight and dbias
+// sums), 241 registers at 13 chunks, and 16 chunks would pass the 255 a thread may have and spill.
 //
 // Requirements: C a multiple of 4 and every row 16-byte aligned (C % 4 == 0 and a 16-byte aligned base
 // pointer), so that a vector is either wholly inside the row or wholly past its end.
@@ -32,8 +34,8 @@ using ops::cuda::kWarpSize;
 inline constexpr int kVec = 4;  // floats per vector: one float4, one 128-bit access
 
 // The ladder of instances (see above); the widest holds a row of kMaxRowColumns.
-using RowChunkLadder = std::integer_sequence<int, 1, 2, 4, 6, 8, 10, 13, 16>;
-inline constexpr int64_t kMaxRowColumns = int64_t{16} * kWarpSize * kVec;
+using RowChunkLadder = std::integer_sequence<int, 1, 2, 4, 6, 8, 10, 13>;
+inline constexpr int64_t kMaxRowColumns = int64_t{13} * kWarpSize * kVec;  // 1664
 
 // Whether the register-row kernels can take rows of C columns starting at these pointers.
 inline bool fits_register_row(int64_t C, std::initializer_list<const void*> rows) {

@@ -31,9 +31,6 @@ constexpr int64_t kRowsPerChunk = 64;
 inline float gelu_exp(float v) {
   return exp_fast(-2.0f * kSqrt2OverPi * (v + kCubic * v * v * v));
 }
-inline float gelu_value(float v) {
-  return v / (1.0f + gelu_exp(v));
-}
 inline float gelu_slope(float v) {
   const float s = 1.0f / (1.0f + gelu_exp(v));
   return s + 2.0f * v * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
@@ -95,12 +92,21 @@ void cpu_forward_fused(const Tensor& out, const Tensor& x, const Tensor& bias) {
   const float* xp = x.data<float>();
   const float* bp = bias.data<float>();
   float* op = out.data<float>();
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) {
+  // Two loops over each row: the exponentials into a row of scratch in L1, then the divisions. Written as one
+  // loop, GCC -O3 turns exp_fast's clamp into a second division, v / (1 + exp(88)), computed for every lane and
+  // blended away; its results are subnormal, and on x86 each costs a microcode assist. On the 2-core Xeon VM
+  // (one thread, 8192 x 3072) the one-loop form took about 330 ms, this one 85 to 130 ms (README.md).
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<size_t>(OC));
+    float* e = row.data();
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      const float* xr = xp + n * OC;
 #pragma omp simd
-    for (int64_t c = 0; c < OC; ++c) {
-      const float v = xp[n * OC + c] + bp[c];
-      op[n * OC + c] = gelu_value(v);
+      for (int64_t c = 0; c < OC; ++c) e[c] = gelu_exp(xr[c] + bp[c]);
+#pragma omp simd
+      for (int64_t c = 0; c < OC; ++c) op[n * OC + c] = (xr[c] + bp[c]) / (1.0f + e[c]);  // v / (1 + exp(-2u))
     }
   }
 }
