@@ -1,5 +1,7 @@
+// Writing and reading training checkpoints (see checkpoint.h).
 #include "ch10_gpt2/checkpoint.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -13,6 +15,52 @@ namespace {
 
 constexpr const char* kFormat = "gpt2-labs-checkpoint";
 constexpr int kVersion = 1;
+
+// The optimizer state's format versions (see checkpoint.h): the metadata key "moments" marks version 2.
+constexpr const char* kMomentsPerParameter = "per-parameter";
+
+// What of a parameter's tensor (a weight or a moment) a file holds: wte without its padded vocabulary rows.
+Tensor stored_part(const GPT2& model, const std::string& name, const Tensor& t) {
+  return name == "wte.weight" ? t.slice_rows(0, model.config().vocab_size) : t;
+}
+
+void save_optimizer_state(const std::string& path, const GPT2& model, const AdamW& optimizer) {
+  std::vector<NamedTensor> tensors;
+  for (const ParamInfo& p : model.parameters().infos()) {
+    tensors.push_back({"m." + p.name, stored_part(model, p.name, optimizer.m(p.name))});
+    tensors.push_back({"v." + p.name, stored_part(model, p.name, optimizer.v(p.name))});
+  }
+  write_safetensors(path, tensors,
+                    {{"steps_taken", std::to_string(optimizer.steps_taken())}, {"moments", kMomentsPerParameter}});
+}
+
+// Version 1: the whole model's two flat buffers, laid out decay-first in the model's declaration order.
+void load_flat_optimizer_state(const SafetensorsReader& file, const GPT2& model, const AdamW& optimizer) {
+  const ParameterStore& params = model.parameters();
+  int64_t numel = 0;
+  const std::vector<ParamInfo> v1 = lay_out(params.infos(), ParameterOrder::DecayFirst, numel);
+  int64_t decay_numel = 0;
+  for (const ParamInfo& p : v1)
+    if (p.decay) decay_numel = std::max(decay_numel, (p.offset + p.numel() + 31) / 32 * 32);
+  LAB_CHECK(file.metadata_value("flat_numel") == std::to_string(numel) &&
+                file.metadata_value("decay_numel") == std::to_string(decay_numel),
+            Format, file.path(), ": optimizer state was written for a different parameter layout");
+  const Tensor m = file.load("adamw.m"), v = file.load("adamw.v");
+  LAB_CHECK(m.numel() == numel && v.numel() == numel && m.dtype() == DType::F32 && v.dtype() == DType::F32, Format,
+            file.path(), ": adamw.m and adamw.v must be f32 buffers of ", numel, " elements");
+  for (const ParamInfo& p : v1) {
+    optimizer.m(p.name).copy_from(m.view(p.offset, p.shape));
+    optimizer.v(p.name).copy_from(v.view(p.offset, p.shape));
+  }
+}
+
+void load_optimizer_state(const SafetensorsReader& file, const GPT2& model, const AdamW& optimizer) {
+  for (const ParamInfo& p : model.parameters().infos())
+    for (const auto& [prefix, moment] : {std::pair{"m.", optimizer.m(p.name)}, std::pair{"v.", optimizer.v(p.name)}}) {
+      moment.zero_();  // wte's padded rows
+      file.load_into(prefix + p.name, stored_part(model, p.name, moment));
+    }
+}
 
 std::string hex64(uint64_t v) {
   char buf[20];
@@ -35,11 +83,7 @@ std::vector<std::string> prepare_checkpoint_destination(const std::string& dir) 
 void save_checkpoint(const std::string& dir, const GPT2& model, const AdamW& optimizer, const TrainState& state) {
   AtomicDirectory out(dir, kCheckpointKind);
   save_gpt2_weights(model, out.path_of("model.safetensors"));
-  const ParameterStore& params = model.parameters();
-  write_safetensors(out.path_of("optimizer.safetensors"), {{"adamw.m", optimizer.m()}, {"adamw.v", optimizer.v()}},
-                    {{"steps_taken", std::to_string(optimizer.steps_taken())},
-                     {"flat_numel", std::to_string(params.numel())},
-                     {"decay_numel", std::to_string(params.decay_numel())}});
+  save_optimizer_state(out.path_of("optimizer.safetensors"), model, optimizer);
   Json j = Json::object();
   j.set("format", kFormat);
   j.set("version", kVersion);
@@ -51,10 +95,10 @@ void save_checkpoint(const std::string& dir, const GPT2& model, const AdamW& opt
   j.set("config", state.config.to_json());
   j.set("options", state.options);
   Json layout = Json::object();
-  layout.set("world_size", 1);
-  layout.set("dp", 1);
-  layout.set("tp", 1);
-  layout.set("pp", 1);
+  layout.set("world_size", state.parallel.ranks());
+  layout.set("dp", state.parallel.dp);
+  layout.set("tp", state.parallel.tp);
+  layout.set("pp", state.parallel.pp);
   j.set("parallel", layout);
   out.write_file("state.json", j.dump(2) + "\n");
   out.commit();
@@ -81,8 +125,12 @@ TrainState read_checkpoint_state(const std::string& dir) {
     for (size_t i = 0; i < 4; ++i) s.rng[i] = parse_hex64(rng[i].as_string(), path);
     s.config = GPT2Config::from_json(j.at("config"));
     s.options = j.at("options");
-    LAB_CHECK(j.at("parallel").at("world_size").as_int() == 1, Unsupported,
-              "checkpoint was written by a parallel run; this trainer resumes single-process runs");
+    const Json& layout = j.at("parallel");
+    s.parallel = {static_cast<int>(layout.at("dp").as_int()), static_cast<int>(layout.at("tp").as_int()),
+                  static_cast<int>(layout.at("pp").as_int())};
+    LAB_CHECK(s.parallel.dp >= 1 && s.parallel.tp >= 1 && s.parallel.pp >= 1 &&
+                  layout.at("world_size").as_int() == s.parallel.ranks(),
+              Format, "the parallel layout ", layout.dump(), " is not dp x tp x pp = world_size");
     return s;
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::Format && e.kind() != ErrorKind::InvalidArgument) throw;
@@ -93,12 +141,10 @@ TrainState read_checkpoint_state(const std::string& dir) {
 void load_checkpoint(const std::string& dir, GPT2& model, AdamW& optimizer) {
   load_gpt2_weights(model, dir + "/model.safetensors");
   const SafetensorsReader opt(dir + "/optimizer.safetensors");
-  const ParameterStore& params = model.parameters();
-  LAB_CHECK(opt.metadata_value("flat_numel") == std::to_string(params.numel()) &&
-                opt.metadata_value("decay_numel") == std::to_string(params.decay_numel()),
-            Format, opt.path(), ": optimizer state was written for a different parameter layout");
-  opt.load_into("adamw.m", optimizer.m());
-  opt.load_into("adamw.v", optimizer.v());
+  if (opt.metadata().count("moments") != 0 && opt.metadata_value("moments") == kMomentsPerParameter)
+    load_optimizer_state(opt, model, optimizer);
+  else
+    load_flat_optimizer_state(opt, model, optimizer);
   optimizer.set_steps_taken(std::stoll(opt.metadata_value("steps_taken")));
 }
 

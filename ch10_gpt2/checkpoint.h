@@ -1,6 +1,10 @@
 // Training checkpoints: a directory written atomically (see AtomicDirectory) holding
 //   model.safetensors      the weights, Hugging Face GPT-2 names (loadable with --init as well)
-//   optimizer.safetensors  AdamW's moments as the flat buffers the optimizer updates
+//   optimizer.safetensors  AdamW's moments per parameter, "m.<name>" and "v.<name>" with the parameter's shape
+//                          (wte's with the real vocabulary only, as in model.safetensors), so that the state does
+//                          not depend on how the optimizer lays out its buffers in memory (the parameter layout,
+//                          a parallel layout's shards). Version 1 files, which held the two flat buffers of the
+//                          whole model in the decay-first layout ("adamw.m", "adamw.v"), are still read.
 //   state.json             step, data position, sampler RNG, model config, run settings, parallel layout
 //   .lab-directory         AtomicDirectory's marker: "gpt2-labs checkpoint" and the names above
 // Resuming from it continues bit for bit where the uninterrupted run would have been (CPU, same flags).
@@ -12,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/comm/parallel_context.h"
 #include "common/nn/gpt2.h"
 #include "common/optim/adamw.h"
 #include "common/util/json.h"
@@ -24,6 +29,7 @@ struct TrainState {
   std::array<uint64_t, 4> rng{};  // the sampler's generator
   GPT2Config config;
   Json options = Json::object();  // TrainOptions::to_json() of the run
+  comm::ParallelLayout parallel;  // the layout of the run that wrote it (any layout may resume it: trainer.h)
 };
 
 // The kind AtomicDirectory records in a checkpoint's marker.

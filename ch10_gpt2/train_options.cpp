@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "ch05_data/loaders/make_loader.h"
+#include "ch08_distributed/parallel_options.h"
 #include "common/bench/result.h"
 #include "common/core/error.h"
 
@@ -29,7 +30,9 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_int("batch", &batch, "micro-batch size B", 1, 1 << 20);
   f.add_int("seq", &seq, "sequence length T", 1, 1 << 20);
   f.add_int("total-batch-tokens", &total_batch_tokens,
-            "tokens per optimizer step; a multiple of B*T accumulates gradients (0: B*T)", 0, int64_t{1} << 40);
+            "tokens per optimizer step, all data-parallel ranks together; a multiple of B*T*dp accumulates "
+            "gradients (0: B*T*dp)",
+            0, int64_t{1} << 40);
   f.add_int("steps", &steps, "total optimizer steps (a resumed run counts the steps already done)", 0,
             int64_t{1} << 40);
   f.add_float("lr", &lr, "peak learning rate", 0.0, 10.0);
@@ -41,7 +44,20 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_float("beta1", &beta1, "AdamW beta1", 0.0, 0.999999);
   f.add_float("beta2", &beta2, "AdamW beta2", 0.0, 0.999999);
   f.add_float("grad-clip", &grad_clip, "clip the global gradient norm to this (0: off)", 0.0, 1e9);
-  f.add_string("device", &device, "cpu, cuda, cuda:N or auto (a GPU when present)");
+  f.add_int("dp", &dp, "data-parallel ranks (under mpirun; 0: the ranks left over by --tp and --pp)", 0, 1 << 20);
+  f.add_int("tp", &tp, "tensor-parallel ranks (under mpirun)", 1, 1 << 20);
+  f.add_int("pp", &pp, "pipeline-parallel stages (under mpirun)", 1, 1 << 20);
+  f.add_choice("dp-stage", &dp_stage, ch08::dp_stage_names(),
+               "how data-parallel ranks average gradients: per tensor, flat buckets, or buckets overlapped with "
+               "backward");
+  f.add_float("bucket-mb", &bucket_mb, "gradient bucket size of the bucketed and overlapped stages, in MiB", 1e-3, 1e6);
+  f.add_int("micro-batches", &micro_batches, "micro-batches per pipeline per step (with --pp)", 1, 1 << 20);
+  f.add_choice("pp-schedule", &pp_schedule, ch08::pp_schedule_names(), "pipeline schedule (with --pp)");
+  f.add_int("comm-timeout", &comm_timeout, "seconds a collective waits for the other ranks before the run fails", 1,
+            int64_t{1} << 30);
+  f.add_string("device", &device,
+               "cpu, cuda, cuda:N or auto (a GPU when present; under mpirun, rank r takes GPU r "
+               "mod the GPUs visible)");
   f.add_string("dtype", &dtype, "math precision: fp32, or tf32 (GPU); bf16 and fp16 are not available yet");
   f.add_int("threads", &threads, "CPU threads (0: all cores)", 0, 4096);
   f.add_int("seed", &seed, "seed of initialisation, shuffling and sampling", 0, INT64_MAX);
@@ -67,6 +83,8 @@ void TrainOptions::validate() const {
   LAB_CHECK(dtype == "fp32" || dtype == "tf32", Unsupported, "--dtype ", dtype,
             ": bf16 and fp16 training are not available in this trainer yet (use fp32 or tf32)");
   LAB_CHECK(data_val.empty() || !data_train.empty(), InvalidArgument, "--data-val given without --data-train");
+  LAB_CHECK(micro_batches == 1 || pp > 1, InvalidArgument, "--micro-batches ", micro_batches,
+            " needs pipeline parallelism (--pp > 1); for gradient accumulation use --total-batch-tokens");
 }
 
 Json TrainOptions::to_json() const {
@@ -126,7 +144,7 @@ const std::vector<Preset>& train_presets() {
   return presets;
 }
 
-bool parse_train_options(int argc, char** argv, TrainOptions& options) {
+bool parse_train_options(int argc, char** argv, TrainOptions& options, bool print_help) {
   Flags flags("gpt2_train",
               "Train GPT-2. With no flags: a small model on the bundled tiny Shakespeare, on the "
               "best device present, ending with a text sample.");
@@ -134,6 +152,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& options) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg != "--help" && arg != "-h") continue;
+    if (!print_help) return false;
     std::fputs(flags.usage().c_str(), stdout);
     std::fputs("\npresets:\n", stdout);
     for (const Preset& p : train_presets()) std::printf("  %-20s %s\n", p.name.c_str(), p.description.c_str());

@@ -40,6 +40,15 @@ struct TrainOptions {
   double beta1 = 0.9;
   double beta2 = 0.95;
   double grad_clip = 1.0;
+  // parallel layout (under mpirun; chapter 8)
+  int64_t dp = 0;  // data-parallel ranks; 0: the ranks left over, world size / (tp * pp)
+  int64_t tp = 1;  // tensor-parallel ranks
+  int64_t pp = 1;  // pipeline stages
+  std::string dp_stage = "overlap";
+  double bucket_mb = 25;
+  int64_t micro_batches = 1;  // per pipeline per step
+  std::string pp_schedule = "1f1b";
+  int64_t comm_timeout = 300;  // seconds a collective waits for the other ranks
   // execution
   std::string device = "auto";
   std::string dtype = "fp32";  // fp32 or tf32; bf16 and fp16 are refused until mixed precision exists
@@ -71,8 +80,8 @@ struct TrainOptions {
 };
 
 // Parses argv: the preset named by --preset (if any) first, then the command line on top.
-// Returns false when --help was printed.
-bool parse_train_options(int argc, char** argv, TrainOptions& options);
+// Returns false when --help was asked for (and printed, when `print_help`: rank 0 of a distributed run).
+bool parse_train_options(int argc, char** argv, TrainOptions& options, bool print_help = true);
 
 struct Preset {
   std::string name;

@@ -1,15 +1,24 @@
+// The trainer: setup, the loop's callback (log, evaluate, sample, save) and its distributed parts (see trainer.h).
 #include "ch10_gpt2/trainer.h"
 
+#include <chrono>
 #include <cstdio>
 
 #include "ch05_data/loaders/make_loader.h"
 #include "ch05_data/tokenize/prepare.h"
+#include "ch08_distributed/make_train_step.h"
+#include "ch08_distributed/rank_coordination.h"
 #include "ch10_gpt2/sampler.h"
 #include "common/bench/gpu_peaks.h"
 #include "common/bench/machine.h"
 #include "common/bench/result.h"
 #include "common/bench/timer.h"
+#include "common/comm/device_communicator.h"
+#include "common/comm/single_process.h"
 #include "common/core/parallel.h"
+#ifdef LAB_WITH_CUDA
+#include "common/cuda/runtime.h"
+#endif
 #include "common/io/files.h"
 #include "common/nn/gpt2_weights.h"
 #include "common/ops/reduce.h"
@@ -20,8 +29,23 @@ namespace lab {
 namespace {
 
 // The settings that must not change between a run and its resumption (they define the batches and the
-// optimizer trajectory); the rest (steps, logging, evaluation, device) may.
-constexpr const char* kResumeInvariants[] = {"batch", "seq", "total_batch_tokens", "shuffle", "seed", "data_train"};
+// optimizer trajectory); the rest (steps, logging, evaluation, device) may. The global micro-batch, --batch x
+// dp, is checked apart: it may be split differently across data-parallel ranks.
+constexpr const char* kResumeInvariants[] = {"seq", "total_batch_tokens", "shuffle", "seed", "data_train"};
+
+// The device of this rank: --device as given, except that a GPU named without an index ("cuda", or "auto" on
+// a machine with GPUs) is GPU rank mod the GPUs visible, so that the ranks of a node share its GPUs out.
+Device device_of_rank(const std::string& flag, int rank, int ranks) {
+  Device device = flag == "auto" ? best_device() : parse_device(flag);
+#ifdef LAB_WITH_CUDA
+  if (device.is_cuda() && ranks > 1 && flag.find(':') == std::string::npos && cuda_available())
+    device = Device::cuda(rank % cuda::device_count());
+#else
+  (void)rank;
+  (void)ranks;
+#endif
+  return device;
+}
 
 // Runs `body`; an Error from it is rethrown with the flag it concerns in front, so the one line a user reads
 // says which of the command's paths was wrong.
@@ -38,27 +62,49 @@ auto for_flag(const char* flag, Body&& body) {
 
 }  // namespace
 
-Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
+Trainer::Trainer(TrainOptions options) : Trainer(std::move(options), nullptr) {}
+
+Trainer::Trainer(TrainOptions options, comm::Communicator& world) : Trainer(std::move(options), &world) {}
+
+Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std::move(options)), world_(world) {
+  if (!world_) {
+    single_process_world_ = std::make_unique<comm::SingleProcessCommunicator>();
+    world_ = single_process_world_.get();
+  }
+  world_->set_timeout(std::chrono::seconds(options_.comm_timeout));
+  parallel_.layout = ch08::resolve_layout(options_.dp, options_.tp, options_.pp, world_->size());
+  parallel_.dp_stage = ch08::parse_dp_stage(options_.dp_stage);
+  parallel_.bucket_bytes = static_cast<int64_t>(options_.bucket_mb * (1 << 20));
+  parallel_.micro_batches = options_.micro_batches;
+  parallel_.pp_schedule = ch08::parse_pp_schedule(options_.pp_schedule);
   if (options_.threads > 0) set_num_threads(static_cast<int>(options_.threads));
-  device_ = options_.device == "auto" ? best_device() : parse_device(options_.device);
+  device_ = device_of_rank(options_.device, world_->rank(), world_->size());
   math_mode_ = parse_math_mode(options_.dtype);
   LAB_CHECK(!device_.is_cuda() || cuda_available(), Unsupported, "--device ", options_.device,
             ": no CUDA GPU is available", (cuda_available() ? "" : " (or this build has no CUDA backend)"));
   apply_math_mode(device_, math_mode_);
 
   // The outputs first: a destination that cannot be written, or that holds a user's files, stops the run
-  // before any data is read or any model is built.
-  if (!options_.save.empty())
+  // before any data is read or any model is built. Rank 0 alone writes them.
+  if (!options_.save.empty() && leader())
     for (const std::string& note : for_flag("--save", [&] { return prepare_checkpoint_destination(options_.save); }))
       std::printf("--save: %s\n", note.c_str());
-  log_ = for_flag("--log-json", [&] { return std::make_unique<JsonLog>(options_.log_json, !options_.resume.empty()); });
+  log_ = for_flag("--log-json", [&] {
+    return std::make_unique<JsonLog>(leader() ? options_.log_json : std::string(), !options_.resume.empty());
+  });
 
-  const int64_t micro_tokens = options_.batch * options_.seq;
-  accum_steps_ = options_.total_batch_tokens > 0 ? options_.total_batch_tokens / micro_tokens : 1;
+  // A step's global batch is micro-batches of B x T on each data-parallel rank, accumulated up to
+  // --total-batch-tokens.
+  const int64_t global_micro_tokens = options_.batch * options_.seq * parallel_.layout.dp;
+  LAB_CHECK(options_.total_batch_tokens % global_micro_tokens == 0, InvalidArgument, "--total-batch-tokens ",
+            options_.total_batch_tokens, " is not a multiple of --batch x --seq x dp = ", options_.batch, " x ",
+            options_.seq, " x ", parallel_.layout.dp, " = ", global_micro_tokens);
+  accum_steps_ = options_.total_batch_tokens > 0 ? options_.total_batch_tokens / global_micro_tokens : 1;
 
   const TrainState resumed = read_resume_state();
   start_step_ = resumed.step;
   const GPT2Config config = model_config(resumed);
+  setup_parallel();
   setup_data();
   model_ = std::make_unique<GPT2>(config, device_);
   LAB_CHECK(options_.seq <= model_->config().block_size, InvalidArgument, "--seq ", options_.seq,
@@ -66,7 +112,8 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   optimizer_ = std::make_unique<AdamW>(
       model_->parameters(), AdamWConfig{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2), 1e-8f,
                                         static_cast<float>(options_.weight_decay)});
-  step_ = std::make_unique<TrainStep>(*model_, *optimizer_, TrainStepConfig{accum_steps_, options_.grad_clip, false});
+  step_ = ch08::make_train_step(*context_, parallel_, *model_, *optimizer_,
+                                TrainStepConfig{accum_steps_, options_.grad_clip, false});
   sample_rng_.reseed(static_cast<uint64_t>(options_.seed) ^ 0x5a5a5a5aull);
   if (!options_.resume.empty()) {
     load_checkpoint(options_.resume, *model_, *optimizer_);
@@ -85,17 +132,19 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   schedule_.min_lr_fraction = options_.lr_min_fraction;
 
   flops_per_token_ = gpt2_flops_per_token(model_->config(), options_.seq);
-  if (device_.is_cuda()) {
+  if (device_.is_cuda()) {  // the whole job's peak: every rank's GPU
     const auto peak = bench::gpu_peak_flops(device_name(device_), math_mode_);
     if (peak) {
-      peak_flops_ = peak->flops;
+      peak_flops_ = peak->flops * world_->size();
       peak_name_ = peak->entry;
     }
   }
+  if (!leader()) return;
   std::printf("model: %s, %.1fM parameters, on %s (%s)\n", model_->config().str().c_str(),
               static_cast<double>(model_->config().num_parameters()) / 1e6, device_.str().c_str(),
               device_name(device_).c_str());
-  std::printf("batch: %lld x %lld tokens, %lld micro-batch(es) per step, %lld steps, %s loader, %d CPU threads\n",
+  std::printf("batch: %s%lld x %lld tokens, %lld micro-batch(es) per step, %lld steps, %s loader, %d CPU threads\n",
+              parallel_.layout.dp > 1 ? cat(parallel_.layout.dp, " ranks x ").c_str() : "",
               static_cast<long long>(options_.batch), static_cast<long long>(options_.seq),
               static_cast<long long>(accum_steps_), static_cast<long long>(options_.steps),
               train_loader_->name().c_str(), num_threads());
@@ -112,9 +161,32 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
 
 Trainer::~Trainer() = default;
 
+void Trainer::setup_parallel() {
+  device_comm_ = comm::communicator_for(*world_, device_);
+  context_ = std::make_unique<comm::ParallelContext>(*device_comm_, parallel_.layout);
+  if (world_->size() == 1) return;
+  const std::vector<std::string> lines = ch08::gather_lines(*world_, context_->describe());
+  if (!leader()) return;
+  std::printf("parallel: %s on %d ranks (%s), data-parallel stage %s (buckets of %g MiB)\n",
+              parallel_.layout.str().c_str(), world_->size(), device_comm_->backend().c_str(),
+              options_.dp_stage.c_str(), options_.bucket_mb);
+  for (const std::string& line : lines) std::printf("  %s\n", line.c_str());
+}
+
 TrainState Trainer::read_resume_state() const {
   if (options_.resume.empty()) return {};
-  const TrainState resumed = for_flag("--resume", [&] { return read_checkpoint_state(options_.resume); });
+  // Reading may first recover the directory from an interrupted save: rank 0 does, before the others read.
+  const auto read = [&] { return for_flag("--resume", [&] { return read_checkpoint_state(options_.resume); }); };
+  TrainState resumed;
+  if (leader()) resumed = read();
+  world_->barrier();
+  if (!leader()) resumed = read();
+  const Json* saved_batch = resumed.options.find("batch");
+  const int64_t saved_micro = saved_batch ? saved_batch->as_int() * resumed.parallel.dp : -1;
+  LAB_CHECK(saved_micro == options_.batch * parallel_.layout.dp, InvalidArgument,
+            "--resume: the global micro-batch --batch x dp was ", saved_batch ? saved_batch->dump() : "absent", " x ",
+            resumed.parallel.dp, " in ", options_.resume, ", now ", options_.batch, " x ", parallel_.layout.dp,
+            " (a checkpoint resumes under another data-parallel size only with the same --batch x dp)");
   for (const char* key : kResumeInvariants) {
     const Json* saved = resumed.options.find(key);
     LAB_CHECK(saved && saved->dump() == options_.to_json().at(key).dump(), InvalidArgument, "--resume: '", key,
@@ -158,6 +230,10 @@ void Trainer::setup_data() {
   lo.depth = static_cast<int>(options_.loader_depth);
   lo.workers = static_cast<int>(options_.loader_workers);
   lo.slow = {options_.slow_read_us, options_.slow_preprocess_us};
+  // Data-parallel rank d reads its share of each global batch; the tp and pp ranks of one d read the same.
+  lo.rank = context_->coords().dp;
+  lo.world = parallel_.layout.dp;
+  if (!leader()) lo.log = [](const std::string&) {};
   train_loader_ = ch05::make_loader(options_.loader, expand_shard_pattern(train), lo, device_);
   if (!val.empty()) {
     lo.shuffle = false;
@@ -167,6 +243,8 @@ void Trainer::setup_data() {
   }
 }
 
+// The mean loss over the first --val-batches global batches of the validation split: each data-parallel rank
+// evaluates its share of them, and the ranks average.
 double Trainer::evaluate() {
   if (!val_loader_) return NAN;
   const int64_t available = val_loader_->plan().batches_per_epoch();
@@ -181,7 +259,7 @@ double Trainer::evaluate() {
         model_->loss(tape, x.device() == device_ ? x : x.to(device_), y.device() == device_ ? y : y.to(device_));
     total += ops::sum(losses) / static_cast<double>(losses.numel());
   }
-  return total / static_cast<double>(n);
+  return ch08::mean_over(context_->dp(), total / static_cast<double>(n), device_);
 }
 
 std::string Trainer::sample_text(int64_t step) {
@@ -193,8 +271,9 @@ std::string Trainer::sample_text(int64_t step) {
   std::string text;
   // End-of-text separates documents (here: paragraphs); show it as a paragraph break and keep going.
   for (int32_t id : ids) text += id == GPT2Tokenizer::kEndOfText ? std::string("\n\n") : tokenizer_->token_bytes(id);
-  std::printf("---- sample at step %lld ----\n%s\n------------------------------\n", static_cast<long long>(step),
-              text.c_str());
+  if (leader())
+    std::printf("---- sample at step %lld ----\n%s\n------------------------------\n", static_cast<long long>(step),
+                text.c_str());
   Json rec = Json::object();
   rec.set("step", step);
   rec.set("sample", text);
@@ -202,6 +281,8 @@ std::string Trainer::sample_text(int64_t step) {
   return text;
 }
 
+// Every rank calls it; rank 0 writes (data-parallel replicas are identical) while the others wait, so that no
+// rank moves on, or exits, before the checkpoint is complete.
 void Trainer::save_checkpoint_at(int64_t step) {
   TrainState s;
   s.step = step;
@@ -209,12 +290,16 @@ void Trainer::save_checkpoint_at(int64_t step) {
   s.rng = sample_rng_.state();
   s.config = model_->config();
   s.options = options_.to_json();
-  save_checkpoint(options_.save, *model_, *optimizer_, s);
-  std::printf("checkpoint: step %lld saved to %s\n", static_cast<long long>(step), options_.save.c_str());
+  s.parallel = parallel_.layout;
+  if (leader()) {
+    save_checkpoint(options_.save, *model_, *optimizer_, s);
+    std::printf("checkpoint: step %lld saved to %s\n", static_cast<long long>(step), options_.save.c_str());
+  }
+  world_->barrier();
 }
 
 void Trainer::log_step(int64_t step, const TrainStepResult& r) {
-  const double tokens = static_cast<double>(options_.batch * options_.seq * accum_steps_);
+  const double tokens = static_cast<double>(options_.batch * options_.seq * accum_steps_ * parallel_.layout.dp);
   const double tok_per_s = tokens / r.seconds;
   run_seconds_ += r.seconds;
   const int64_t done = step + 1 - start_step_;
@@ -222,6 +307,7 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
   const int64_t peak = memory_stats(device_).peak_total;
   std::optional<double> mfu;
   if (peak_flops_) mfu = flops_per_token_ * tok_per_s / *peak_flops_;
+  if (!leader()) return;
   std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s%s | ETA %s\n",
               static_cast<long long>(step + 1), static_cast<long long>(options_.steps), r.loss, r.lr, r.grad_norm,
               r.seconds * 1e3, tok_per_s, mfu ? cat(" | MFU ", static_cast<int>(*mfu * 1000) / 10.0, "%").c_str() : "",
@@ -245,11 +331,12 @@ Json Trainer::log_header() const {
   header.set("log", "gpt2_train");
   header.set("date", bench::iso8601_utc_now());
   header.set("command", options_.command);
+  header.set("parallel", parallel_.layout.str());
   header.set("machine", bench::describe_machine().to_json());
   return header;
 }
 
-TrainSummary Trainer::run(const std::function<bool()>& stop_requested) {
+TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
   TrainSummary summary;
   summary.steps = start_step_;
   log_->write(log_header());
@@ -257,8 +344,9 @@ TrainSummary Trainer::run(const std::function<bool()>& stop_requested) {
     if (!val_loader_) return;
     bench::Timer t;
     summary.last_val_loss = evaluate();
-    std::printf("eval  %5lld | val_loss %.4f | %.1f s\n", static_cast<long long>(step), summary.last_val_loss,
-                t.seconds());
+    if (leader())
+      std::printf("eval  %5lld | val_loss %.4f | %.1f s\n", static_cast<long long>(step), summary.last_val_loss,
+                  t.seconds());
     Json rec = Json::object();
     rec.set("step", step);
     rec.set("val_loss", summary.last_val_loss);
@@ -269,7 +357,10 @@ TrainSummary Trainer::run(const std::function<bool()>& stop_requested) {
     save_checkpoint_at(step);
     summary.checkpoint_step = step;
   };
-  auto stop = [&] { return stop_requested && stop_requested(); };
+  auto stop = [&] {
+    summary.stop_signal = ch08::agree_on_stop(*world_, stop_signal ? stop_signal() : 0);
+    return summary.stop_signal != 0;
+  };
   if (start_step_ == 0 && options_.eval_every > 0 && !stop()) eval_and_log(0);
   TrainingLoop loop(
       *step_,

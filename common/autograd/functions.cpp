@@ -31,7 +31,8 @@ Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe) 
   Var out(new_activation({tokens.dim(0), tokens.dim(1), C}, wte.value()),
           tape.recording() && any_requires_grad({&wte, &wpe}));
   ops::embedding_forward(out.value(), tokens, wte.value(), wpe.value());
-  if (out.requires_grad()) tape.record([=] { ops::embedding_backward(wte.grad(), wpe.grad(), out.grad(), tokens); });
+  if (out.requires_grad())
+    tape.record([=] { ops::embedding_backward(wte.grad(), wpe.grad(), out.grad(), tokens); }, {wte, wpe});
   return out;
 }
 
@@ -42,10 +43,12 @@ Var linear(Tape& tape, const Var& x, const Var& w, const Var& b) {
   Var out(new_activation(shape, x.value()), tape.recording() && any_requires_grad({&x, &w, &b}));
   ops::linear_forward(out.value(), x.value(), w.value(), bias);
   if (out.requires_grad())
-    tape.record([=] {
-      ops::linear_backward(x.grad_or_none(), w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(), out.grad(),
-                           x.value(), w.value());
-    });
+    tape.record(
+        [=] {
+          ops::linear_backward(x.grad_or_none(), w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(),
+                               out.grad(), x.value(), w.value());
+        },
+        {x, w, b});
   return out;
 }
 
@@ -58,21 +61,23 @@ Var layernorm(Tape& tape, const Var& x, const Var& w, const Var& b) {
   ops::layernorm_forward(out.value(), mean, rstd, xv, w.value(), b.value());
   if (out.requires_grad())
     tape.record(
-        [=] { ops::layernorm_backward(x.grad(), w.grad(), b.grad(), out.grad(), x.value(), w.value(), mean, rstd); });
+        [=] { ops::layernorm_backward(x.grad(), w.grad(), b.grad(), out.grad(), x.value(), w.value(), mean, rstd); },
+        {x, w, b});
   return out;
 }
 
 Var gelu(Tape& tape, const Var& x) {
   Var out(new_activation(x.value().shape(), x.value()), tape.recording() && x.requires_grad());
   ops::gelu_forward(out.value(), x.value());
-  if (out.requires_grad()) tape.record([=] { ops::gelu_backward(x.grad(), x.value(), out.grad()); });
+  if (out.requires_grad()) tape.record([=] { ops::gelu_backward(x.grad(), x.value(), out.grad()); }, {x});
   return out;
 }
 
 Var residual(Tape& tape, const Var& a, const Var& b) {
   Var out(new_activation(a.value().shape(), a.value()), tape.recording() && any_requires_grad({&a, &b}));
   ops::residual_forward(out.value(), a.value(), b.value());
-  if (out.requires_grad()) tape.record([=] { ops::residual_backward(a.grad_or_none(), b.grad_or_none(), out.grad()); });
+  if (out.requires_grad())
+    tape.record([=] { ops::residual_backward(a.grad_or_none(), b.grad_or_none(), out.grad()); }, {a, b});
   return out;
 }
 
@@ -83,7 +88,7 @@ Var attention(Tape& tape, const Var& qkv, int n_head) {
   Tensor att = new_activation({B, n_head, T, T}, q);
   ops::attention_forward(out.value(), att, q, n_head);
   if (out.requires_grad())
-    tape.record([=] { ops::attention_backward(qkv.grad(), out.grad(), qkv.value(), att, n_head); });
+    tape.record([=] { ops::attention_backward(qkv.grad(), out.grad(), qkv.value(), att, n_head); }, {qkv});
   return out;
 }
 

@@ -5,28 +5,47 @@
 // soon as it has run, so activations are freed progressively during the backward pass.
 // A tape built with recording=false records nothing: forward-only use (evaluation, sampling) keeps no
 // activations alive beyond their last use.
+//
+// Each recorded step names the Vars whose gradients its closure adds to. That is what gradient hooks rest on
+// (var.h): a Var's hook runs once the last step that adds to its gradient has run. A step that adds to a
+// gradient without naming its Var would let the hook run too early, before that addition, so every function
+// that records must name them all.
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <vector>
+
+#include "common/autograd/var.h"
 
 namespace lab {
 
 class Tape {
  public:
   explicit Tape(bool recording = true) : recording_(recording) {}
+  // Steps never run no longer count as pending for their Vars.
+  ~Tape() { clear(); }
   Tape(const Tape&) = delete;
   Tape& operator=(const Tape&) = delete;
 
   bool recording() const { return recording_; }
-  void record(std::function<void()> backward_step);  // ignored when not recording
-  void backward();                                   // runs and clears every recorded step
-  void clear() { steps_.clear(); }
+  // Records a backward step that adds to the gradients of `adds_to` (undefined Vars and Vars that need no
+  // gradient are left out). Ignored when not recording.
+  void record(std::function<void()> backward_step, std::initializer_list<Var> adds_to = {});
+  // Runs and clears every recorded step, newest first, running each gradient hook as its Var's gradient
+  // becomes final.
+  void backward();
+  // Drops every recorded step without running it.
+  void clear();
   size_t size() const { return steps_.size(); }
 
  private:
+  struct Step {
+    std::function<void()> backward;
+    std::vector<Var> adds_to;
+  };
   bool recording_;
-  std::vector<std::function<void()>> steps_;
+  std::vector<Step> steps_;
 };
 
 }  // namespace lab

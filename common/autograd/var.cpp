@@ -1,3 +1,4 @@
+// Values, gradients and gradient hooks (see var.h).
 #include "common/autograd/var.h"
 
 namespace lab {
@@ -42,6 +43,15 @@ Tensor Var::grad_or_none() const {
 void Var::bind_grad(Tensor g) const {
   LAB_CHECK(requires_grad(), InvalidArgument, "bind_grad on a Var that does not require a gradient");
   node_->grad = std::move(g);
+}
+
+void Var::set_gradient_hook(std::function<void()> hook) const {
+  LAB_CHECK(requires_grad(), InvalidArgument, "set_gradient_hook on a Var that does not require a gradient");
+  node_->gradient_hook = std::move(hook);
+}
+
+int Var::pending_gradient_steps() const {
+  return node_ ? node_->pending_gradient_steps : 0;
 }
 
 }  // namespace lab

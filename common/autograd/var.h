@@ -3,8 +3,16 @@
 // Parameters are Vars whose value and gradient are views into the model's flat buffers (bound up front).
 // Activations are Vars whose gradient is allocated (zero-filled) the first time a backward step asks for it.
 // Every backward op accumulates (+=) into grad(), so a value used twice simply receives both contributions.
+//
+// A gradient hook tells whoever needs it that a Var's gradient is final for this backward pass: data
+// parallelism starts all-reducing a bucket of gradients as soon as all of them are final, while backward goes
+// on (chapter 8). The tape counts, for every Var, the recorded backward steps that will still add to its
+// gradient (each step names the Vars it adds to: tape.h); when the last of them has run, the hook runs, on the
+// thread running backward. A parameter used twice, such as GPT-2's wte (embedding and LM head), is final only
+// after its second contribution.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "common/core/tensor.h"
@@ -29,11 +37,21 @@ class Var {
   // Makes `g` the gradient buffer (used by the fused classifier, which computes dlogits in place).
   void bind_grad(Tensor g) const;
 
+  // Runs `hook` whenever the tape has run the last recorded step that adds to this Var's gradient (see above);
+  // an empty function removes it. Shared by every copy of this Var.
+  void set_gradient_hook(std::function<void()> hook) const;
+  // Recorded backward steps, on any tape, that will still add to this Var's gradient.
+  int pending_gradient_steps() const;
+
  private:
+  friend class Tape;  // counts the pending steps and runs the hook
+
   struct Node {
     Tensor value;
     mutable Tensor grad;
     bool requires_grad = true;
+    int pending_gradient_steps = 0;
+    std::function<void()> gradient_hook;
   };
   std::shared_ptr<Node> node_;
 };

@@ -1,3 +1,4 @@
+// The flat buffers, their two layouts and the views into them (see parameters.h).
 #include "common/nn/parameters.h"
 
 #include <algorithm>
@@ -5,11 +6,30 @@
 namespace lab {
 
 namespace {
+
 constexpr int64_t kAlign = 32;
 int64_t align_up(int64_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
 }
+
 }  // namespace
+
+std::vector<ParamInfo> lay_out(std::vector<ParamInfo> declared, ParameterOrder order, int64_t& total) {
+  // The order in which parameters take their places in the buffer, as indices into `declared`.
+  std::vector<size_t> placement(declared.size());
+  for (size_t i = 0; i < placement.size(); ++i) placement[i] = i;
+  if (order == ParameterOrder::Backward)
+    std::reverse(placement.begin(), placement.end());
+  else
+    std::stable_partition(placement.begin(), placement.end(), [&](size_t i) { return declared[i].decay; });
+  int64_t offset = 0;
+  for (const size_t i : placement) {
+    declared[i].offset = offset;
+    offset = align_up(offset + declared[i].numel());
+  }
+  total = offset;
+  return declared;
+}
 
 void ParameterStore::declare(const std::string& name, const Shape& shape, bool decay) {
   LAB_CHECK(!allocated(), InvalidArgument, "declare('", name, "') after the parameters were allocated");
@@ -17,17 +37,10 @@ void ParameterStore::declare(const std::string& name, const Shape& shape, bool d
   infos_.push_back({name, shape, 0, decay});
 }
 
-void ParameterStore::allocate(Device device) {
+void ParameterStore::allocate(Device device, ParameterOrder order) {
   LAB_CHECK(!allocated(), InvalidArgument, "parameters allocated twice");
-  // Decayed parameters first, each group in declaration order.
-  std::stable_partition(infos_.begin(), infos_.end(), [](const ParamInfo& p) { return p.decay; });
-  int64_t offset = 0;
-  for (ParamInfo& p : infos_) {
-    if (p.decay) decay_end_ = align_up(offset + p.numel());
-    p.offset = offset;
-    offset = align_up(offset + p.numel());
-  }
-  total_ = offset;
+  order_ = order;
+  infos_ = lay_out(std::move(infos_), order, total_);
   {
     MemoryScope scope(MemCategory::Params);
     params_ = Tensor::zeros({total_}, DType::F32, device);
@@ -35,6 +48,19 @@ void ParameterStore::allocate(Device device) {
   {
     MemoryScope scope(MemCategory::Grads);
     grads_ = Tensor::zeros({total_}, DType::F32, device);
+  }
+  for (const ParamInfo& p : infos_)
+    vars_.push_back(Var::parameter(params_.view(p.offset, p.shape), grads_.view(p.offset, p.shape)));
+
+  std::vector<ElementRange> decayed;
+  for (const ParamInfo& p : infos_)
+    if (p.decay) decayed.push_back({p.offset, p.offset + p.numel()});
+  std::sort(decayed.begin(), decayed.end(), [](const ElementRange& a, const ElementRange& b) { return a.begin < b.begin; });
+  for (const ElementRange& r : decayed) {
+    if (!decay_ranges_.empty() && align_up(decay_ranges_.back().end) == r.begin)
+      decay_ranges_.back().end = r.end;
+    else
+      decay_ranges_.push_back(r);
   }
 }
 
@@ -50,20 +76,24 @@ const ParamInfo& ParameterStore::info(const std::string& name) const {
   return *p;
 }
 
-Tensor ParameterStore::value(const std::string& name) const {
+const Var& ParameterStore::var(const std::string& name) const {
   LAB_CHECK(allocated(), InvalidArgument, "parameters not allocated yet");
-  const ParamInfo& p = info(name);
-  return params_.view(p.offset, p.shape);
+  return vars_[static_cast<size_t>(&info(name) - infos_.data())];
+}
+
+Tensor ParameterStore::value(const std::string& name) const {
+  return var(name).value();
 }
 
 Tensor ParameterStore::grad(const std::string& name) const {
-  LAB_CHECK(allocated(), InvalidArgument, "parameters not allocated yet");
-  const ParamInfo& p = info(name);
-  return grads_.view(p.offset, p.shape);
+  return var(name).grad();
 }
 
-Var ParameterStore::var(const std::string& name) const {
-  return Var::parameter(value(name), grad(name));
+int64_t ParameterStore::decay_numel() const {
+  LAB_CHECK(order_ == ParameterOrder::DecayFirst, InvalidArgument,
+            "decay_numel(): this parameter layout is in backward order, where the decayed parameters are not one "
+            "range at the front; use decay_ranges()");
+  return decay_ranges_.empty() ? 0 : align_up(decay_ranges_.back().end);
 }
 
 int64_t ParameterStore::num_parameters() const {

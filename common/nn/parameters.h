@@ -2,15 +2,29 @@
 //
 // One contiguous buffer makes the whole-model operations single calls: zeroing gradients, the global
 // gradient norm, the fused AdamW step, an all-reduce, a ZeRO shard, checkpoint I/O.
-// Parameters that get weight decay (the 2-D weights) are laid out first, [0, decay_numel()), the rest
-// after, so AdamW needs just two calls. Each parameter starts at a multiple of 32 elements (128 bytes)
-// so vectorised kernels may assume aligned rows; the few padding elements stay zero forever.
+//
+// Where each parameter sits in the buffer is the layout, chosen when the store is allocated:
+//
+//   Backward    the reverse of the declaration order. A model declares its parameters in the order its
+//               forward pass uses them, so the buffer holds them in the order backward completes their
+//               gradients: GPT-2's ln_f first, then the last block's parameters, ..., the first block's,
+//               wpe, and wte last (it is tied to the LM head, whose gradient comes first, but its embedding
+//               gradient comes at the very end). Data-parallel buckets then fill contiguously while backward
+//               runs, and a layer's gradients sit together (PyTorch DDP and Megatron do the same).
+//   DecayFirst  the parameters that get weight decay first, [0, decay_numel()), the rest after, each group in
+//               declaration order: AdamW's decay is then one range. The layout of checkpoints' optimizer
+//               state before it was stored per parameter (version 1), and of labs that want one decay range.
+//
+// Weight decay is per parameter either way: decay_ranges() lists the buffer's decayed ranges, which AdamW
+// applies in one pass. Each parameter starts at a multiple of 32 elements (128 bytes) so vectorised kernels may
+// assume aligned rows; the few padding elements stay zero forever.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "common/autograd/var.h"
+#include "common/ops/element_range.h"
 
 namespace lab {
 
@@ -22,24 +36,39 @@ struct ParamInfo {
   int64_t numel() const { return shape_numel(shape); }
 };
 
+enum class ParameterOrder { Backward, DecayFirst };
+
+// `declared` (in declaration order) with each parameter's offset in the given layout; `total` receives the
+// flat size, padding included. Pure arithmetic: ParameterStore::allocate uses it, and so does code that reads
+// state written in another layout.
+std::vector<ParamInfo> lay_out(std::vector<ParamInfo> declared, ParameterOrder order, int64_t& total);
+
 class ParameterStore {
  public:
   // Declare every parameter, then allocate once.
   void declare(const std::string& name, const Shape& shape, bool decay);
-  void allocate(Device device);  // zero-filled params (MemCategory::Params) and grads (MemCategory::Grads)
+  // Zero-filled params (MemCategory::Params) and grads (MemCategory::Grads), laid out in `order`.
+  void allocate(Device device, ParameterOrder order = ParameterOrder::Backward);
 
   bool allocated() const { return params_.defined(); }
-  Var var(const std::string& name) const;  // value + bound gradient
+  // The parameter as a Var: its value and its bound gradient. Always the same Var for one name, so a gradient
+  // hook set on it (var.h) is seen by every module that computes with it.
+  const Var& var(const std::string& name) const;
   Tensor value(const std::string& name) const;
   Tensor grad(const std::string& name) const;
   const ParamInfo& info(const std::string& name) const;
-  const std::vector<ParamInfo>& infos() const { return infos_; }  // in buffer order
+  const std::vector<ParamInfo>& infos() const { return infos_; }  // in declaration order
+  ParameterOrder order() const { return order_; }
 
   const Tensor& params() const { return params_; }  // the flat buffers
   const Tensor& grads() const { return grads_; }
-  int64_t numel() const { return total_; }            // flat size, padding included
-  int64_t decay_numel() const { return decay_end_; }  // [0, decay_numel) get weight decay
-  int64_t num_parameters() const;                     // real parameters, padding excluded
+  int64_t numel() const { return total_; }  // flat size, padding included
+  // The decayed parameters' ranges of the flat buffer, in buffer order; neighbours (with only padding between
+  // them) are merged.
+  const std::vector<ElementRange>& decay_ranges() const { return decay_ranges_; }
+  // DecayFirst layouts only: [0, decay_numel) get weight decay, nothing after it. InvalidArgument otherwise.
+  int64_t decay_numel() const;
+  int64_t num_parameters() const;  // real parameters, padding excluded
   Device device() const { return params_.device(); }
 
   void zero_grad() { grads_.zero_(); }
@@ -48,8 +77,10 @@ class ParameterStore {
   const ParamInfo* find(const std::string& name) const;
 
   std::vector<ParamInfo> infos_;
+  std::vector<Var> vars_;  // parallel to infos_
+  ParameterOrder order_ = ParameterOrder::Backward;
   int64_t total_ = 0;
-  int64_t decay_end_ = 0;
+  std::vector<ElementRange> decay_ranges_;
   Tensor params_, grads_;
 };
 

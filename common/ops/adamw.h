@@ -1,14 +1,20 @@
 // AdamW on flat buffers (PyTorch semantics: decoupled weight decay, bias correction).
-// For every element i of a contiguous range, with g = grads[i] * grad_scale:
+// For every element i of a contiguous buffer, with g = grads[i] * grad_scale:
 //   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
-//   p -= lr * ( (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps) + weight_decay * p )
-// grad_scale folds gradient clipping (and loss-scale removal) into the same pass over memory.
-// params, grads, m, v: equal element counts, f32.
+//   p -= lr * ( (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps) + wd * p )
+// where wd is hyper.weight_decay inside the decayed ranges and 0 elsewhere. grad_scale folds gradient clipping
+// (and loss-scale removal) into the same pass over memory. params, grads, m, v: equal element counts, f32.
+//
+// The decayed ranges are how a whole model's flat buffer is updated in one pass although its 2-D weights
+// (decayed) and its biases and LayerNorm parameters (not decayed) alternate, as they do in backward order
+// (common/nn/parameters.h). The form without ranges decays every element.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/core/tensor.h"
+#include "common/ops/element_range.h"
 
 namespace lab::ops {
 
@@ -21,16 +27,28 @@ struct AdamWHyper {
   int64_t step = 1;  // 1-based step count t, for bias correction
 };
 
+// `decay`: sorted, disjoint ranges inside [0, params.numel()) (InvalidArgument otherwise).
+void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
+                  float grad_scale, const std::vector<ElementRange>& decay);
+// Every element decays with hyper.weight_decay.
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
                   float grad_scale);
 
 namespace cpu {
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  float grad_scale);
+                  float grad_scale, const std::vector<ElementRange>& decay);
+inline void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
+                         const AdamWHyper& hyper, float grad_scale) {
+  cpu::adamw_update(params, grads, m, v, hyper, grad_scale, {{0, params.numel()}});
+}
 }  // namespace cpu
 namespace cuda {
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  float grad_scale);
+                  float grad_scale, const std::vector<ElementRange>& decay);
+inline void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
+                         const AdamWHyper& hyper, float grad_scale) {
+  cuda::adamw_update(params, grads, m, v, hyper, grad_scale, {{0, params.numel()}});
+}
 }  // namespace cuda
 
 }  // namespace lab::ops

@@ -1,3 +1,4 @@
+// AdamW over the flat buffers, the global gradient norm and clipping (see adamw.h).
 #include "common/optim/adamw.h"
 
 #include <algorithm>
@@ -16,17 +17,18 @@ AdamW::AdamW(ParameterStore& params, const AdamWConfig& config) : params_(params
 
 void AdamW::step(float lr, float grad_scale) {
   ++step_;
-  ops::AdamWHyper hyper{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, step_};
-  const int64_t split = params_.decay_numel(), total = params_.numel();
-  auto range = [](const Tensor& t, int64_t begin, int64_t end) { return t.view(begin, {end - begin}); };
-  if (split > 0)
-    ops::adamw_update(range(params_.params(), 0, split), range(params_.grads(), 0, split), range(m_, 0, split),
-                      range(v_, 0, split), hyper, grad_scale);
-  if (total > split) {
-    hyper.weight_decay = 0.0f;
-    ops::adamw_update(range(params_.params(), split, total), range(params_.grads(), split, total),
-                      range(m_, split, total), range(v_, split, total), hyper, grad_scale);
-  }
+  const ops::AdamWHyper hyper{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, step_};
+  ops::adamw_update(params_.params(), params_.grads(), m_, v_, hyper, grad_scale, params_.decay_ranges());
+}
+
+Tensor AdamW::m(const std::string& name) const {
+  const ParamInfo& p = params_.info(name);
+  return m_.view(p.offset, p.shape);
+}
+
+Tensor AdamW::v(const std::string& name) const {
+  const ParamInfo& p = params_.info(name);
+  return v_.view(p.offset, p.shape);
 }
 
 double global_grad_norm(const ParameterStore& params) {

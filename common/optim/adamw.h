@@ -1,8 +1,11 @@
 // AdamW over a model's flat parameter buffer (PyTorch semantics), with global-norm gradient clipping.
 //
 // The moments m and v are flat buffers parallel to the parameters (MemCategory::Optimizer). Weight decay
-// applies to [0, decay_numel) only, the 2-D weights (see ParameterStore), so a step is two fused calls.
+// applies to the 2-D weights only, the store's decay_ranges(), which the fused op takes in the same single pass
+// (common/ops/adamw.h); the layout of the buffers is the store's (backward order for GPT-2).
 #pragma once
+
+#include <string>
 
 #include "common/nn/parameters.h"
 #include "common/ops/adamw.h"
@@ -27,6 +30,9 @@ class AdamW {
   void set_steps_taken(int64_t step) { step_ = step; }
   const Tensor& m() const { return m_; }
   const Tensor& v() const { return v_; }
+  // One parameter's moments: views of m and v with its shape (checkpoints store them per parameter name).
+  Tensor m(const std::string& name) const;
+  Tensor v(const std::string& name) const;
   const AdamWConfig& config() const { return config_; }
 
  private:

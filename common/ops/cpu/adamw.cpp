@@ -1,24 +1,25 @@
-// CPU reference of common/ops/adamw.h: one fused, vectorised pass over the flat buffers.
+// CPU reference of common/ops/adamw.h: one fused, vectorised pass over each stretch of the flat buffers that
+// has one weight decay, the stretches in buffer order.
 #include "common/ops/adamw.h"
 
 #include <cmath>
 
 namespace lab::ops::cpu {
 
-void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hp,
-                  float grad_scale) {
-  float* p = params.data<float>();
-  const float* g = grads.data<float>();
-  float* mp = m.data<float>();
-  float* vp = v.data<float>();
-  const int64_t n = params.numel();
-  const double t = static_cast<double>(hp.step);
-  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(hp.beta1), t));
-  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(hp.beta2), t));
-  const float b1 = hp.beta1, b2 = hp.beta2, lr = hp.lr, eps = hp.eps, wd = hp.weight_decay;
+namespace {
+
+struct Constants {
+  float beta1, beta2, lr, eps, grad_scale;
+  float bias_correction1, bias_correction2;  // 1 - beta^t
+};
+
+void update(float* p, const float* g, float* mp, float* vp, int64_t begin, int64_t end, const Constants& k,
+            float weight_decay) {
+  const float b1 = k.beta1, b2 = k.beta2, lr = k.lr, eps = k.eps, wd = weight_decay, scale = k.grad_scale;
+  const float bc1 = k.bias_correction1, bc2 = k.bias_correction2;
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i] * grad_scale;
+  for (int64_t i = begin; i < end; ++i) {
+    const float gi = g[i] * scale;
     const float mi = b1 * mp[i] + (1.0f - b1) * gi;
     const float vi = b2 * vp[i] + (1.0f - b2) * gi * gi;
     mp[i] = mi;
@@ -27,6 +28,31 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
     const float v_hat = vi / bc2;
     p[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + wd * p[i]);
   }
+}
+
+}  // namespace
+
+void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hp,
+                  float grad_scale, const std::vector<ElementRange>& decay) {
+  float* p = params.data<float>();
+  const float* g = grads.data<float>();
+  float* mp = m.data<float>();
+  float* vp = v.data<float>();
+  const double t = static_cast<double>(hp.step);
+  const Constants k{hp.beta1,
+                    hp.beta2,
+                    hp.lr,
+                    hp.eps,
+                    grad_scale,
+                    static_cast<float>(1.0 - std::pow(static_cast<double>(hp.beta1), t)),
+                    static_cast<float>(1.0 - std::pow(static_cast<double>(hp.beta2), t))};
+  int64_t at = 0;  // the first element not updated yet
+  for (const ElementRange& r : decay) {
+    update(p, g, mp, vp, at, r.begin, k, 0.0f);
+    update(p, g, mp, vp, r.begin, r.end, k, hp.weight_decay);
+    at = r.end;
+  }
+  update(p, g, mp, vp, at, params.numel(), k, 0.0f);
 }
 
 }  // namespace lab::ops::cpu

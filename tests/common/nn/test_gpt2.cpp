@@ -2,6 +2,7 @@
 // vocabulary, initialisation, determinism, and the optimizer/schedule pieces around it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/nn/gpt2.h"
@@ -102,17 +103,43 @@ TEST(GPT2, InitIsDeterministicAndSeedDependent) {
   EXPECT_NEAR(std::sqrt(var), 0.02 / std::sqrt(4.0), 0.002);
 }
 
-TEST(GPT2, ParameterLayoutPutsDecayedWeightsFirst) {
+// The flat buffers hold the parameters in the order backward completes their gradients (data-parallel buckets
+// fill while backward runs): ln_f first, then the blocks from the last to the first, each in reverse order of
+// use, then wpe and wte (tied to the LM head, final only after the embedding's backward, at the very end).
+TEST(GPT2, ParameterLayoutIsTheOrderOfBackward) {
   GPT2 model(tiny_config(), Device::cpu());
   const ParameterStore& p = model.parameters();
+  EXPECT_EQ(p.order(), ParameterOrder::Backward);
+  std::vector<const ParamInfo*> by_offset;
   for (const ParamInfo& info : p.infos()) {
     EXPECT_EQ(info.decay, info.shape.size() == 2) << info.name;
-    if (info.decay)
-      EXPECT_LE(info.offset + info.numel(), p.decay_numel()) << info.name;
-    else
-      EXPECT_GE(info.offset, p.decay_numel()) << info.name;
     EXPECT_EQ(info.offset % 32, 0) << info.name;
+    by_offset.push_back(&info);
   }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const ParamInfo* a, const ParamInfo* b) { return a->offset < b->offset; });
+  std::vector<std::string> names;
+  for (const ParamInfo* info : by_offset) names.push_back(info->name);
+  const std::vector<std::string> last_block = {
+      "h.1.mlp.c_proj.bias",  "h.1.mlp.c_proj.weight",  "h.1.mlp.c_fc.bias",    "h.1.mlp.c_fc.weight",
+      "h.1.ln_2.bias",        "h.1.ln_2.weight",        "h.1.attn.c_proj.bias", "h.1.attn.c_proj.weight",
+      "h.1.attn.c_attn.bias", "h.1.attn.c_attn.weight", "h.1.ln_1.bias",        "h.1.ln_1.weight"};
+  ASSERT_EQ(names.size(), 2 + 2 * last_block.size() + 2);
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 2),
+            (std::vector<std::string>{"ln_f.bias", "ln_f.weight"}));
+  EXPECT_EQ(std::vector<std::string>(names.begin() + 2, names.begin() + 14), last_block);
+  EXPECT_EQ(names[14], "h.0.mlp.c_proj.bias");
+  EXPECT_EQ(std::vector<std::string>(names.end() - 2, names.end()),
+            (std::vector<std::string>{"wpe.weight", "wte.weight"}));
+  // Weight decay by ranges: exactly the 2-D weights (wpe and wte are neighbours: one range).
+  int64_t decayed = 0;
+  for (const ElementRange& r : p.decay_ranges()) decayed += r.size();
+  int64_t expected = 0;
+  for (const ParamInfo& info : p.infos())
+    if (info.decay) expected += info.numel();
+  EXPECT_EQ(p.decay_ranges().size(), 2u * 4 + 1);
+  EXPECT_EQ(decayed,
+            expected + (p.info("wte.weight").offset - p.info("wpe.weight").offset - p.info("wpe.weight").numel()));
   EXPECT_EQ(GPT2Config::from_name("d12").num_parameters(), 124439808);  // GPT-2 small, as published
 }
 

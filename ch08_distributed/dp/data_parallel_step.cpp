@@ -1,0 +1,29 @@
+// The data-parallel training step (see data_parallel_step.h).
+#include "ch08_distributed/dp/data_parallel_step.h"
+
+#include "ch08_distributed/rank_coordination.h"
+
+namespace lab::ch08 {
+
+DataParallelStep::DataParallelStep(comm::Communicator& group, DpStage stage, int64_t bucket_bytes, GPT2& model,
+                                   AdamW& optimizer, TrainStepConfig config)
+    : TrainStep(model, optimizer, config),
+      group_(group),
+      reducer_(make_gradient_reducer(stage, group, model.parameters(), bucket_bytes)) {}
+
+void DataParallelStep::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
+  micro_batch_ = 0;
+  TrainStep::run_micro_batches(next_batch, result);
+  result.loss = mean_over(group_, result.loss, model().device());
+}
+
+double DataParallelStep::forward_backward(const MicroBatch& batch, TrainStepResult& result) {
+  if (++micro_batch_ == config().accum_steps) reducer_->before_last_backward();
+  return TrainStep::forward_backward(batch, result);
+}
+
+void DataParallelStep::reduce_gradients() {
+  reducer_->finish();
+}
+
+}  // namespace lab::ch08

@@ -1,0 +1,119 @@
+// AdamW with weight decay by ranges: the op decays exactly the elements inside the ranges (against the
+// uniform op applied stretch by stretch), refuses ranges that are not sorted, disjoint and inside the buffer,
+// and the optimizer over GPT-2's backward-ordered buffer makes, parameter by parameter, the update it makes
+// over the decay-first layout (the same math whatever the layout).
+#include <gtest/gtest.h>
+
+#include "common/nn/gpt2.h"
+#include "common/optim/adamw.h"
+#include "tests/common/expect_error.h"
+#include "tests/support/test_support.h"
+
+namespace lab {
+namespace {
+
+struct State {
+  Tensor p, g, m, v;
+};
+
+State random_state(int64_t n, Rng& rng) {
+  std::vector<float> v = test::random_normal({n}, rng, 0.1f).to_floats();
+  for (float& x : v) x *= x;
+  return {test::random_normal({n}, rng), test::random_normal({n}, rng), test::random_normal({n}, rng, 0.1f),
+          Tensor::from_floats(v, {n})};
+}
+
+State copy_of(const State& s) {
+  return {s.p.clone(), s.g.clone(), s.m.clone(), s.v.clone()};
+}
+
+Tensor part(const Tensor& t, int64_t begin, int64_t end) {
+  return t.view(begin, {end - begin});
+}
+
+TEST(AdamWRanges, DecayAppliesExactlyInsideTheRanges) {
+  Rng rng(11);
+  const int64_t n = 1000;
+  const std::vector<ElementRange> decay = {{0, 3}, {64, 65}, {100, 400}, {999, 1000}};
+  const ops::AdamWHyper h{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.5f, .step = 3};
+  const State ranged = random_state(n, rng);
+  const State stretches = copy_of(ranged);
+  ops::adamw_update(ranged.p, ranged.g, ranged.m, ranged.v, h, 0.7f, decay);
+
+  // The uniform op over each stretch, with the decay or without it.
+  int64_t at = 0;
+  auto update = [&](int64_t begin, int64_t end, float weight_decay) {
+    ops::AdamWHyper stretch = h;
+    stretch.weight_decay = weight_decay;
+    ops::adamw_update(part(stretches.p, begin, end), part(stretches.g, begin, end), part(stretches.m, begin, end),
+                      part(stretches.v, begin, end), stretch, 0.7f);
+  };
+  for (const ElementRange& r : decay) {
+    if (r.begin > at) update(at, r.begin, 0.0f);
+    update(r.begin, r.end, h.weight_decay);
+    at = r.end;
+  }
+  if (at < n) update(at, n, 0.0f);
+  EXPECT_EQ(ranged.p.to_floats(), stretches.p.to_floats());
+  EXPECT_EQ(ranged.m.to_floats(), stretches.m.to_floats());
+  EXPECT_EQ(ranged.v.to_floats(), stretches.v.to_floats());
+
+  // And the decay did something: the same step without any range differs exactly inside them.
+  const State none = random_state(n, rng);
+  const State all = copy_of(none);
+  ops::adamw_update(none.p, none.g, none.m, none.v, h, 0.7f, {});
+  ops::adamw_update(all.p, all.g, all.m, all.v, h, 0.7f, decay);
+  const std::vector<float> a = none.p.to_floats(), b = all.p.to_floats();
+  for (int64_t i = 0; i < n; ++i) {
+    bool inside = false;
+    for (const ElementRange& r : decay) inside = inside || (r.begin <= i && i < r.end);
+    EXPECT_EQ(a[i] != b[i], inside) << i;
+  }
+}
+
+TEST(AdamWRanges, RangesMustBeSortedDisjointAndInside) {
+  Rng rng(12);
+  const State s = random_state(10, rng);
+  const ops::AdamWHyper h;
+  for (const std::vector<ElementRange>& bad :
+       std::vector<std::vector<ElementRange>>{{{5, 8}, {2, 3}}, {{0, 5}, {4, 6}}, {{8, 11}}, {{-1, 2}}, {{3, 2}}})
+    testing::expect_error([&] { ops::adamw_update(s.p, s.g, s.m, s.v, h, 1.0f, bad); }, ErrorKind::InvalidArgument,
+                          {"decay range"});
+}
+
+// The same parameters, declared alike, laid out in the two orders: AdamW's update of each is the same.
+TEST(AdamWRanges, TheUpdateOfEachParameterDoesNotDependOnTheLayout) {
+  const GPT2 model(GPT2Config::from_name("tiny"), Device::cpu());
+  ParameterStore backward, decay_first;
+  for (const ParamInfo& p : model.parameters().infos()) {
+    backward.declare(p.name, p.shape, p.decay);
+    decay_first.declare(p.name, p.shape, p.decay);
+  }
+  backward.allocate(Device::cpu(), ParameterOrder::Backward);
+  decay_first.allocate(Device::cpu(), ParameterOrder::DecayFirst);
+  EXPECT_EQ(decay_first.decay_ranges().size(), 1u);
+  EXPECT_GT(backward.decay_ranges().size(), 1u);
+  Rng rng(13);
+  for (const ParamInfo& p : backward.infos()) {
+    const Tensor value = test::random_normal(p.shape, rng), grad = test::random_normal(p.shape, rng);
+    backward.value(p.name).copy_from(value);
+    decay_first.value(p.name).copy_from(value);
+    backward.grad(p.name).copy_from(grad);
+    decay_first.grad(p.name).copy_from(grad);
+  }
+  const AdamWConfig config{.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.5f};
+  AdamW a(backward, config), b(decay_first, config);
+  for (int step = 0; step < 3; ++step) {
+    a.step(1e-2f, 0.9f);
+    b.step(1e-2f, 0.9f);
+  }
+  for (const ParamInfo& p : backward.infos()) {
+    EXPECT_EQ(backward.value(p.name).to_floats(), decay_first.value(p.name).to_floats()) << p.name;
+    EXPECT_EQ(a.m(p.name).to_floats(), b.m(p.name).to_floats()) << p.name;
+    EXPECT_EQ(a.v(p.name).to_floats(), b.v(p.name).to_floats()) << p.name;
+  }
+  testing::expect_error([&] { (void)backward.decay_numel(); }, ErrorKind::InvalidArgument, {"decay_ranges"});
+}
+
+}  // namespace
+}  // namespace lab

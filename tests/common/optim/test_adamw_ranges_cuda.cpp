@@ -1,0 +1,50 @@
+// The CUDA AdamW kernel with weight decay by ranges against the CPU op: a few ranges, none, and more ranges
+// than one launch's table holds (several launches, each over its stretch of the buffer), at odd sizes.
+#include <gtest/gtest.h>
+
+#include "common/ops/adamw.h"
+#include "tests/support/test_support.h"
+
+namespace lab {
+namespace {
+
+std::vector<ElementRange> every_other(int64_t count, int64_t width, int64_t gap) {
+  std::vector<ElementRange> ranges;
+  for (int64_t i = 0; i < count; ++i) ranges.push_back({i * (width + gap) + gap, i * (width + gap) + gap + width});
+  return ranges;
+}
+
+TEST(AdamWRangesCuda, MatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
+  struct Case {
+    int64_t n;
+    std::vector<ElementRange> decay;
+  };
+  const std::vector<Case> cases = {{1, {}},
+                                   {1000, {{0, 3}, {64, 65}, {100, 400}, {999, 1000}}},
+                                   {5000, every_other(200, 11, 13)},
+                                   {33 * 129, every_other(129, 32, 1)}};
+  Rng rng(21);
+  for (const Case& c : cases) {
+    const int64_t n = c.n;
+    const Tensor p = test::random_normal({n}, rng), g = test::random_normal({n}, rng);
+    const Tensor m = test::random_normal({n}, rng, 0.1f);
+    std::vector<float> vs = test::random_normal({n}, rng, 0.1f).to_floats();
+    for (float& x : vs) x *= x;
+    const Tensor v = Tensor::from_floats(vs, {n});
+    const Tensor pg = p.to(Device::cuda(0)), mg = m.to(Device::cuda(0)), vg = v.to(Device::cuda(0));
+    const ops::AdamWHyper h{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.5f, .step = 2};
+    ops::adamw_update(p, g, m, v, h, 0.5f, c.decay);
+    ops::adamw_update(pg, g.to(Device::cuda(0)), mg, vg, h, 0.5f, c.decay);
+    const std::vector<float> want = p.to_floats(), got = pg.to_floats();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-6f * (1 + std::fabs(want[i]))) << "n " << n << ", " << i;
+    EXPECT_EQ(mg.to_floats().size(), m.to_floats().size());
+    const std::vector<float> wm = m.to_floats(), gm = mg.to_floats();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(gm[i], wm[i], 1e-6f * (1 + std::fabs(wm[i]))) << "m, n " << n << ", " << i;
+  }
+}
+
+}  // namespace
+}  // namespace lab
