@@ -61,7 +61,7 @@ const std::vector<int64_t>& BatchPlan::permutation(int64_t epoch) const {
   Permutation& p = perms_[perm_oldest_];
   perm_oldest_ = 1 - perm_oldest_;
   p.epoch = epoch;
-  p.order.resize(static_cast<size_t>(per_epoch_));
+  p.order.resize(static_cast<size_t>(per_rank_));
   std::iota(p.order.begin(), p.order.end(), 0);
   shuffle_in_place(p.order, epoch_seed(options_.seed, epoch, 2));
   return p.order;
@@ -70,13 +70,14 @@ const std::vector<int64_t>& BatchPlan::permutation(int64_t epoch) const {
 int64_t BatchPlan::stream_offset(int64_t k) const {
   LAB_CHECK(k >= 0, InvalidArgument, "loader: negative batch index ", k);
   const int64_t epoch = k / per_rank_;
-  const int64_t global = (k % per_rank_) * options_.world + options_.rank;
-  int64_t position = global;
+  // The epoch's k-th global batch (one batch of every rank), shuffled as a whole: rank r takes its r-th
+  // part, so that world ranks with batch B read the rows of one process with batch world x B.
+  int64_t global = k % per_rank_;
   if (options_.shuffle) {
     std::lock_guard<std::mutex> lock(perm_mutex_);
-    position = permutation(epoch)[static_cast<size_t>(global)];
+    global = permutation(epoch)[static_cast<size_t>(global)];
   }
-  return position * batch_tokens();
+  return (global * options_.world + options_.rank) * batch_tokens();
 }
 
 std::vector<ShardPiece> BatchPlan::pieces(int64_t k) const {

@@ -5,10 +5,13 @@
 // tok[s + b*T .. s + b*T + T) and the targets shifted by one. An epoch has floor((tokens - 1) / (B*T))
 // batches.
 //
-// With several ranks, the epoch's batches are dealt round-robin (global batch j goes to rank j % world)
-// and every rank gets floor(batches / world) of them, so ranks read disjoint data and stay in step.
-// With shuffling, each epoch permutes the shard order and then the batch positions, both from (seed,
-// epoch), so any process can compute any epoch's order without communication.
+// With several ranks, the epoch's batches are dealt round-robin (batch j goes to rank j % world) and every
+// rank gets floor(batches / world) of them, so ranks read disjoint data and stay in step. World ranks with
+// batch B thus read, between them, exactly the rows of one process with batch world x B: rank r's k-th
+// batch is rows [r B, (r+1) B) of that process's k-th batch (data parallelism relies on it).
+// With shuffling, each epoch permutes the shard order and then the positions of those global batches (world
+// consecutive batches, moved together), both from (seed, epoch), so any process can compute any epoch's order
+// without communication, and the equality above holds shuffled too.
 //
 // A loader's whole state is one integer, the number of batches it has handed out: batch k of a rank is
 // batch k % per_epoch of epoch k / per_epoch. That makes exact resume a matter of saving that integer.

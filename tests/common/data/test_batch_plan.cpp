@@ -99,6 +99,30 @@ TEST(BatchPlan, ShufflesAreSeededPermutationsPerEpoch) {
     EXPECT_EQ(d.stream_offset(k), order_c[static_cast<size_t>(k)]);
 }
 
+// Data parallelism's promise: `world` ranks with batch B read, between them, the rows of one process with
+// batch world x B, in the same order, shuffled or not: rank r's k-th batch starts where row r B of the single
+// process's k-th batch starts.
+TEST(BatchPlan, RanksReadTheRowsOfOneProcessWithTheirBatchesTogether) {
+  const auto paths = write_counting_shards(scratch_directory(), {400, 300, 517});
+  for (const bool shuffle : {false, true})
+    for (const int world : {2, 4}) {
+      LoaderOptions one = options(2 * world, 10);
+      one.shuffle = shuffle;
+      one.seed = 5;
+      const BatchPlan single(paths, one);
+      for (int rank = 0; rank < world; ++rank) {
+        LoaderOptions o = options(2, 10, rank, world);
+        o.shuffle = shuffle;
+        o.seed = 5;
+        const BatchPlan plan(paths, o);
+        ASSERT_EQ(plan.batches_per_epoch(), single.batches_per_epoch()) << "world " << world;
+        for (int64_t k = 0; k < 3 * plan.batches_per_epoch(); ++k)
+          ASSERT_EQ(plan.stream_offset(k), single.stream_offset(k) + rank * 2 * 10)
+              << "shuffle " << shuffle << ", world " << world << ", rank " << rank << ", batch " << k;
+      }
+    }
+}
+
 TEST(BatchPlan, ShuffleChangesTheShardOrderEveryEpoch) {
   // One batch of all 40 tokens per epoch: its pieces list the shards in that epoch's order.
   const auto paths = write_counting_shards(scratch_directory(), {10, 10, 10, 10});
