@@ -1,0 +1,66 @@
+// The training step of pipeline parallelism: TrainStep with its loop over micro-batches replaced by the
+// pipeline's schedule (GPipe or 1F1B), on this rank's stage of the model.
+//
+// `--pp P --batch B --micro-batches M` runs M micro-batches of B sequences through the P stages per step,
+// each backward adding 1/M of its gradient: the same step as one process with `--batch B` accumulating M
+// micro-batches. After the schedule:
+//   1. the tied embedding's two copies sum their gradients (tied_embedding.h);
+//   2. with data parallelism, the stage's gradients are averaged over its dp group (the dp stage's
+//      GradientReducer, as DataParallelStep uses it; the overlapped stage starts during the last backward);
+//   3. the gradient norm sums each stage's (and each tp rank's) share once (tp/gradient_norm.h).
+// The loss, computed on the last stage, is sent to every stage of the pipeline and averaged over the dp group,
+// so every rank logs the loss of the whole global batch.
+//
+// Each step also measures the pipeline's bubble: every stage times its forwards and backwards (busy) and the
+// whole schedule (span, from a barrier that starts the stages together), and bubble_fraction() of the
+// pipeline's busy times over its longest span is what the stages spent idle, next to the ideal
+// (P-1)/(M+P-1).
+#pragma once
+
+#include <memory>
+
+#include "ch08_distributed/dp/gradient_reducer.h"
+#include "ch08_distributed/pp/stage.h"
+#include "ch08_distributed/pp/stage_link.h"
+#include "ch08_distributed/pp/tied_embedding.h"
+#include "common/comm/parallel_context.h"
+#include "common/train/train_step.h"
+
+namespace lab::ch08::pp {
+
+struct PipelineStepStats {
+  double bubble = 0;        // measured: the mean over stages of the step's idle fraction
+  double ideal_bubble = 0;  // (P-1)/(M+P-1)
+  int peak_live = 0;        // the most micro-batches this stage held at once
+  double busy_seconds = 0;  // this stage's forwards and backwards
+  double span_seconds = 0;  // the pipeline's schedule, first stage's start to last stage's end
+};
+
+class PipelineStep : public TrainStep {
+ public:
+  // Collective over context.world() (it forms the embedding groups). `model` is this rank's shard
+  // (tp::model_for_rank), config.accum_steps the micro-batches per step. `dp_reducer` averages the gradients
+  // over context.dp() (null with one data-parallel rank). The context, model and optimizer must outlive the step.
+  PipelineStep(const comm::ParallelContext& context, PpSchedule schedule, std::unique_ptr<GradientReducer> dp_reducer,
+               GPT2& model, AdamW& optimizer, TrainStepConfig config);
+
+  const PipelineStepStats& last_stats() const { return stats_; }
+  const GradientReducer* dp_reducer() const { return dp_reducer_.get(); }
+
+ protected:
+  // Fills result.loss and data_seconds; the forward and backward phases interleave, so with time_phases their
+  // time is reported together as forward_seconds.
+  void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) override;
+  void reduce_gradients() override;
+  double gradient_norm() override;
+
+ private:
+  const comm::ParallelContext& context_;
+  StageLink link_;
+  PipelineStage stage_;
+  TiedEmbedding tied_embedding_;
+  std::unique_ptr<GradientReducer> dp_reducer_;
+  PipelineStepStats stats_;
+};
+
+}  // namespace lab::ch08::pp

@@ -1,0 +1,52 @@
+// One pipeline stage running one step's schedule on its model shard: for each micro-batch, the forward and
+// the backward of this stage's part of GPT-2, and the transfers with the neighbouring stages in between.
+//
+// Each micro-batch in flight has its own tape, holding the activations its backward needs: its input
+// (received from the previous stage, or the tokens on the first stage) and, on every stage but the last, its
+// output, whose gradient the next stage sends back. The backward of micro-batch m then runs m's tape from
+// that gradient (or, on the last stage, from the loss), leaving the gradient of its input to send on. Tapes
+// are dropped as their backward ends, so a stage holds exactly the micro-batches the schedule keeps in
+// flight: all M at GPipe's turn, at most P - stage with 1F1B (peak_live counts them as the step runs).
+//
+// Every stage reads every micro-batch from the step's batch source, so the loaders of a pipeline's ranks
+// stay in step: the first stage uses its tokens, the last its targets, and the activations' shape [B, T, C]
+// follows from them on every stage.
+#pragma once
+
+#include <functional>
+
+#include "ch08_distributed/pp/schedule.h"
+#include "ch08_distributed/pp/stage_link.h"
+#include "common/nn/gpt2.h"
+#include "common/train/train_step.h"
+
+namespace lab::ch08::pp {
+
+struct StageStepStats {
+  double loss_sum = 0;      // last stage: the sum of the micro-batches' mean losses (0 elsewhere)
+  int peak_live = 0;        // the most micro-batches whose activations the stage held at once
+  double busy_seconds = 0;  // in forwards and backwards (the device synchronised after each)
+  double span_seconds = 0;  // the whole schedule, transfers and waits included
+  double data_seconds = 0;  // waiting for micro-batches (within the span, counted as neither)
+};
+
+class PipelineStage {
+ public:
+  // The model (this stage's shard) and the link must outlive the stage.
+  PipelineStage(GPT2& model, StageLink& link, PpSchedule schedule) : model_(model), link_(link), schedule_(schedule) {}
+
+  // Runs the schedule for `micro_batches` micro-batches from `next_batch`; each backward adds grad_scale
+  // times its micro-batch's gradient into the model's gradient buffer. `before_last_backward`, when given,
+  // runs right before the step's last backward (data parallelism's overlapped all-reduce listens from there).
+  StageStepStats run(const BatchSource& next_batch, int micro_batches, float grad_scale,
+                     const std::function<void()>& before_last_backward = {});
+
+  const GPT2& model() const { return model_; }
+
+ private:
+  GPT2& model_;
+  StageLink& link_;
+  PpSchedule schedule_;
+};
+
+}  // namespace lab::ch08::pp

@@ -1,0 +1,160 @@
+// Tensor and pipeline parallelism under mpirun (2 and 4 ranks), against the single-process run on the same
+// global batches: 5 steps of AdamW with clipping and 4 micro-batches accumulated per step, the losses and
+// gradient norms within 1e-5 relative and every rank's final weights within the fp32 tolerance of its slice
+// of the single-process weights. Layouts: tp 2, pp 2 (GPipe and 1F1B) on 2 ranks; tp 2 x pp 2, dp 2 x tp 2,
+// dp 2 x pp 2, tp 4 and pp 4 on 4 ranks (a layout that does not fit the job is skipped). The vocabulary (300,
+// padded to 384) is padded to 512 under tp, so tp 4's last slice is all padding. Also: 1F1B's live
+// micro-batches within P - stage while GPipe holds all M, the measured bubble, whole tensors gathered from
+// the shards, and a weights file loaded into every shard.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "ch08_distributed/pp/pipeline_step.h"
+#include "ch08_distributed/tp/tensor_parallel.h"
+#include "ch08_distributed/tp/whole_tensors.h"
+#include "common/nn/gpt2_weights.h"
+#include "tests/ch08_distributed/layout_runs.h"
+#include "tests/common/comm/mpi_test.h"
+#include "tests/support/test_support.h"
+
+namespace lab {
+namespace {
+
+using ch08::PpSchedule;
+using testing::LayoutCase;
+
+// How far the final weights may be from the single-process run's: 1% of one step's largest AdamW update (the
+// learning rate). AdamW divides each gradient by its own running scale, so an element whose gradient is
+// rounding noise moves by up to lr per step whatever the noise's size, and different summation orders give
+// different noise: the key bias's gradient, zero in exact arithmetic (softmax ignores a shift shared by every
+// key), moves by up to 1e-6 in 5 steps here, and a few weights with near-zero gradients by up to 4e-6. A
+// wrong slice or a gradient counted twice moves weights by about lr per step, 500 times this.
+constexpr double kWeightTolerance = 1e-2 * testing::kLearningRate;
+
+// Two layouts per job size and dimension mix, each a test of its own.
+std::vector<LayoutCase> layouts() {
+  return {{{1, 2, 1}},
+          {{1, 1, 2}, PpSchedule::GPipe},
+          {{1, 1, 2}, PpSchedule::OneFOneB},
+          {{1, 2, 2}},
+          {{2, 2, 1}},
+          {{2, 1, 2}, PpSchedule::OneFOneB},
+          {{1, 4, 1}},
+          {{1, 1, 4}, PpSchedule::GPipe}};
+}
+
+class ModelParallelLayouts : public ::testing::TestWithParam<LayoutCase> {
+ protected:
+  void SetUp() override {
+    if (GetParam().layout.ranks() != testing::mpi_world().size())
+      GTEST_SKIP() << GetParam().name() << " needs " << GetParam().layout.ranks() << " ranks";
+    world_ = testing::fresh_communicator();
+  }
+  std::unique_ptr<comm::Communicator> world_;
+};
+
+TEST_P(ModelParallelLayouts, MatchTheSingleProcessRun) {
+  const GPT2Config config = testing::layout_test_config();
+  const testing::RunSettings run;
+  const LayoutCase& c = GetParam();
+  const testing::RunResult reference = testing::run_single_process(config, run, c.layout.dp);
+  const testing::LayoutRun r = testing::run_layout(*world_, c, config, run);
+  const testing::RunResult& got = r.result;
+
+  for (int s = 0; s < run.steps; ++s) {
+    EXPECT_NEAR(got.losses[s], reference.losses[s], 1e-5 * reference.losses[s]) << "step " << s;
+    EXPECT_NEAR(got.grad_norms[s], reference.grad_norms[s], 1e-5 * reference.grad_norms[s]) << "step " << s;
+  }
+  EXPECT_GT(reference.grad_norms[0], testing::kGradClip) << "clipping should take part";
+  double worst = 0;
+  for (const auto& [name, weights] : got.weights) {
+    const Tensor expected = testing::slice_for(*r.model, name, reference.weights.at(name));
+    const double error = test::max_abs_error(weights.to_floats(), expected.to_floats());
+    EXPECT_LT(error, kWeightTolerance) << name;
+    worst = std::max(worst, error);
+  }
+  if (world_->rank() == 0)
+    std::printf("%s: loss %.6f -> %.6f (one process %.6f -> %.6f), worst weight error %.2e\n", c.name().c_str(),
+                got.losses.front(), got.losses.back(), reference.losses.front(), reference.losses.back(), worst);
+}
+
+// The whole tensors gathered on rank 0 from every rank's shard are the single-process run's.
+TEST_P(ModelParallelLayouts, GatherTheWholeTensorsOnRankZero) {
+  const GPT2Config config = testing::layout_test_config();
+  testing::RunSettings run;
+  run.steps = 2;
+  const LayoutCase& c = GetParam();
+  const testing::RunResult reference = testing::run_single_process(config, run, c.layout.dp);
+  const testing::LayoutRun r = testing::run_layout(*world_, c, config, run);
+  const std::vector<NamedTensor> whole =
+      ch08::tp::gather_whole_tensors(*r.model, r.model->parameters().params(), *r.context);
+  if (world_->rank() != 0) {
+    EXPECT_TRUE(whole.empty());
+    return;
+  }
+  EXPECT_EQ(whole.size(), reference.weights.size());
+  for (const NamedTensor& t : whole) {
+    Tensor expected = reference.weights.at(t.name);
+    Tensor actual = t.tensor;
+    if (t.name == "wte.weight") {  // the layout's padded rows are zero
+      const std::vector<float> padding = actual.slice_rows(expected.dim(0), actual.dim(0)).to_floats();
+      EXPECT_TRUE(std::all_of(padding.begin(), padding.end(), [](float v) { return v == 0.0f; }));
+      actual = actual.slice_rows(0, expected.dim(0));
+    }
+    EXPECT_EQ(actual.shape(), expected.shape()) << t.name;
+    EXPECT_LT(test::max_abs_error(actual.to_floats(), expected.to_floats()), kWeightTolerance) << t.name;
+  }
+}
+
+// A weights file of the whole model loads into every shard as its slice of each tensor.
+TEST_P(ModelParallelLayouts, LoadTheirSliceOfAWeightsFile) {
+  const GPT2Config config = testing::layout_test_config();
+  GPT2 whole(config, Device::cpu());
+  whole.init_weights(99);
+  const std::string path = cat(::testing::TempDir(), "model_parallel_", GetParam().name(), ".safetensors");
+  if (world_->rank() == 0) save_gpt2_weights(whole, path);
+  world_->barrier();
+  const comm::ParallelContext context(*world_, GetParam().layout);
+  const std::unique_ptr<GPT2> model = ch08::tp::model_for_rank(context, config, Device::cpu());
+  load_gpt2_weights(*model, path);
+  for (const ParamInfo& p : model->parameters().infos())
+    EXPECT_EQ(model->parameters().value(p.name).to_floats(),
+              testing::slice_for(*model, p.name, whole.parameters().value(p.name)).to_floats())
+        << p.name;
+  world_->barrier();
+  if (world_->rank() == 0) std::filesystem::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ModelParallelLayouts, ::testing::ValuesIn(layouts()),
+                         [](const ::testing::TestParamInfo<LayoutCase>& info) { return info.param.name(); });
+
+// A pipeline over every rank of the world with 2 P micro-batches: 1F1B holds at most P - stage micro-batches
+// on each stage, GPipe all of them; the bubble is measured and printed next to the theory.
+TEST(Pipeline, OneFOneBBoundsTheLiveMicroBatches) {
+  const std::unique_ptr<comm::Communicator> world = testing::fresh_communicator();
+  const int P = world->size();
+  testing::RunSettings run;
+  run.steps = 2;
+  run.micro_batches = 2 * P;
+  for (PpSchedule schedule : {PpSchedule::GPipe, PpSchedule::OneFOneB}) {
+    const testing::LayoutRun r = testing::run_layout(*world, {{1, 1, P}, schedule}, testing::layout_test_config(), run);
+    const auto& step = dynamic_cast<const ch08::pp::PipelineStep&>(*r.step);
+    const ch08::pp::PipelineStepStats& stats = step.last_stats();
+    const int stage = r.context->coords().pp;
+    EXPECT_EQ(stats.peak_live, schedule == PpSchedule::GPipe ? run.micro_batches : P - stage)
+        << ch08::pp_schedule_name(schedule) << ", stage " << stage;
+    EXPECT_DOUBLE_EQ(stats.ideal_bubble, (P - 1.0) / (run.micro_batches + P - 1.0));
+    EXPECT_GE(stats.bubble, 0.0);
+    EXPECT_LT(stats.bubble, 1.0);
+    if (world->rank() == 0)
+      std::printf("%s, %d stages, %lld micro-batches: bubble %.3f measured, %.3f in theory\n",
+                  ch08::pp_schedule_name(schedule), P, static_cast<long long>(run.micro_batches), stats.bubble,
+                  stats.ideal_bubble);
+  }
+}
+
+}  // namespace
+}  // namespace lab
