@@ -8,8 +8,8 @@
 //   v2  online softmax (maximum and sum in one pass) into the buffer, then the same two kernels
 //   v3  the core's fused classifier: one kernel, three passes over each row, no probabilities stored
 //   v4  the promoted fused classifier (ch06_single_gpu/fused_classifier.h): online pass + gradient pass, float4
-//   CPU the same staircase as loops: three-pass and online (materialised), the core's fused reference, and the
-//       promoted fused online loop
+//   CPU the same staircase as loops: three-pass and online (materialised), the core's fused reference (the
+//       promoted op's CPU path), and a fused loop with the online pass
 #pragma once
 
 #include <cstdint>

@@ -20,6 +20,7 @@
 
 #include "ch06_single_gpu/fused_classifier.h"
 #include "ch06_single_gpu/kernels/04_classifier/online_softmax.cuh"
+#include "ch06_single_gpu/vector_access.cuh"
 #include "common/ops/cuda/launch.cuh"
 
 namespace lab::ch06::cuda {

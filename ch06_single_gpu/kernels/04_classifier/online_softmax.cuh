@@ -82,23 +82,4 @@ __device__ inline MaxSum block_reduce_max_sum(MaxSum s, MaxSum* scratch) {
   return s;
 }
 
-// ---------------------------------------------------------------- loads and stores of kVec floats
-
-__device__ inline void load_vector(const float* p, float (&x)[1]) {
-  x[0] = *p;
-}
-__device__ inline void load_vector(const float* p, float (&x)[4]) {
-  const float4 q = *reinterpret_cast<const float4*>(p);
-  x[0] = q.x;
-  x[1] = q.y;
-  x[2] = q.z;
-  x[3] = q.w;
-}
-__device__ inline void store_vector(float* p, const float (&x)[1]) {
-  *p = x[0];
-}
-__device__ inline void store_vector(float* p, const float (&x)[4]) {
-  *reinterpret_cast<float4*>(p) = make_float4(x[0], x[1], x[2], x[3]);
-}
-
 }  // namespace lab::ch06::cuda

@@ -67,21 +67,6 @@ Buffers random_inputs(const AdamWProblem& p, const ParameterStore& layout) {
   return b;
 }
 
-// The CPU reference: ops::cpu::adamw_update over the decayed range and over the rest, as lab::AdamW::step.
-void reference_step(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWProblem& p,
-                    int64_t decay_end) {
-  const int64_t n = params.numel();
-  ops::AdamWHyper hyper = p.hyper;
-  auto range = [](const Tensor& t, int64_t begin, int64_t end) { return t.view(begin, {end - begin}); };
-  if (decay_end > 0)
-    ops::cpu::adamw_update(range(params, 0, decay_end), range(grads, 0, decay_end), range(m, 0, decay_end),
-                           range(v, 0, decay_end), hyper, p.grad_scale);
-  hyper.weight_decay = 0.0f;
-  if (n > decay_end)
-    ops::cpu::adamw_update(range(params, decay_end, n), range(grads, decay_end, n), range(m, decay_end, n),
-                           range(v, decay_end, n), hyper, p.grad_scale);
-}
-
 // `master` (f32, any device) rounded to bf16 as `rounding` says, element by element: what the version's bf16
 // parameters must hold, bit for bit.
 Tensor rounded_to_bf16(const Tensor& master, Bf16Rounding rounding) {
@@ -141,16 +126,21 @@ std::string problem_text(const AdamWProblem& p, const ParameterStore& layout) {
   const char* what = p.table == AdamWTable::FP32   ? "fp32"
                      : p.grad_dtype == DType::BF16 ? "bf16 params and grads, fp32 master and moments"
                                                    : "bf16 params, fp32 master, grads and moments";
-  return cat(layout.infos().size(), " tensors, ", layout.numel(), " elements (", layout.decay_numel(),
-             " with weight decay), ", what, ", step ", p.hyper.step);
+  int64_t decayed = 0;
+  for (const ElementRange& r : layout.decay_ranges()) decayed += r.size();
+  return cat(layout.infos().size(), " tensors, ", layout.numel(), " elements (", decayed, " with weight decay, in ",
+             layout.decay_ranges().size(), " ranges), ", what, ", step ", p.hyper.step);
 }
 
 void add_fp32_versions(AdamWLab& al, const AdamWProblem& p, const ParameterStore& layout) {
   const ops::AdamWHyper hyper = p.hyper;
   const float scale = p.grad_scale;
-  const int64_t decay_end = layout.decay_numel();
-  const auto flat = [hyper, scale, decay_end](const Buffers& b) {
-    flat_adamw(b.params, b.grads, b.m, b.v, hyper, scale, decay_end);
+  const std::vector<ElementRange> decay = layout.decay_ranges();
+  const auto core_flat = [hyper, scale, decay](const Buffers& b) {
+    ops::adamw_update(b.params, b.grads, b.m, b.v, hyper, scale, decay);
+  };
+  const auto flat = [hyper, scale, decay](const Buffers& b) {
+    flat_adamw(b.params, b.grads, b.m, b.v, hyper, scale, decay);
   };
 #ifdef LAB_WITH_CUDA
   if (cuda_available()) {
@@ -160,7 +150,9 @@ void add_fp32_versions(AdamWLab& al, const AdamWProblem& p, const ParameterStore
            [sets, hyper, scale](const Buffers&) { adamw::per_tensor_adamw(sets, hyper, scale); });
     al.add("multi-tensor apply", "Apex: chunks of 64K elements of up to 36 tensors, 320 blocks a launch", gpu,
            [sets, hyper, scale](const Buffers&) { adamw::multi_tensor_adamw(sets, hyper, scale); });
-    al.add("flat buffer, one launch (promoted)", "no list: one grid over the flat buffer, decay by position", gpu,
+    al.add("flat buffer, one launch (the core's)", "no list: one grid over the flat buffer, decay ranges searched", gpu,
+           core_flat);
+    al.add("flat buffer, float4 (promoted)", "4 elements a thread, 128-bit accesses, one range search per vector", gpu,
            flat);
   }
 #endif
@@ -168,18 +160,19 @@ void add_fp32_versions(AdamWLab& al, const AdamWProblem& p, const ParameterStore
   const std::vector<adamw::TensorSet> sets = tensor_sets(cpu, layout.infos());
   al.add("CPU one loop per tensor", "ops::cpu per tensor: one OpenMP parallel loop per tensor", cpu,
          [sets, hyper, scale](const Buffers&) { adamw::per_tensor_adamw(sets, hyper, scale); });
-  al.add("CPU flat buffer, one pass (promoted)", "one parallel loop over the flat buffer, decay by position", cpu,
-         flat);
+  al.add("CPU flat buffer (the core's)", "ops::cpu over the flat buffer: one parallel loop per decay stretch", cpu,
+         core_flat);
+  al.add("CPU flat buffer, one parallel loop (promoted)", "threads share blocks; each walks its stretches", cpu, flat);
 }
 
 void add_bf16_versions(AdamWLab& al, const AdamWProblem& p, const ParameterStore& layout) {
   const ops::AdamWHyper hyper = p.hyper;
   const float scale = p.grad_scale;
-  const int64_t decay_end = layout.decay_numel();
+  const std::vector<ElementRange> decay = layout.decay_ranges();
   const Bf16Rounding nearest{false, 0}, stochastic{true, p.seed};
-  const auto step = [hyper, scale, decay_end](Bf16Rounding rounding) {
-    return [hyper, scale, decay_end, rounding](const Buffers& b) {
-      flat_adamw_bf16(b.params, b.master, b.grads, b.m, b.v, hyper, scale, decay_end, rounding);
+  const auto step = [hyper, scale, decay](Bf16Rounding rounding) {
+    return [hyper, scale, decay, rounding](const Buffers& b) {
+      flat_adamw_bf16(b.params, b.master, b.grads, b.m, b.v, hyper, scale, decay, rounding);
     };
   };
 #ifdef LAB_WITH_CUDA
@@ -212,11 +205,14 @@ KernelLab make_adamw_lab(const AdamWProblem& p, const ParameterStore& layout) {
                 {.flops = 17.0 * n, .bytes = bytes * n});
   const Buffers inputs = random_inputs(p, layout);
   Buffers expected = buffers_on(inputs, Device::cpu());
+  // The reference: the core's CPU op, in fp32 (bf16 gradients are exact in fp32).
   if (p.table == AdamWTable::FP32) {
-    reference_step(expected.params, expected.grads, expected.m, expected.v, p, layout.decay_numel());
+    ops::cpu::adamw_update(expected.params, expected.grads, expected.m, expected.v, p.hyper, p.grad_scale,
+                           layout.decay_ranges());
   } else {
     const Tensor grads = p.grad_dtype == DType::BF16 ? expected.grads.to_dtype(DType::F32) : expected.grads;
-    reference_step(expected.master, grads, expected.m, expected.v, p, layout.decay_numel());
+    ops::cpu::adamw_update(expected.master, grads, expected.m, expected.v, p.hyper, p.grad_scale,
+                           layout.decay_ranges());
   }
   AdamWLab al{lab, inputs, expected, tolerance_for(DType::F32, 1)};
   if (p.table == AdamWTable::FP32)

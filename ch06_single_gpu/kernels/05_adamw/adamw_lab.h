@@ -2,17 +2,18 @@
 // harness (common/lab/kernel_lab.h). The lab executable and the tests build it with the same function.
 //
 // The problem is one optimizer step over a model's parameters laid out as the project lays them out: one flat
-// buffer, the tensors that get weight decay (the 2-D weights) first, each tensor starting at a multiple of 32
-// elements (common/nn/parameters.h). Two tables:
+// buffer, each tensor starting at a multiple of 32 elements, weight decay on the 2-D weights' ranges of it
+// (common/nn/parameters.h: ParameterStore::decay_ranges()). Two tables:
 //
-//   fp32   GPU: v1 one launch per tensor (the core's kernel), v2 multi-tensor apply (Apex), v3 one launch over
-//          the flat buffer with the decay on a range (promoted); CPU: one loop per tensor, one pass over the
-//          flat buffer (promoted)
+//   fp32   GPU: v1 one launch per tensor (the core's kernel on each tensor), v2 multi-tensor apply (Apex), v3 one
+//          launch over the flat buffer (the core's op with its decay ranges), v4 the same with four elements a
+//          thread (promoted); CPU: one loop per tensor, the core's op over the flat buffer (one loop per decay
+//          stretch), one parallel loop over the flat buffer (promoted)
 //   bf16   bf16 parameters with fp32 master weights, the update in fp32 (promoted, ch06::flat_adamw_bf16):
 //          rounded to nearest, and stochastically; on the GPU and on the CPU
 //
-// The CPU reference is common/ops/adamw.h's CPU op over [0, decay_numel) with the weight decay and over the
-// rest without, as lab::AdamW::step calls it.
+// The CPU reference is common/ops/adamw.h's CPU op over the flat buffer with the layout's decay ranges, as
+// lab::AdamW::step calls it.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,7 @@ struct AdamWProblem {
 
 // Makes the inputs (random values in every tensor of `layout`, zeros in the padding between them, as a model's
 // buffers have) and the CPU reference's outputs, and adds the versions. Only the layout of the parameters is
-// read (names, shapes, offsets, decay): `layout` may be any allocated ParameterStore, a GPT-2's included.
+// read (offsets, sizes, decay ranges): `layout` may be any allocated ParameterStore, a GPT-2's included.
 kernel_lab::KernelLab make_adamw_lab(const AdamWProblem& problem, const ParameterStore& layout);
 
 }  // namespace lab::ch06

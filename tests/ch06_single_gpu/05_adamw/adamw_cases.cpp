@@ -4,9 +4,13 @@
 
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "ch06_single_gpu/flat_adamw.h"
 #include "common/nn/gpt2.h"
+#include "common/ops/adamw.h"
+#include "common/util/rng.h"
+#include "tests/common/cuda/op_check.h"
 
 namespace lab::test {
 
@@ -21,8 +25,11 @@ std::vector<NamedLayout> adamw_layouts() {
   odd.declare("b2", {33}, false);
   odd.declare("big", {4097}, false);
   odd.declare("w3", {1, 3}, true);
+  ParameterStore odd_decay_first = odd;
   odd.allocate(Device::cpu());
+  odd_decay_first.allocate(Device::cpu(), ParameterOrder::DecayFirst);
   layouts.push_back({"odd", odd});
+  layouts.push_back({"odd_decay_first", odd_decay_first});
   return layouts;
 }
 
@@ -74,9 +81,9 @@ void expect_tiny_updates_survive_stochastic_rounding(Device device) {
   for (int64_t t = 1; t <= steps; ++t) {
     ops::AdamWHyper h = base;
     h.step = t;
-    ch06::flat_adamw(fp32, grads, m32, v32, h, 1.0f, n);
-    ch06::flat_adamw_bf16(nearest.params, Tensor(), grads, nearest.m, nearest.v, h, 1.0f, n, {false, 0});
-    ch06::flat_adamw_bf16(stochastic.params, Tensor(), grads, stochastic.m, stochastic.v, h, 1.0f, n,
+    ch06::flat_adamw(fp32, grads, m32, v32, h, 1.0f, {});
+    ch06::flat_adamw_bf16(nearest.params, Tensor(), grads, nearest.m, nearest.v, h, 1.0f, {}, {false, 0});
+    ch06::flat_adamw_bf16(stochastic.params, Tensor(), grads, stochastic.m, stochastic.v, h, 1.0f, {},
                           {true, static_cast<uint64_t>(1000 + t)});
   }
   const double target = mean_of(fp32), moved = 1.0 - target;
@@ -99,7 +106,7 @@ void expect_stochastic_rounding_repeatable(Device device) {
     const Tensor master = Tensor::from_floats(w, {n}, device);
     const Tensor params = master.to(Device::cpu()).to_dtype(DType::BF16).to(device);
     ch06::flat_adamw_bf16(params, master, Tensor::from_floats(g, {n}, device), Tensor::zeros({n}, DType::F32, device),
-                          Tensor::zeros({n}, DType::F32, device), h, 1.0f, n / 2, {true, seed});
+                          Tensor::zeros({n}, DType::F32, device), h, 1.0f, {{0, n / 2}}, {true, seed});
     return params.to_floats();
   };
   const std::vector<float> a = step(42), b = step(42), c = step(43);
@@ -107,6 +114,44 @@ void expect_stochastic_rounding_repeatable(Device device) {
   int differ = 0;
   for (int64_t i = 0; i < n; ++i) differ += a[static_cast<size_t>(i)] != c[static_cast<size_t>(i)];
   EXPECT_GT(differ, n / 10) << "another seed should round many elements the other way";
+}
+
+void expect_decay_ranges_match_the_core(Device device) {
+  const int64_t n = 6000;
+  Rng rng(23);
+  auto random = [&](float scale, bool square) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& e : x) {
+      const float r = rng.normal(0.0f, scale);
+      e = square ? r * r : r;
+    }
+    return Tensor::from_floats(x, {n});
+  };
+  const Tensor p = random(0.02f, false), g = random(0.01f, false), m = random(0.01f, false), v = random(0.01f, true);
+  // 100 ranges 60 elements apart, of 1 to 40 elements (odd bounds: the scalar kernel), or the same rounded to
+  // multiples of 4 (the vector kernel); either way more than one table of ranges, so more than one launch.
+  auto spaced = [](int64_t multiple) {
+    std::vector<ElementRange> ranges;
+    for (int64_t r = 0; r < 100; ++r) {
+      const int64_t begin = 60 * r + 1 + r % 7, size = 1 + (r * 13) % 40;
+      ranges.push_back({begin / multiple * multiple, (begin + size) / multiple * multiple});
+    }
+    return ranges;
+  };
+  const ops::AdamWHyper h{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.5f, .step = 4};
+  for (const auto& [name, decay] :
+       {std::pair{"none", std::vector<ElementRange>{}}, std::pair{"all", std::vector<ElementRange>{{0, n}}},
+        std::pair{"odd bounds", spaced(1)}, std::pair{"bounds on multiples of 4", spaced(4)}}) {
+    SCOPED_TRACE(name);
+    const Tensor ep = p.clone(), em = m.clone(), ev = v.clone();
+    ops::cpu::adamw_update(ep, g, em, ev, h, 0.5f, decay);
+    const Tensor dp = p.to(device), dm = m.to(device), dv = v.to(device);
+    ch06::flat_adamw(dp, g.to(device), dm, dv, h, 0.5f, decay);
+    const Tolerance tol = tolerance_for(DType::F32, 1);
+    EXPECT_TRUE(all_close("params", dp, ep, tol));
+    EXPECT_TRUE(all_close("m", dm, em, tol));
+    EXPECT_TRUE(all_close("v", dv, ev, tol));
+  }
 }
 
 }  // namespace lab::test

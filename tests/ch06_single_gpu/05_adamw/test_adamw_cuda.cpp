@@ -1,8 +1,9 @@
-// Lab 05 on the GPU: every GPU version of the AdamW lab (fp32: v1-v3; bf16: both roundings) against the CPU
-// reference on GPT-2 tiny's layout and an odd one; multi-tensor apply with chunks small enough to fill its table
-// many times over (tensors cut between launches, empty tensors, more tensors than slots); ch06::flat_adamw_bf16
-// on CUDA: stochastic rounding that keeps tiny updates, repeatable for a seed. Labels ch06 and cuda: they run in
-// the emulation build and skip without a GPU.
+// Lab 05 on the GPU: every GPU version of the AdamW lab (fp32: v1-v4; bf16: both roundings) against the CPU
+// reference on GPT-2 tiny's layout and an odd one (in both orders); multi-tensor apply with chunks small enough
+// to fill its table many times over (tensors cut between launches, empty tensors, more tensors than slots);
+// ch06::flat_adamw(_bf16) on CUDA: decay ranges with odd bounds and more than one launch's table of them,
+// stochastic rounding that keeps tiny updates, repeatable for a seed. Labels ch06 and cuda: they run in the
+// emulation build and skip without a GPU.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -29,7 +30,7 @@ TEST(AdamWLabGpu, EveryVersionMatchesCpu) {
       SCOPED_TRACE(layout.name + ", " + p.name);
       const kernel_lab::KernelLab lab = ch06::make_adamw_lab(p.problem, layout.store);
       const std::vector<int> gpu = test::versions_on(lab, DeviceType::CUDA);
-      ASSERT_EQ(gpu.size(), p.problem.table == ch06::AdamWTable::FP32 ? 3u : 2u);
+      ASSERT_EQ(gpu.size(), p.problem.table == ch06::AdamWTable::FP32 ? 4u : 2u);
       for (const int n : gpu) EXPECT_TRUE(test::version_passes(lab, n));
     }
 }
@@ -82,6 +83,11 @@ TEST(MultiTensorAdamW, EveryChunkOfEveryTensorIsUpdatedOnce) {
 }
 
 // ================================================================ the promoted op
+
+TEST(FlatAdamWGpu, DecayRangesMatchTheCore) {
+  LAB_REQUIRE_GPU();
+  test::expect_decay_ranges_match_the_core(kGpu);
+}
 
 TEST(FlatAdamWGpu, TinyUpdatesSurviveStochasticRounding) {
   LAB_REQUIRE_GPU();
