@@ -95,7 +95,7 @@ void cpu_forward_fused(const Tensor& out, const Tensor& x, const Tensor& bias) {
   // Two loops over each row: the exponentials into a row of scratch in L1, then the divisions. Written as one
   // loop, GCC -O3 turns exp_fast's clamp into a second division, v / (1 + exp(88)), computed for every lane and
   // blended away; its results are subnormal, and on x86 each costs a microcode assist. On the 2-core Xeon VM
-  // (one thread, 8192 x 3072) the one-loop form took about 330 ms, this one 85 to 130 ms (README.md).
+  // (one thread, 8192 x 3072) the one-loop form took 330 to 390 ms, this one 83 to 128 ms (README.md).
 #pragma omp parallel
   {
     std::vector<float> row(static_cast<size_t>(OC));
