@@ -55,7 +55,8 @@ void ParameterStore::allocate(Device device, ParameterOrder order) {
   std::vector<ElementRange> decayed;
   for (const ParamInfo& p : infos_)
     if (p.decay) decayed.push_back({p.offset, p.offset + p.numel()});
-  std::sort(decayed.begin(), decayed.end(), [](const ElementRange& a, const ElementRange& b) { return a.begin < b.begin; });
+  std::sort(decayed.begin(), decayed.end(),
+            [](const ElementRange& a, const ElementRange& b) { return a.begin < b.begin; });
   for (const ElementRange& r : decayed) {
     if (!decay_ranges_.empty() && align_up(decay_ranges_.back().end) == r.begin)
       decay_ranges_.back().end = r.end;

@@ -86,8 +86,8 @@ __global__ void max_and_target_kernel(const float* logits, const int32_t* target
     target_logit[blockIdx.x] = t >= 0 && t < real ? row[t] : 0.0f;
 }
 
-__global__ void sum_exp_kernel(const float* logits, const float* row_max, int64_t S, int64_t vocab_start,
-                               int64_t vocab, float* sum_exp) {
+__global__ void sum_exp_kernel(const float* logits, const float* row_max, int64_t S, int64_t vocab_start, int64_t vocab,
+                               float* sum_exp) {
   __shared__ float scratch[kWarpSize];
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * S;
   const int64_t real = real_columns(S, vocab_start, vocab);
@@ -141,8 +141,8 @@ void vocab_slice_embedding_forward(const Tensor& out, const Tensor& tokens, cons
   const int64_t BT = tokens.numel(), S = wte_slice.dim(0), C = wte_slice.dim(1);
   if (BT * C == 0) return;
   LaunchScope scope(out);
-  LAB_LAUNCH(embedding_forward_kernel, {grid_for(BT * C, kBlockSize), kBlockSize, 0, scope.stream()},
-             out.data<float>(), tokens.data<int32_t>(), wte_slice.data<float>(), BT, S, C, vocab_start, vocab_rows);
+  LAB_LAUNCH(embedding_forward_kernel, {grid_for(BT * C, kBlockSize), kBlockSize, 0, scope.stream()}, out.data<float>(),
+             tokens.data<int32_t>(), wte_slice.data<float>(), BT, S, C, vocab_start, vocab_rows);
 }
 
 void vocab_slice_embedding_backward(const Tensor& dwte_slice, const Tensor& dout, const Tensor& tokens,
