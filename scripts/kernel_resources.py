@@ -100,6 +100,12 @@ BLOCK_THREADS = {
     "gelu_backward_v1_kernel": 256,
     "bias_gelu_forward_v2_kernel": 256,
     "bias_gelu_backward_v2_kernel": 256,
+    # ch08 tensor parallelism (tp/cuda/vocab_parallel_ops.cu): the vocabulary-parallel cross-entropy's row
+    # kernels kRowThreads = 512 (a row per block), the bias kernel kBlockSize.
+    "max_and_target_kernel": 512,
+    "sum_exp_kernel": 512,
+    "loss_and_grad_kernel": 512,
+    "add_bias_kernel": 256,
 }
 
 

@@ -4,6 +4,7 @@
 #   DIR        the normal build: CPU code, and the CUDA sources compiled by nvcc when it is found (for sm_90
 #              unless a GPU is present or CMAKE_CUDA_ARCHITECTURES is set); without a GPU the CUDA tests
 #              report SKIPPED
+#              then the static resources of every kernel (scripts/kernel_resources.py, when nvcc is found)
 #   DIR-emu    the CUDA emulation build (Release): the same CUDA sources compiled by the host compiler and
 #              run on the CPU (common/cuda/emulation/README.md); every test runs, and every test labelled
 #              cuda must run: a skipped one fails CI
@@ -52,6 +53,14 @@ echo "== build"
 cmake --build "$BUILD_DIR" -j "$JOBS"
 echo "== test"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+
+# Every kernel's registers, spills and occupancy on sm_90 from ptxas: fails on a kernel that spills without a
+# reason in scripts/kernel_resources_allowlist.txt, or that has no block size in the script's table.
+if command -v nvcc >/dev/null 2>&1; then
+  echo "== kernel resources (sm_90)"
+  python3 scripts/kernel_resources.py --out "$BUILD_DIR/kernel_resources.md" >/dev/null
+  echo "kernel resources: $(grep -c '^| `' "$BUILD_DIR/kernel_resources.md") kernels, table in $BUILD_DIR/kernel_resources.md"
+fi
 
 # Runs every test of an emulation build, then checks that every test labelled cuda ran (none skipped).
 test_emulation_build() {
