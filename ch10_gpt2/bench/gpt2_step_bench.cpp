@@ -8,24 +8,28 @@
 //         per token), when the GPU is in the peak table.
 // Memory: the allocator's peak (all categories) and the process's peak resident set.
 // The step is the trainer's (common/train's TrainStep), with the device synchronised between its phases so
-// that forward, backward and the optimizer are timed apart.
+// that forward, backward and the optimizer are timed apart (step_bench.h).
+//
+// --staircase NAME runs a chapter's staircase instead (common/lab/staircase.h): each rung's step in turn in this
+// one process, each compared with the rung before it; the command line's model, device, batch, sequence length
+// and steps are the workload every rung shares. `ch06`: fp32 -> tf32 (GPU) -> fused kernels -> twice the batch
+// (ch06_single_gpu/step_staircase.h).
 //
 //   gpt2_step_bench --model d12 --device cpu --batch 4 --seq 64 --steps 10 --json result.json
+//   gpt2_step_bench --staircase ch06 --model small --device cpu --batch 8 --seq 128 --steps 5
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <optional>
 
+#include "ch06_single_gpu/step_staircase.h"
+#include "ch10_gpt2/bench/step_bench.h"
 #include "common/bench/gpu_peaks.h"
 #include "common/bench/result.h"
 #include "common/bench/timer.h"
 #include "common/core/parallel.h"
-#include "common/nn/gpt2.h"
 #include "common/ops/cpu/gemm.h"
-#include "common/optim/adamw.h"
-#include "common/train/math_mode.h"
-#include "common/train/train_step.h"
 #include "common/util/flags.h"
 #include "common/util/main.h"
 #include "common/util/rng.h"
@@ -59,58 +63,87 @@ int64_t peak_resident_bytes() {
   return 0;
 }
 
+// Runs the named staircase, prints its table and writes its rows (one per rung) to `json_path`.
+int run_staircase_bench(const std::string& name, const StepBenchSettings& base, const std::string& json_path, int argc,
+                        char** argv) {
+  LAB_CHECK(name == "ch06", InvalidArgument, "unknown staircase '", name, "' (known: ch06)");
+  const Device device = base.device == "auto" ? best_device() : parse_device(base.device);
+  const staircase::Staircase stairs =
+      ch06::speed_staircase({"--model", base.model, "--device", device.str(), "--seq", std::to_string(base.seq),
+                             "--steps", std::to_string(base.steps), "--warmup", std::to_string(base.warmup)},
+                            base.batch, device.is_cuda());
+  std::printf("gpt2_step_bench --staircase %s: %s, %s on %s (%s), %d threads\n", name.c_str(),
+              stairs.description.c_str(), base.model.c_str(), device.str().c_str(), lab::device_name(device).c_str(),
+              num_threads());
+  const staircase::StaircaseReport report = staircase::run_staircase(
+      stairs,
+      [&](const staircase::Rung& rung) {
+        allocator_for(device).reset_peak();
+        StepBench bench(StepBenchSettings::from_flags(stairs.flags_for(rung)));
+        const StepSamples samples = bench.run();
+        std::vector<double> ms, tokens_per_s;
+        for (double s : samples.step) {
+          ms.push_back(s * 1e3);
+          tokens_per_s.push_back(static_cast<double>(bench.tokens_per_step()) / s);
+        }
+        const double peak = static_cast<double>(memory_stats(device).peak_total);
+        return std::vector<staircase::Measurement>{{"step_ms", "ms", bench::Better::Lower, ms},
+                                                   {"tokens_per_s", "tokens/s", bench::Better::Higher, tokens_per_s},
+                                                   {"mem_peak_bytes", "bytes", bench::Better::Lower, {peak}}};
+      },
+      [](const staircase::RungReport& rung) {
+        std::printf("  %s: %s\n", rung.rung.name.c_str(), rung.ran ? "done" : ("not run: " + rung.error).c_str());
+        std::fflush(stdout);
+      });
+  std::fputs(report.table().c_str(), stdout);
+  if (!json_path.empty()) {
+    bench::BenchResult result = bench::BenchResult::start("gpt2_step_staircase", argc, argv);
+    report.add_to(result);
+    result.write(json_path);
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  return 0;
+}
+
 int run(int argc, char** argv) {
-  std::string model_name = "d12", device_name_flag = "auto", dtype = "fp32", json_path;
-  int64_t batch = 4, seq = 64, steps = 10, warmup = 2, threads = 0, gemm_repeats = 10;
+  StepBenchSettings settings;
+  std::string json_path, staircase_name;
+  int64_t threads = 0, gemm_repeats = 10;
   Flags flags("gpt2_step_bench",
               "Times GPT-2 training steps and compares them with the GEMM floor (CPU) or the "
-              "GPU's peak (MFU).");
-  flags.add_string("model", &model_name, "model size: d12, d24, d36, d48, small, tiny");
-  flags.add_string("device", &device_name_flag, "cpu, cuda, cuda:N or auto");
-  flags.add_choice("dtype", &dtype, {"fp32", "tf32"}, "math precision");
-  flags.add_int("batch", &batch, "batch size B", 1, 1 << 16);
-  flags.add_int("seq", &seq, "sequence length T", 1, 1 << 16);
-  flags.add_int("steps", &steps, "timed steps", 1, 100000);
-  flags.add_int("warmup", &warmup, "untimed steps first", 0, 1000);
+              "GPU's peak (MFU), or runs a chapter's staircase of such steps.");
+  settings.register_flags(flags);
   flags.add_int("threads", &threads, "CPU threads (0: all cores)", 0, 4096);
   flags.add_int("gemm-repeats", &gemm_repeats, "repeats per GEMM shape for the floor", 1, 1000);
   flags.add_string("json", &json_path, "write the result here (bench JSON)");
+  flags.add_string("staircase", &staircase_name,
+                   "run this chapter's staircase (ch06) on the workload of --model, --device, --batch, --seq, "
+                   "--steps and --warmup; the rungs set --dtype and --kernels");
   if (!flags.parse(argc, argv)) return 0;
   if (!json_path.empty()) bench::BenchResult::check_destination(json_path);  // before minutes of steps
   if (threads > 0) set_num_threads(static_cast<int>(threads));
-  const Device device = device_name_flag == "auto" ? best_device() : parse_device(device_name_flag);
-  const MathMode math_mode = parse_math_mode(dtype);
-  LAB_CHECK(device.is_cuda() || math_mode == MathMode::FP32, InvalidArgument, "--dtype tf32 needs a GPU");
-  apply_math_mode(device, math_mode);
-
-  GPT2 model(GPT2Config::from_name(model_name), device);
-  model.init_weights(1);
-  AdamW opt(model.parameters(), {});
-  Rng rng(2);
-  std::vector<int32_t> tok(static_cast<size_t>(batch * seq)), tgt(tok.size());
-  for (auto& x : tok) x = static_cast<int32_t>(rng.below(50257));
-  for (auto& x : tgt) x = static_cast<int32_t>(rng.below(50257));
-  const Tensor tokens = Tensor::from_ints(tok, {batch, seq}, device);
-  const Tensor targets = Tensor::from_ints(tgt, {batch, seq}, device);
-  std::printf("gpt2_step_bench: %s (%s) on %s (%s), B=%lld T=%lld, %d threads\n", model_name.c_str(),
-              model.config().str().c_str(), device.str().c_str(), lab::device_name(device).c_str(),
-              static_cast<long long>(batch), static_cast<long long>(seq), num_threads());
-
-  // The step the trainer runs, with the device synchronised between its phases to time each one.
-  TrainStep train_step(model, opt, TrainStepConfig{1, 1.0, true});
-  const BatchSource same_batch = [&] { return MicroBatch{tokens, targets}; };
-  constexpr double kLr = 1e-4;
-  for (int64_t i = 0; i < warmup; ++i) train_step.run(same_batch, kLr);
-  std::vector<double> step_s, fwd_s, bwd_s, opt_s;
-  for (int64_t i = 0; i < steps; ++i) {
-    const TrainStepResult p = train_step.run(same_batch, kLr);
-    fwd_s.push_back(p.forward_seconds);
-    bwd_s.push_back(p.backward_seconds);
-    opt_s.push_back(p.optimizer_seconds);
-    step_s.push_back(p.forward_seconds + p.backward_seconds + p.optimizer_seconds);
-    std::printf("  step %lld: %.1f ms\n", static_cast<long long>(i + 1), step_s.back() * 1e3);
-    std::fflush(stdout);
+  if (!staircase_name.empty()) {
+    LAB_CHECK(!flags.was_set("dtype") && !flags.was_set("kernels"), InvalidArgument,
+              "--staircase sets --dtype and --kernels on each rung: leave them out");
+    return run_staircase_bench(staircase_name, settings, json_path, argc, argv);
   }
+
+  StepBench step_bench(settings);
+  const Device device = step_bench.device();
+  const std::string& model_name = settings.model;
+  const std::string& dtype = settings.dtype;
+  const int64_t batch = settings.batch, seq = settings.seq;
+  const GPT2& model = step_bench.model();
+  std::printf("gpt2_step_bench: %s (%s) on %s (%s), B=%lld T=%lld, %s kernels, %d threads\n", model_name.c_str(),
+              model.config().str().c_str(), device.str().c_str(), lab::device_name(device).c_str(),
+              static_cast<long long>(batch), static_cast<long long>(seq), settings.kernels.c_str(), num_threads());
+
+  const StepSamples samples = step_bench.run([](int64_t i, double seconds) {
+    std::printf("  step %lld: %.1f ms\n", static_cast<long long>(i + 1), seconds * 1e3);
+    std::fflush(stdout);
+  });
+  const std::vector<double>&step_s = samples.step, &fwd_s = samples.forward, &bwd_s = samples.backward,
+        &opt_s = samples.optimizer;
   // Peak resident memory of the training steps themselves, before the floor measurement adds its matrices.
   const int64_t rss = peak_resident_bytes();
   const bench::Summary step = bench::summarize(step_s);
@@ -136,6 +169,7 @@ int run(int argc, char** argv) {
   row.set("model", model_name);
   row.set("device", device.is_cuda() ? "cuda" : "cpu");
   row.set("dtype", dtype);
+  row.set("kernels", settings.kernels);
   row.set("batch", batch);
   row.set("seq", seq);
   row.set("ms_median", step.median * 1e3);
@@ -173,12 +207,7 @@ int run(int argc, char** argv) {
     }
   } else {
     // The GEMM floor: record the step's sgemm shapes, then time each one alone.
-    std::vector<ops::cpu::GemmShape> shapes;
-    {
-      ops::cpu::GemmRecorder recorder;
-      train_step.run(same_batch, kLr);
-      shapes = recorder.shapes();
-    }
+    const std::vector<ops::cpu::GemmShape> shapes = step_bench.record_gemm_shapes();
     std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, bool>, int> counts;
     for (const auto& s : shapes) counts[{s.trans_a, s.trans_b, s.M, s.N, s.K, s.accumulate}]++;
     double floor_s = 0, gemm_flops = 0;

@@ -180,7 +180,7 @@ Tensor GPT2::head_loss(Tape& tape, const Var& x, const Tensor& targets, float gr
   if (options_.tensor_parallel)
     return options_.tensor_parallel->vocab_parallel_cross_entropy(tape, logits, targets, vocab_start(),
                                                                   config_.vocab_size, grad_scale);
-  return ag::cross_entropy(tape, logits, targets, config_.vocab_size, grad_scale);
+  return options_.cross_entropy(tape, logits, targets, config_.vocab_size, grad_scale);
 }
 
 Var GPT2::hidden(Tape& tape, const Tensor& tokens) const {

@@ -46,10 +46,14 @@ struct ModelOptions {
   using AttentionFn = std::function<Var(Tape&, const Var& qkv, int n_head)>;
   using MlpFn = std::function<Var(Tape&, const MLP&, const Var& x)>;
   using BlockFn = std::function<Var(Tape&, const Block&, const Var& x, const ModelOptions&)>;
+  // ag::cross_entropy's contract: per-row losses of logits [..., Vp], the logits' gradient written over them.
+  using CrossEntropyFn =
+      std::function<Tensor(Tape&, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale)>;
 
   AttentionFn attention = ag::attention;
   MlpFn mlp;      // empty: c_proj(gelu(c_fc(x))); a tensor-parallel shard takes none (it needs f and g)
   BlockFn block;  // empty: the standard pre-LN block below
+  CrossEntropyFn cross_entropy = ag::cross_entropy;  // the loss over the LM head's logits (single rank)
   // The communication of a tensor-parallel shard (see tensor_parallel.h); null for a model on one rank.
   std::shared_ptr<const TensorParallelFunctions> tensor_parallel;
 };

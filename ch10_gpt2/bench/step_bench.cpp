@@ -1,0 +1,77 @@
+#include "ch10_gpt2/bench/step_bench.h"
+
+#include "ch06_single_gpu/fused_model.h"
+#include "common/train/math_mode.h"
+#include "common/util/rng.h"
+
+namespace lab {
+
+namespace {
+
+constexpr double kLr = 1e-4;
+
+}  // namespace
+
+void StepBenchSettings::register_flags(Flags& flags) {
+  flags.add_string("model", &model, "model size: d12, d24, d36, d48, small, tiny");
+  flags.add_string("device", &device, "cpu, cuda, cuda:N or auto");
+  flags.add_choice("dtype", &dtype, {"fp32", "tf32"}, "math precision");
+  flags.add_choice("kernels", &kernels, {"reference", "fused"},
+                   "reference: the core's kernels; fused: chapter 6's fused kernels (ch06_single_gpu/fused_model.h)");
+  flags.add_int("batch", &batch, "batch size B", 1, 1 << 16);
+  flags.add_int("seq", &seq, "sequence length T", 1, 1 << 16);
+  flags.add_int("steps", &steps, "timed steps", 1, 100000);
+  flags.add_int("warmup", &warmup, "untimed steps first", 0, 1000);
+}
+
+StepBenchSettings StepBenchSettings::from_flags(const std::vector<std::string>& flags) {
+  StepBenchSettings settings;
+  Flags parser("gpt2_step_bench", "a staircase rung's settings");
+  settings.register_flags(parser);
+  parser.parse(flags);
+  return settings;
+}
+
+StepBench::StepBench(const StepBenchSettings& settings)
+    : settings_(settings), device_(settings.device == "auto" ? best_device() : parse_device(settings.device)) {
+  const MathMode math_mode = parse_math_mode(settings_.dtype);
+  LAB_CHECK(device_.is_cuda() || math_mode == MathMode::FP32, InvalidArgument, "--dtype tf32 needs a GPU");
+  apply_math_mode(device_, math_mode);
+  model_ = std::make_unique<GPT2>(GPT2Config::from_name(settings_.model), device_,
+                                  ch06::with_kernels({}, ch06::parse_kernels(settings_.kernels)));
+  model_->init_weights(1);
+  optimizer_ = std::make_unique<AdamW>(model_->parameters(), AdamWConfig{});
+  Rng rng(2);
+  std::vector<int32_t> tok(static_cast<size_t>(tokens_per_step())), tgt(tok.size());
+  for (auto& x : tok) x = static_cast<int32_t>(rng.below(50257));
+  for (auto& x : tgt) x = static_cast<int32_t>(rng.below(50257));
+  tokens_ = Tensor::from_ints(tok, {settings_.batch, settings_.seq}, device_);
+  targets_ = Tensor::from_ints(tgt, {settings_.batch, settings_.seq}, device_);
+  // The step the trainer runs, with the device synchronised between its phases to time each one.
+  TrainStepConfig step_config;  // one micro-batch, clipping at 1 as the trainer does
+  step_config.time_phases = true;
+  train_step_ = std::make_unique<TrainStep>(*model_, *optimizer_, step_config);
+}
+
+StepSamples StepBench::run(const std::function<void(int64_t, double)>& on_step) {
+  const BatchSource same_batch = [&] { return MicroBatch{tokens_, targets_}; };
+  for (int64_t i = 0; i < settings_.warmup; ++i) train_step_->run(same_batch, kLr);
+  StepSamples samples;
+  for (int64_t i = 0; i < settings_.steps; ++i) {
+    const TrainStepResult p = train_step_->run(same_batch, kLr);
+    samples.forward.push_back(p.forward_seconds);
+    samples.backward.push_back(p.backward_seconds);
+    samples.optimizer.push_back(p.optimizer_seconds);
+    samples.step.push_back(p.forward_seconds + p.backward_seconds + p.optimizer_seconds);
+    if (on_step) on_step(i, samples.step.back());
+  }
+  return samples;
+}
+
+std::vector<ops::cpu::GemmShape> StepBench::record_gemm_shapes() {
+  ops::cpu::GemmRecorder recorder;
+  train_step_->run([&] { return MicroBatch{tokens_, targets_}; }, kLr);
+  return recorder.shapes();
+}
+
+}  // namespace lab

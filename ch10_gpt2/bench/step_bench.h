@@ -1,0 +1,65 @@
+// The workload of gpt2_step_bench: one GPT-2, its AdamW and the trainer's TrainStep on a fixed random batch,
+// built from the bench's settings and timed step by step (each phase apart). The single run and every rung of
+// a staircase (--staircase) build one of these.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/nn/gpt2.h"
+#include "common/ops/cpu/gemm.h"
+#include "common/optim/adamw.h"
+#include "common/train/train_step.h"
+#include "common/util/flags.h"
+
+namespace lab {
+
+// The settings a step depends on (a staircase's rungs change these).
+struct StepBenchSettings {
+  std::string model = "d12";
+  std::string device = "auto";
+  std::string dtype = "fp32";
+  std::string kernels = "reference";
+  int64_t batch = 4;
+  int64_t seq = 64;
+  int64_t steps = 10;
+  int64_t warmup = 2;
+
+  void register_flags(Flags& flags);
+  // From a flag list in the same form (a staircase rung's flags); Error(InvalidArgument) on a bad one.
+  static StepBenchSettings from_flags(const std::vector<std::string>& flags);
+};
+
+// The timed steps, in seconds, one sample per step.
+struct StepSamples {
+  std::vector<double> step, forward, backward, optimizer;
+};
+
+class StepBench {
+ public:
+  // Builds the model (weights from seed 1) and a batch of random tokens (seed 2) on the settings' device, with
+  // their math mode and kernels. Error(InvalidArgument) for a setting this machine cannot run (tf32 on a CPU).
+  explicit StepBench(const StepBenchSettings& settings);
+
+  // Runs the warm-up steps, then the timed ones; `on_step(i, seconds)` after each timed step (to print it).
+  StepSamples run(const std::function<void(int64_t, double)>& on_step = {});
+  // The sgemm calls of one more step (the CPU's GEMM floor times each shape alone).
+  std::vector<ops::cpu::GemmShape> record_gemm_shapes();
+
+  const StepBenchSettings& settings() const { return settings_; }
+  Device device() const { return device_; }
+  const GPT2& model() const { return *model_; }
+  int64_t tokens_per_step() const { return settings_.batch * settings_.seq; }
+
+ private:
+  StepBenchSettings settings_;
+  Device device_;
+  std::unique_ptr<GPT2> model_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<TrainStep> train_step_;
+  Tensor tokens_, targets_;
+};
+
+}  // namespace lab

@@ -1,0 +1,113 @@
+#include "tests/ch06_single_gpu/fused_model/fused_model_check.h"
+
+#include <cmath>
+#include <vector>
+
+#include "ch06_single_gpu/fused_model.h"
+#include "common/optim/adamw.h"
+#include "common/train/train_step.h"
+#include "common/util/rng.h"
+#include "tests/common/cuda/op_check.h"
+
+namespace lab::test {
+
+namespace {
+
+// Small, with shapes off the kernels' block sizes: B*T = 14 rows, a vocabulary of 301 padded to 384. C = 64 keeps
+// the fused LayerNorm on its register-row path (C a multiple of 4).
+GPT2Config small_config() {
+  GPT2Config config;
+  config.n_layer = 2;
+  config.n_head = 2;
+  config.n_embd = 64;
+  config.block_size = 16;
+  config.vocab_size = 301;
+  config.padded_vocab_size = static_cast<int>(GPT2Config::pad_vocab(config.vocab_size));
+  return config;
+}
+constexpr int64_t kBatch = 2, kSeq = 7;
+
+Tensor random_tokens(uint64_t seed, int64_t vocab, Device device) {
+  Rng rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(kBatch * kSeq));
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab)));
+  return Tensor::from_ints(ids, {kBatch, kSeq}, device);
+}
+
+GPT2 make_model(Device device, ch06::Kernels kernels) {
+  GPT2 model(small_config(), device, ch06::with_kernels({}, kernels));
+  model.init_weights(7);
+  return model;
+}
+
+// fp32 sums of up to `length` terms in different orders: a few times the usual rounding of such sums.
+Tolerance fp32_tolerance(int64_t length) {
+  Tolerance tol = tolerance_for(DType::F32, length);
+  tol.rel *= 4;
+  tol.abs *= 4;
+  return tol;
+}
+
+}  // namespace
+
+void expect_fused_matches_reference(Device device) {
+  const GPT2Config config = small_config();
+  GPT2 reference = make_model(Device::cpu(), ch06::Kernels::Reference);
+  GPT2 fused = make_model(device, ch06::Kernels::Fused);
+  const Tensor tokens = random_tokens(11, config.vocab_size, Device::cpu());
+  const Tensor targets = random_tokens(12, config.vocab_size, Device::cpu());
+  const int64_t hidden = 4 * config.n_embd;
+
+  {
+    Tape ref_tape(false), fused_tape(false);
+    EXPECT_TRUE(all_close("logits", fused.logits(fused_tape, tokens.to(device)).value(),
+                          reference.logits(ref_tape, tokens).value(), fp32_tolerance(hidden)));
+  }
+
+  Tape ref_tape, fused_tape;
+  const Tensor ref_losses = reference.loss(ref_tape, tokens, targets);
+  const Tensor fused_losses = fused.loss(fused_tape, tokens.to(device), targets.to(device));
+  EXPECT_TRUE(all_close("losses", fused_losses, ref_losses, fp32_tolerance(config.padded_vocab_size)));
+  reference.parameters().zero_grad();
+  fused.parameters().zero_grad();
+  ref_tape.backward();
+  fused_tape.backward();
+  // Weight gradients sum over the B*T rows, input gradients over up to 4C outputs.
+  for (const auto& info : reference.parameters().infos())
+    EXPECT_TRUE(all_close(info.name.c_str(), fused.parameters().grad(info.name), reference.parameters().grad(info.name),
+                          fp32_tolerance(hidden + kBatch * kSeq)));
+}
+
+void expect_fused_training_tracks_reference(Device device) {
+  const GPT2Config config = small_config();
+  GPT2 reference = make_model(Device::cpu(), ch06::Kernels::Reference);
+  GPT2 fused = make_model(device, ch06::Kernels::Fused);
+  AdamW ref_opt(reference.parameters(), {}), fused_opt(fused.parameters(), {});
+  TrainStep ref_step(reference, ref_opt, {}), fused_step(fused, fused_opt, {});
+  constexpr int kSteps = 4;
+  for (int step = 0; step < kSteps; ++step) {
+    const Tensor tokens = random_tokens(100 + step, config.vocab_size, Device::cpu());
+    const Tensor targets = random_tokens(200 + step, config.vocab_size, Device::cpu());
+    const TrainStepResult ref = ref_step.run([&] { return MicroBatch{tokens, targets}; }, 1e-3);
+    const TrainStepResult got = fused_step.run([&] { return MicroBatch{tokens.to(device), targets.to(device)}; }, 1e-3);
+    EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss) << "step " << step;
+    EXPECT_NEAR(got.grad_norm, ref.grad_norm, 1e-4 * ref.grad_norm) << "step " << step;
+  }
+  // Four updates of at most lr each: the weights agree far more closely than one update moves them. Except the
+  // key third of c_attn's bias: its gradient is zero in exact arithmetic (a constant added to every score of a
+  // query leaves the softmax unchanged), so AdamW's normalisation turns rounding noise of either model into
+  // steps of up to lr, which no two summation orders share.
+  const int64_t C = config.n_embd;
+  for (const auto& info : reference.parameters().infos()) {
+    const Tensor got = fused.parameters().value(info.name), want = reference.parameters().value(info.name);
+    if (info.name.ends_with("attn.c_attn.bias")) {
+      for (const int64_t third : {0, 2})  // query and value biases
+        EXPECT_TRUE(
+            all_close(info.name.c_str(), got.view(third * C, {C}), want.view(third * C, {C}), Tolerance{1e-5, 1e-5}));
+      continue;
+    }
+    EXPECT_TRUE(all_close(info.name.c_str(), got, want, Tolerance{1e-5, 1e-5}));
+  }
+}
+
+}  // namespace lab::test

@@ -1,0 +1,43 @@
+// --kernels fused on the CPU: the fused GPT-2's logits, losses and gradients against the reference GPT-2's, a few
+// training steps side by side, and the flag's parsing. Label ch06.
+#include <gtest/gtest.h>
+
+#include "ch06_single_gpu/fused_model.h"
+#include "tests/ch06_single_gpu/fused_model/fused_model_check.h"
+
+namespace lab {
+namespace {
+
+TEST(FusedModelCpu, LogitsLossAndGradientsMatchReference) {
+  test::expect_fused_matches_reference(Device::cpu());
+}
+
+TEST(FusedModelCpu, TrainingTracksReference) {
+  test::expect_fused_training_tracks_reference(Device::cpu());
+}
+
+TEST(FusedModelCpu, HooksSetOnlyWhenFused) {
+  const ModelOptions reference = ch06::with_kernels({}, ch06::Kernels::Reference);
+  EXPECT_FALSE(reference.block);
+  EXPECT_FALSE(reference.mlp);
+  const ModelOptions fused = ch06::with_kernels({}, ch06::Kernels::Fused);
+  EXPECT_TRUE(fused.block);
+  EXPECT_TRUE(fused.mlp);
+  EXPECT_TRUE(fused.cross_entropy);
+}
+
+TEST(FusedModelCpu, KernelsNames) {
+  EXPECT_EQ(ch06::parse_kernels("reference"), ch06::Kernels::Reference);
+  EXPECT_EQ(ch06::parse_kernels("fused"), ch06::Kernels::Fused);
+  EXPECT_STREQ(ch06::kernels_name(ch06::Kernels::Fused), "fused");
+  try {
+    ch06::parse_kernels("fastest");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("reference or fused"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace lab

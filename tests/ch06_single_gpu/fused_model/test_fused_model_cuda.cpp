@@ -1,0 +1,22 @@
+// --kernels fused on CUDA: the fused GPT-2 on the GPU against the reference GPT-2 on the CPU (logits, losses,
+// gradients, a few training steps). Labels ch06 and cuda: runs in the emulation build, skips without a GPU.
+#include <gtest/gtest.h>
+
+#include "tests/ch06_single_gpu/fused_model/fused_model_check.h"
+#include "tests/common/cuda/gpu_test.h"
+
+namespace lab {
+namespace {
+
+TEST(FusedModelCuda, LogitsLossAndGradientsMatchCpuReference) {
+  LAB_REQUIRE_GPU();
+  test::expect_fused_matches_reference(test::kGpu);
+}
+
+TEST(FusedModelCuda, TrainingTracksCpuReference) {
+  LAB_REQUIRE_GPU();
+  test::expect_fused_training_tracks_reference(test::kGpu);
+}
+
+}  // namespace
+}  // namespace lab
