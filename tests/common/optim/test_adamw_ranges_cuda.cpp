@@ -2,6 +2,8 @@
 // than one launch's table holds (several launches, each over its stretch of the buffer), at odd sizes.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "common/ops/adamw.h"
 #include "tests/support/test_support.h"
 
