@@ -15,6 +15,7 @@ Var Var::parameter(Tensor value, Tensor grad) {
             " on ", value.device().str());
   Var v(std::move(value), true);
   v.node_->grad = std::move(grad);
+  v.node_->parameter = true;
   return v;
 }
 
@@ -30,7 +31,7 @@ bool Var::requires_grad() const {
 const Tensor& Var::grad() const {
   LAB_CHECK(requires_grad(), InvalidArgument, "grad() of a Var that does not require a gradient");
   if (!node_->grad.defined()) {
-    MemoryScope scope(MemCategory::Activations);
+    MemoryScope scope(node_->parameter ? MemCategory::Grads : MemCategory::Activations);
     node_->grad = Tensor::zeros(node_->value.shape(), node_->value.dtype(), node_->value.device());
   }
   return node_->grad;

@@ -24,7 +24,9 @@ class Var {
   Var() = default;
   // An activation or input. requires_grad=false means backward never computes its gradient.
   explicit Var(Tensor value, bool requires_grad = true);
-  // A parameter whose gradient lives in a preallocated buffer (same shape and device as the value).
+  // A parameter whose gradient lives in a preallocated buffer (same shape and device as the value). Should the
+  // buffer be released (bind_grad with an undefined tensor), the next backward allocates a new one, counted
+  // as MemCategory::Grads.
   static Var parameter(Tensor value, Tensor grad);
 
   bool defined() const { return node_ != nullptr; }
@@ -34,7 +36,8 @@ class Var {
   const Tensor& grad() const;
   // The gradient if requires_grad, else an undefined Tensor: what backward ops pass as "maybe skip".
   Tensor grad_or_none() const;
-  // Makes `g` the gradient buffer (used by the fused classifier, which computes dlogits in place).
+  // Makes `g` the gradient buffer (used by the fused classifier, which computes dlogits in place); an undefined
+  // `g` releases it (a consumer done with a parameter's gradient: chapter 7's optimizer in backward).
   void bind_grad(Tensor g) const;
 
   // Runs `hook` whenever the tape has run the last recorded step that adds to this Var's gradient (see above);
@@ -50,6 +53,7 @@ class Var {
     Tensor value;
     mutable Tensor grad;
     bool requires_grad = true;
+    bool parameter = false;
     int pending_gradient_steps = 0;
     std::function<void()> gradient_hook;
   };

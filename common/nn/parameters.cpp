@@ -97,6 +97,20 @@ int64_t ParameterStore::decay_numel() const {
   return decay_ranges_.empty() ? 0 : align_up(decay_ranges_.back().end);
 }
 
+void ParameterStore::zero_grad() {
+  if (grads_.defined()) {
+    grads_.zero_();
+    return;
+  }
+  for (const Var& v : vars_) v.bind_grad(Tensor());
+}
+
+void ParameterStore::release_flat_grads() {
+  LAB_CHECK(allocated(), InvalidArgument, "release_flat_grads(): parameters not allocated yet");
+  grads_ = Tensor();
+  for (const Var& v : vars_) v.bind_grad(Tensor());
+}
+
 int64_t ParameterStore::num_parameters() const {
   int64_t n = 0;
   for (const ParamInfo& p : infos_) n += p.numel();

@@ -71,7 +71,13 @@ class ParameterStore {
   int64_t num_parameters() const;  // real parameters, padding excluded
   Device device() const { return params_.device(); }
 
-  void zero_grad() { grads_.zero_(); }
+  // Zeroes the flat gradient buffer or, once it is released, releases every parameter's own gradient.
+  void zero_grad();
+  // Releases the flat gradient buffer: from then on each parameter's gradient is allocated by the backward pass
+  // that first adds to it (MemCategory::Grads) and released by whoever consumes it (Var::bind_grad with an
+  // undefined tensor), so that gradients need not all be alive at once (chapter 7: optimizer in backward,
+  // ZeRO-2). grads() is undefined afterwards.
+  void release_flat_grads();
 
  private:
   const ParamInfo* find(const std::string& name) const;

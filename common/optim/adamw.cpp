@@ -1,4 +1,5 @@
-// AdamW over the flat buffers, the global gradient norm and clipping (see adamw.h).
+// AdamW over the flat buffers, whole, per parameter or sharded; the global gradient norm and clipping (see
+// adamw.h).
 #include "common/optim/adamw.h"
 
 #include <algorithm>
@@ -8,25 +9,97 @@
 
 namespace lab {
 
-AdamW::AdamW(ParameterStore& params, const AdamWConfig& config) : params_(params), config_(config) {
+namespace {
+
+int64_t total_size(const std::vector<ElementRange>& ranges) {
+  int64_t n = 0;
+  for (const ElementRange& r : ranges) n += r.size();
+  return n;
+}
+
+// The parts of `decay` inside `range`, relative to range.begin: the decay ranges of an update of that range.
+std::vector<ElementRange> decay_within(const std::vector<ElementRange>& decay, const ElementRange& range) {
+  std::vector<ElementRange> out;
+  for (const ElementRange& d : decay) {
+    const int64_t begin = std::max(d.begin, range.begin), end = std::min(d.end, range.end);
+    if (begin < end) out.push_back({begin - range.begin, end - range.begin});
+  }
+  return out;
+}
+
+}  // namespace
+
+AdamW::AdamW(ParameterStore& params, const AdamWConfig& config)
+    : AdamW(params, config, {{0, params.allocated() ? params.numel() : 0}}) {
+  sharded_ = false;
+}
+
+AdamW::AdamW(ParameterStore& params, const AdamWConfig& config, std::vector<ElementRange> owned)
+    : params_(params), config_(config), owned_(std::move(owned)), sharded_(true) {
   LAB_CHECK(params.allocated(), InvalidArgument, "AdamW needs allocated parameters");
+  int64_t previous_end = 0;
+  for (const ElementRange& r : owned_) {
+    LAB_CHECK(previous_end <= r.begin && r.begin <= r.end && r.end <= params.numel(), InvalidArgument,
+              "AdamW: owned range [", r.begin, ", ", r.end, ") is not sorted, disjoint and inside [0, ", params.numel(),
+              ")");
+    previous_end = r.end;
+  }
   MemoryScope scope(MemCategory::Optimizer);
-  m_ = Tensor::zeros({params.numel()}, DType::F32, params.device());
-  v_ = Tensor::zeros({params.numel()}, DType::F32, params.device());
+  m_ = Tensor::zeros({total_size(owned_)}, DType::F32, params.device());
+  v_ = Tensor::zeros({total_size(owned_)}, DType::F32, params.device());
+}
+
+ops::AdamWHyper AdamW::hyper(float lr) const {
+  return {lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, step_};
 }
 
 void AdamW::step(float lr, float grad_scale) {
   ++step_;
-  const ops::AdamWHyper hyper{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, step_};
-  ops::adamw_update(params_.params(), params_.grads(), m_, v_, hyper, grad_scale, params_.decay_ranges());
+  if (!sharded_) {  // the whole buffer in one pass
+    ops::adamw_update(params_.params(), params_.grads(), m_, v_, hyper(lr), grad_scale, params_.decay_ranges());
+    return;
+  }
+  int64_t state_offset = 0;
+  for (const ElementRange& r : owned_) {
+    update_range(r, state_offset, params_.grads().view(r.begin, {r.size()}), hyper(lr), grad_scale);
+    state_offset += r.size();
+  }
+}
+
+void AdamW::step(float lr, float grad_scale, const Tensor& owned_grads) {
+  LAB_CHECK(owned_grads.numel() == m_.numel(), InvalidArgument, "AdamW::step: ", owned_grads.numel(), " gradients for ",
+            m_.numel(), " owned elements");
+  ++step_;
+  int64_t state_offset = 0;
+  for (const ElementRange& r : owned_) {
+    update_range(r, state_offset, owned_grads.view(state_offset, {r.size()}), hyper(lr), grad_scale);
+    state_offset += r.size();
+  }
+}
+
+void AdamW::update(const std::string& name, const Tensor& grad, float lr) {
+  LAB_CHECK(!sharded_, InvalidArgument, "AdamW::update('", name, "'): the optimizer is sharded");
+  LAB_CHECK(step_ >= 1, InvalidArgument, "AdamW::update('", name, "') before begin_step()");
+  const ParamInfo& p = params_.info(name);
+  update_range({p.offset, p.offset + p.numel()}, p.offset, grad.view(0, {p.numel()}), hyper(lr), 1.0f);
+}
+
+void AdamW::update_range(const ElementRange& range, int64_t state_offset, const Tensor& grads,
+                         const ops::AdamWHyper& hyper, float grad_scale) {
+  if (range.size() == 0) return;
+  const Shape shape{range.size()};
+  ops::adamw_update(params_.params().view(range.begin, shape), grads, m_.view(state_offset, shape),
+                    v_.view(state_offset, shape), hyper, grad_scale, decay_within(params_.decay_ranges(), range));
 }
 
 Tensor AdamW::m(const std::string& name) const {
+  LAB_CHECK(!sharded_, InvalidArgument, "AdamW::m('", name, "'): the optimizer is sharded");
   const ParamInfo& p = params_.info(name);
   return m_.view(p.offset, p.shape);
 }
 
 Tensor AdamW::v(const std::string& name) const {
+  LAB_CHECK(!sharded_, InvalidArgument, "AdamW::v('", name, "'): the optimizer is sharded");
   const ParamInfo& p = params_.info(name);
   return v_.view(p.offset, p.shape);
 }

@@ -3,9 +3,16 @@
 // The moments m and v are flat buffers parallel to the parameters (MemCategory::Optimizer). Weight decay
 // applies to the 2-D weights only, the store's decay_ranges(), which the fused op takes in the same single pass
 // (common/ops/adamw.h); the layout of the buffers is the store's (backward order for GPT-2).
+//
+// Two other ways to apply the same update (chapter 7), each element's arithmetic unchanged:
+//   - one parameter at a time (optimizer in backward): begin_step() counts the step, then update() applies it to
+//     each parameter as its gradient becomes final;
+//   - sharded (ZeRO): the optimizer owns some ranges of the flat buffer and keeps moments for those only, the
+//     ranges one after the other in m and v; step() updates the owned ranges of the parameters.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/nn/parameters.h"
 #include "common/ops/adamw.h"
@@ -21,23 +28,46 @@ struct AdamWConfig {
 
 class AdamW {
  public:
+  // Moments for the whole flat buffer.
   AdamW(ParameterStore& params, const AdamWConfig& config);
+  // Moments for the `owned` ranges of the flat buffer only (sorted, disjoint, inside it; InvalidArgument
+  // otherwise), stored one after the other.
+  AdamW(ParameterStore& params, const AdamWConfig& config, std::vector<ElementRange> owned);
 
-  // One update with learning rate `lr`; gradients are multiplied by grad_scale first (clipping).
+  // One update with learning rate `lr`; gradients are multiplied by grad_scale first (clipping). Reads the
+  // gradients of the owned ranges from the store's flat gradient buffer.
   void step(float lr, float grad_scale = 1.0f);
+  // The same with the owned ranges' gradients given as one buffer laid out as m and v (ZeRO-2's gradient shard).
+  void step(float lr, float grad_scale, const Tensor& owned_grads);
+
+  // One parameter at a time: begin_step() starts the next step, update() applies it to the parameter `name`
+  // with its gradient `grad` (InvalidArgument on a sharded optimizer).
+  void begin_step() { ++step_; }
+  void update(const std::string& name, const Tensor& grad, float lr);
 
   int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t step) { step_ = step; }
   const Tensor& m() const { return m_; }
   const Tensor& v() const { return v_; }
   // One parameter's moments: views of m and v with its shape (checkpoints store them per parameter name).
+  // InvalidArgument on a sharded optimizer.
   Tensor m(const std::string& name) const;
   Tensor v(const std::string& name) const;
   const AdamWConfig& config() const { return config_; }
+  // The ranges of the flat buffer this optimizer updates: the whole buffer unless sharded.
+  const std::vector<ElementRange>& owned() const { return owned_; }
+  bool sharded() const { return sharded_; }
 
  private:
+  // Updates params[range] with `grads` (range.size() elements) and the moments at state_offset.
+  void update_range(const ElementRange& range, int64_t state_offset, const Tensor& grads, const ops::AdamWHyper& hyper,
+                    float grad_scale);
+  ops::AdamWHyper hyper(float lr) const;
+
   ParameterStore& params_;
   AdamWConfig config_;
+  std::vector<ElementRange> owned_;
+  bool sharded_ = false;
   Tensor m_, v_;
   int64_t step_ = 0;
 };

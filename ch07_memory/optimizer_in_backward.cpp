@@ -1,0 +1,63 @@
+// The optimizer-in-backward step: per-parameter updates from gradient hooks (see optimizer_in_backward.h).
+#include "ch07_memory/optimizer_in_backward.h"
+
+#include <cmath>
+
+#include "common/core/error.h"
+#include "common/ops/reduce.h"
+
+namespace lab::ch07 {
+
+OptimizerInBackwardStep::OptimizerInBackwardStep(GPT2& model, AdamW& optimizer, TrainStepConfig config)
+    : TrainStep(model, optimizer, config) {
+  LAB_CHECK(config.grad_clip == 0, InvalidArgument,
+            "--optimizer-in-backward: gradient clipping by global norm (--grad-clip ", config.grad_clip,
+            ") needs every gradient before the first update, but each parameter is updated as soon as its own "
+            "gradient is final; give --grad-clip 0");
+  LAB_CHECK(config.accum_steps == 1, InvalidArgument, "--optimizer-in-backward: gradient accumulation (",
+            config.accum_steps,
+            " micro-batches per step) would keep every gradient alive between backward passes; give one "
+            "micro-batch per step (no --total-batch-tokens)");
+  LAB_CHECK(!optimizer.sharded(), InvalidArgument, "--optimizer-in-backward: the optimizer is sharded (ZeRO)");
+  ParameterStore& params = model.parameters();
+  params.release_flat_grads();
+  updated_.assign(params.infos().size(), false);
+  for (size_t i = 0; i < params.infos().size(); ++i)
+    params.var(params.infos()[i].name).set_gradient_hook([this, i] { on_gradient_final(i); });
+}
+
+OptimizerInBackwardStep::~OptimizerInBackwardStep() {
+  const ParameterStore& params = model().parameters();
+  for (const ParamInfo& p : params.infos()) params.var(p.name).set_gradient_hook({});
+}
+
+void OptimizerInBackwardStep::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
+  lr_ = static_cast<float>(result.lr);
+  sum_squares_ = 0;
+  updated_.assign(updated_.size(), false);
+  optimizer().begin_step();
+  TrainStep::run_micro_batches(next_batch, result);
+}
+
+void OptimizerInBackwardStep::on_gradient_final(size_t index) {
+  const ParamInfo& p = model().parameters().infos()[index];
+  const Var& var = model().parameters().var(p.name);
+  const Tensor& grad = var.grad();
+  sum_squares_ += ops::sum_squares(grad);
+  optimizer().update(p.name, grad, lr_);
+  var.bind_grad(Tensor());  // the gradient's memory goes back now, not at the end of the step
+  updated_[index] = true;
+}
+
+double OptimizerInBackwardStep::gradient_norm() {
+  return std::sqrt(sum_squares_);
+}
+
+void OptimizerInBackwardStep::optimizer_step(double, float) {
+  const std::vector<ParamInfo>& infos = model().parameters().infos();
+  for (size_t i = 0; i < infos.size(); ++i)
+    LAB_CHECK(updated_[i], Internal, "optimizer in backward: parameter '", infos[i].name,
+              "' got no gradient in this step, so it was not updated");
+}
+
+}  // namespace lab::ch07

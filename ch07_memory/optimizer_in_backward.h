@@ -1,0 +1,51 @@
+// Optimizer in backward (`--optimizer-in-backward`): each parameter's AdamW update runs as soon as its gradient
+// is final, inside the backward pass, and its gradient is released at once.
+//
+// What changes from the previous rung (the ordinary step, common/train/train_step.h): the gradients are no
+// longer one flat buffer alive for the whole step. The model's store releases that buffer
+// (ParameterStore::release_flat_grads); backward allocates each parameter's gradient when it first adds to it,
+// and a gradient hook (common/autograd/var.h) updates the parameter and frees the gradient when the tape has run
+// the last step that adds to it. The gradients alive at once are then the tied token embedding's (GPT-2's LM
+// head adds to it first, the embedding last, so it lives through the whole backward) and those of the backward
+// step running (a linear's weight and bias): a few tensors instead of the whole model (PyTorch's
+// "optimizer step fused into backward" tutorial does the same with register_post_accumulate_grad_hook).
+//
+// What it gives up, refused with a clear error rather than done wrong:
+//   - gradient clipping by global norm: the norm needs every gradient before the first update (PyTorch's docs
+//     say the same of optimizer hooks), so the step requires grad_clip 0;
+//   - gradient accumulation: every gradient would have to stay alive between the micro-batches' backward passes;
+//   - data parallelism and ZeRO: they reduce the gradients across ranks after backward (the trainer refuses).
+// The gradient norm is still reported: each gradient's sum of squares is added up before it is released.
+// The training result is unchanged: each element gets the same arithmetic on the same gradient as in the flat
+// update (tests/ch07_memory/optimizer_in_backward).
+#pragma once
+
+#include <vector>
+
+#include "common/train/train_step.h"
+
+namespace lab::ch07 {
+
+class OptimizerInBackwardStep : public TrainStep {
+ public:
+  // Releases the model's flat gradient buffer for good and sets a gradient hook on every parameter; InvalidArgument
+  // with grad_clip > 0 or accum_steps > 1, or with a sharded optimizer.
+  OptimizerInBackwardStep(GPT2& model, AdamW& optimizer, TrainStepConfig config);
+  ~OptimizerInBackwardStep() override;  // removes the hooks
+
+ protected:
+  void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) override;
+  double gradient_norm() override;
+  // The updates have run during backward: checks that every parameter got one.
+  void optimizer_step(double lr, float clip_coefficient) override;
+
+ private:
+  // The hook of parameter `index` (into ParameterStore::infos()).
+  void on_gradient_final(size_t index);
+
+  float lr_ = 0;
+  double sum_squares_ = 0;     // of the gradients final so far in this step
+  std::vector<bool> updated_;  // per parameter, in this step
+};
+
+}  // namespace lab::ch07

@@ -1,0 +1,50 @@
+// ZeRO's shards: which elements of the flat buffers each rank of a data-parallel group owns.
+//
+// The flat buffer is cut into the data-parallel buckets (ch08_distributed/dp/buckets.h: whole parameters in
+// backward order), and each bucket into one block per rank, as a reduce-scatter or an all-gather of that
+// bucket cuts it: a bucket of n elements is padded to a multiple of the group's size D and rank r owns block r,
+// elements [r c, (r + 1) c) with c = ceil(n / D) (the last ranks' blocks may reach into the padding, or lie in
+// it entirely). A rank's shard is its block of every bucket: about 1/D of the buffer, spread over the model, so
+// that each bucket's gradients can be reduce-scattered, and its parameters all-gathered, as soon as the bucket
+// is complete (DeepSpeed's ZeRO cuts its partitions the same way from its buckets).
+//
+// A rank's moments (AdamW constructed with owned()) and its gradient shard hold its blocks' real elements one
+// after the other, in buffer order.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ch08_distributed/dp/buckets.h"
+#include "common/ops/element_range.h"
+
+namespace lab::ch07 {
+
+struct ShardedBucket {
+  ch08::GradientBucket bucket;  // its range of the flat buffer and its parameters
+  int64_t block = 0;            // elements per rank's block: the bucket padded to a multiple of the ranks
+  ElementRange owned;           // this rank's block, clipped to the bucket (possibly empty)
+  int64_t shard_offset = 0;     // where `owned` starts in this rank's shard (moments, gradient shard)
+};
+
+class ZeroShards {
+ public:
+  // The shards of `params` over `ranks` ranks, seen from `rank`, with buckets of at most `bucket_bytes`.
+  ZeroShards(const ParameterStore& params, int ranks, int rank, int64_t bucket_bytes);
+
+  const std::vector<ShardedBucket>& buckets() const { return buckets_; }
+  // This rank's owned ranges, in buffer order (empty ones left out): what AdamW keeps moments for.
+  std::vector<ElementRange> owned() const;
+  int64_t shard_numel() const { return shard_numel_; }  // the elements of owned(), together
+  int64_t bucket_bytes() const { return bucket_bytes_; }
+  int ranks() const { return ranks_; }
+  int rank() const { return rank_; }
+
+ private:
+  int ranks_, rank_;
+  int64_t bucket_bytes_;
+  std::vector<ShardedBucket> buckets_;
+  int64_t shard_numel_ = 0;
+};
+
+}  // namespace lab::ch07

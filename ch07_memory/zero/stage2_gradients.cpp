@@ -1,0 +1,101 @@
+// ZeRO stage 2: gradients reduce-scattered bucket by bucket from gradient hooks (see stage2_gradients.h).
+#include "ch07_memory/zero/stage2_gradients.h"
+
+#include <cmath>
+
+#include "ch07_memory/zero/parameter_gather.h"
+#include "ch07_memory/zero/zero_step.h"
+#include "ch08_distributed/rank_coordination.h"
+#include "common/core/memory.h"
+#include "common/ops/reduce.h"
+#include "common/ops/residual.h"
+
+namespace lab::ch07 {
+
+ZeroStage2Step::ZeroStage2Step(comm::Communicator& group, const ZeroShards& shards, GPT2& model, AdamW& optimizer,
+                               TrainStepConfig config)
+    : TrainStep(model, optimizer, config), group_(group), shards_(shards) {
+  check_sharding(group, shards, optimizer);
+  ParameterStore& params = model.parameters();
+  {
+    MemoryScope scope(MemCategory::Grads);
+    gradient_shard_ = Tensor::zeros({shards_.shard_numel()}, DType::F32, params.device());
+  }
+  params.release_flat_grads();
+  bucket_of_.resize(params.infos().size());
+  for (size_t b = 0; b < shards_.buckets().size(); ++b)
+    for (const size_t p : shards_.buckets()[b].bucket.params) bucket_of_[p] = b;
+  pending_.resize(shards_.buckets().size());
+  reduced_.resize(shards_.buckets().size());
+  for (size_t i = 0; i < params.infos().size(); ++i)
+    params.var(params.infos()[i].name).set_gradient_hook([this, i] { on_gradient_final(i); });
+}
+
+ZeroStage2Step::~ZeroStage2Step() {
+  const ParameterStore& params = model().parameters();
+  for (const ParamInfo& p : params.infos()) params.var(p.name).set_gradient_hook({});
+}
+
+void ZeroStage2Step::zero_grads() {
+  TrainStep::zero_grads();  // releases any per-parameter gradient left over
+  gradient_shard_.zero_();
+}
+
+void ZeroStage2Step::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
+  TrainStep::run_micro_batches(next_batch, result);
+  result.loss = ch08::mean_over(group_, result.loss, model().device());
+}
+
+double ZeroStage2Step::forward_backward(const MicroBatch& batch, TrainStepResult& result) {
+  for (size_t b = 0; b < pending_.size(); ++b) {
+    pending_[b] = shards_.buckets()[b].bucket.params.size();
+    reduced_[b] = false;
+  }
+  const double loss = TrainStep::forward_backward(batch, result);
+  // A bucket whose hooks did not all run (a parameter that received no gradient) is reduced now, in bucket
+  // order on every rank, so that the ranks' collectives stay in the same order.
+  for (size_t b = 0; b < reduced_.size(); ++b)
+    if (!reduced_[b]) reduce_bucket(b);
+  return loss;
+}
+
+void ZeroStage2Step::on_gradient_final(size_t param) {
+  const size_t b = bucket_of_[param];
+  if (--pending_[b] == 0) reduce_bucket(b);
+}
+
+void ZeroStage2Step::reduce_bucket(size_t index) {
+  const ShardedBucket& b = shards_.buckets()[index];
+  const ParameterStore& params = model().parameters();
+  Tensor packed, block;
+  {
+    MemoryScope scope(MemCategory::Comm);
+    packed = Tensor::zeros({b.block * shards_.ranks()}, DType::F32, params.device());
+    block = Tensor::empty({b.block}, DType::F32, params.device());
+  }
+  for (const size_t i : b.bucket.params) {
+    const ParamInfo& p = params.infos()[i];
+    const Var& var = params.var(p.name);
+    packed.view(p.offset - b.bucket.range.begin, {p.numel()}).copy_from(var.grad());
+    var.bind_grad(Tensor());  // this rank's copy of the gradient is no longer needed
+  }
+  group_.reduce_scatter(packed, block, comm::ReduceOp::Avg);
+  if (b.owned.size() > 0)  // the shard += this micro-batch's averaged block
+    ops::residual_backward(gradient_shard_.view(b.shard_offset, {b.owned.size()}), Tensor(),
+                           block.view(0, {b.owned.size()}));
+  reduced_[index] = true;
+}
+
+double ZeroStage2Step::gradient_norm() {
+  Tensor sum_squares = Tensor::from_floats(std::vector<float>{static_cast<float>(ops::sum_squares(gradient_shard_))},
+                                           {1}, model().device());
+  group_.all_reduce(sum_squares, comm::ReduceOp::Sum);
+  return std::sqrt(static_cast<double>(sum_squares.to_floats()[0]));
+}
+
+void ZeroStage2Step::optimizer_step(double lr, float clip_coefficient) {
+  optimizer().step(static_cast<float>(lr), clip_coefficient, gradient_shard_);
+  all_gather_parameters(group_, shards_, model().parameters());
+}
+
+}  // namespace lab::ch07

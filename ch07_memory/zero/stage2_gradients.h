@@ -1,0 +1,62 @@
+// ZeRO stage 2 (`--zero 2`): the gradients are sharded too.
+//
+// What changes from stage 1 (stage1_optimizer_state.h): the gradients are reduce-scattered instead of
+// all-reduced, and no rank keeps the whole gradient. The model's flat gradient buffer is released
+// (ParameterStore::release_flat_grads): backward allocates each parameter's gradient when it first adds to it,
+// and a gradient hook (common/autograd/var.h) counts down the parameter's bucket (shards.h). When a bucket's
+// last gradient is final, its gradients are packed into one padded buffer, reduce-scattered (averaged) so that
+// this rank receives its block, added into the rank's gradient shard, and freed; backward goes on. After
+// backward every rank holds the averaged gradient of its shard only: the gradient norm is the square root of
+// the sum over the ranks of their shards' sums of squares, and AdamW updates the shard from it; the parameters
+// are then all-gathered as in stage 1.
+//
+// With gradient accumulation each micro-batch's backward reduce-scatters its buckets and adds them to the
+// shard, so no full gradient outlives a backward pass (DeepSpeed's stage 2 does the same); the sum of the
+// micro-batches' averages is the average of their sums, up to the order of floating-point additions.
+//
+// Per-rank bytes with fp32 AdamW: 4Ψ parameters + 4Ψ/D gradients + 8Ψ/D moments, plus the gradients alive
+// during backward: the tied token embedding's (GPT-2's LM head adds to it first and the embedding last) and the
+// bucket being filled. What it costs: a reduce-scatter per bucket per micro-batch, on the backward thread
+// (this step does not overlap it with backward), and a scalar all-reduce for the norm.
+#pragma once
+
+#include <vector>
+
+#include "ch07_memory/zero/shards.h"
+#include "common/comm/communicator.h"
+#include "common/train/train_step.h"
+
+namespace lab::ch07 {
+
+class ZeroStage2Step : public TrainStep {
+ public:
+  // `optimizer` must be sharded as `shards` says, `group` the shards' ranks. Releases the model's flat
+  // gradient buffer for good and sets a gradient hook on every parameter.
+  ZeroStage2Step(comm::Communicator& group, const ZeroShards& shards, GPT2& model, AdamW& optimizer,
+                 TrainStepConfig config);
+  ~ZeroStage2Step() override;  // removes the hooks
+
+  // This rank's averaged gradients of its shard after a step, laid out as the optimizer's moments.
+  const Tensor& gradient_shard() const { return gradient_shard_; }
+
+ protected:
+  void zero_grads() override;
+  void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) override;
+  double forward_backward(const MicroBatch& batch, TrainStepResult& result) override;
+  double gradient_norm() override;
+  void optimizer_step(double lr, float clip_coefficient) override;
+
+ private:
+  void on_gradient_final(size_t param);
+  // Reduce-scatters bucket `index` into the gradient shard and frees its parameters' gradients.
+  void reduce_bucket(size_t index);
+
+  comm::Communicator& group_;
+  ZeroShards shards_;
+  Tensor gradient_shard_;
+  std::vector<size_t> bucket_of_;  // per parameter (index into infos())
+  std::vector<size_t> pending_;    // per bucket: its parameters whose gradient is not final yet
+  std::vector<bool> reduced_;      // per bucket, in this micro-batch
+};
+
+}  // namespace lab::ch07

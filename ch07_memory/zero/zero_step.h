@@ -1,0 +1,40 @@
+// ZeRO over the data-parallel ranks (Rajbhandari et al. 2020), the rungs that shard training state:
+//
+//   stage  sharded over the D ranks          per-rank bytes, fp32 AdamW (Ψ parameters)   file
+//   0      nothing (data parallelism)        4Ψ + 4Ψ + 8Ψ = 16Ψ                           ch08 dp/
+//   1      optimizer moments                 4Ψ + 4Ψ + 8Ψ/D                               stage1_optimizer_state.h
+//   2      moments and gradients             4Ψ + 4Ψ/D + 8Ψ/D                             stage2_gradients.h
+//   3      moments, gradients, parameters    16Ψ/D                                        not implemented
+//
+// (The paper's 16Ψ is mixed-precision Adam: 2Ψ fp16 parameters, 2Ψ fp16 gradients, 12Ψ fp32 master weights and
+// moments; with fp32 training the moments are 8Ψ and the parameters are their own master copy.) Every stage
+// trains exactly as data parallelism does, up to the order of floating-point additions
+// (tests/ch07_memory/zero); the shards are the buckets' per-rank blocks (shards.h).
+//
+// Which stage is the right one: stage 1 costs one all-gather of the parameters per step beside data
+// parallelism's all-reduce and saves most of the memory (the moments are half of fp32 training's state);
+// stage 2 moves no more bytes than stage 1 (a reduce-scatter instead of the all-reduce) and also divides the
+// gradients, but reduces every micro-batch's gradients (accumulation multiplies its traffic). With one rank
+// nothing is saved.
+#pragma once
+
+#include <memory>
+
+#include "ch07_memory/zero/shards.h"
+#include "ch08_distributed/parallel_options.h"
+#include "common/comm/communicator.h"
+#include "common/train/train_step.h"
+
+namespace lab::ch07 {
+
+// The step of ZeRO stage `stage` (1 or 2; InvalidArgument otherwise) over `group`, the data-parallel ranks.
+// `optimizer` must be built with shards.owned(); stage 1 averages the gradients with the data-parallel
+// `dp_stage`'s reducer. Collective over `group`.
+std::unique_ptr<TrainStep> make_zero_step(int stage, comm::Communicator& group, const ZeroShards& shards,
+                                          ch08::DpStage dp_stage, GPT2& model, AdamW& optimizer,
+                                          TrainStepConfig config);
+
+// InvalidArgument unless `shards` are the shards of `group` and `optimizer` owns exactly them.
+void check_sharding(const comm::Communicator& group, const ZeroShards& shards, const AdamW& optimizer);
+
+}  // namespace lab::ch07
