@@ -97,9 +97,11 @@ void materialising(const ClassifierTensors& t, int64_t vocab, float dloss) {
 void core_fused(const ClassifierTensors& t, int64_t vocab, float dloss) {
   ops::fused_classifier(t.logits, t.losses, t.targets, vocab, dloss);
 }
+#ifdef LAB_WITH_CUDA
 void promoted_fused(const ClassifierTensors& t, int64_t vocab, float dloss) {
   ch06::fused_classifier(t.logits, t.losses, t.targets, vocab, dloss);
 }
+#endif
 
 }  // namespace
 
