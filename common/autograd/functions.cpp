@@ -27,32 +27,36 @@ bool any_requires_grad(std::initializer_list<const Var*> vars) {
 }  // namespace
 
 Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe) {
+  const MemoryOpScope op("embedding");
   const int64_t C = wte.value().dim(1);
   Var out(new_activation({tokens.dim(0), tokens.dim(1), C}, wte.value()),
           tape.recording() && any_requires_grad({&wte, &wpe}));
   ops::embedding_forward(out.value(), tokens, wte.value(), wpe.value());
   if (out.requires_grad())
-    tape.record([=] { ops::embedding_backward(wte.grad(), wpe.grad(), out.grad(), tokens); }, {wte, wpe});
+    tape.record("embedding", {out.value()},
+                [=] { ops::embedding_backward(wte.grad(), wpe.grad(), out.grad(), tokens); }, {wte, wpe});
   return out;
 }
 
 Var linear(Tape& tape, const Var& x, const Var& w, const Var& b) {
+  const MemoryOpScope op("linear");
   Shape shape = x.value().shape();
   shape.back() = w.value().dim(0);
   const Tensor bias = b.defined() ? b.value() : Tensor();
   Var out(new_activation(shape, x.value()), tape.recording() && any_requires_grad({&x, &w, &b}));
   ops::linear_forward(out.value(), x.value(), w.value(), bias);
   if (out.requires_grad())
-    tape.record(
-        [=] {
-          ops::linear_backward(x.grad_or_none(), w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(),
-                               out.grad(), x.value(), w.value());
-        },
-        {x, w, b});
+    tape.record("linear", {x.value(), out.value()},
+                [=] {
+                  ops::linear_backward(x.grad_or_none(), w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(),
+                                       out.grad(), x.value(), w.value());
+                },
+                {x, w, b});
   return out;
 }
 
 Var layernorm(Tape& tape, const Var& x, const Var& w, const Var& b) {
+  const MemoryOpScope op("layernorm");
   const Tensor& xv = x.value();
   const int64_t rows = xv.numel() / xv.dim(-1);
   Var out(new_activation(xv.shape(), xv), tape.recording() && any_requires_grad({&x, &w, &b}));
@@ -61,38 +65,46 @@ Var layernorm(Tape& tape, const Var& x, const Var& w, const Var& b) {
   ops::layernorm_forward(out.value(), mean, rstd, xv, w.value(), b.value());
   if (out.requires_grad())
     tape.record(
+        "layernorm", {xv, mean, rstd, out.value()},
         [=] { ops::layernorm_backward(x.grad(), w.grad(), b.grad(), out.grad(), x.value(), w.value(), mean, rstd); },
         {x, w, b});
   return out;
 }
 
 Var gelu(Tape& tape, const Var& x) {
+  const MemoryOpScope op("gelu");
   Var out(new_activation(x.value().shape(), x.value()), tape.recording() && x.requires_grad());
   ops::gelu_forward(out.value(), x.value());
-  if (out.requires_grad()) tape.record([=] { ops::gelu_backward(x.grad(), x.value(), out.grad()); }, {x});
+  if (out.requires_grad())
+    tape.record("gelu", {x.value(), out.value()}, [=] { ops::gelu_backward(x.grad(), x.value(), out.grad()); }, {x});
   return out;
 }
 
 Var residual(Tape& tape, const Var& a, const Var& b) {
+  const MemoryOpScope op("residual");
   Var out(new_activation(a.value().shape(), a.value()), tape.recording() && any_requires_grad({&a, &b}));
   ops::residual_forward(out.value(), a.value(), b.value());
   if (out.requires_grad())
-    tape.record([=] { ops::residual_backward(a.grad_or_none(), b.grad_or_none(), out.grad()); }, {a, b});
+    tape.record("residual", {a.value(), b.value(), out.value()},
+                [=] { ops::residual_backward(a.grad_or_none(), b.grad_or_none(), out.grad()); }, {a, b});
   return out;
 }
 
 Var attention(Tape& tape, const Var& qkv, int n_head) {
+  const MemoryOpScope op("attention");
   const Tensor& q = qkv.value();
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2) / 3;
   Var out(new_activation({B, T, C}, q), tape.recording() && qkv.requires_grad());
   Tensor att = new_activation({B, n_head, T, T}, q);
   ops::attention_forward(out.value(), att, q, n_head);
   if (out.requires_grad())
-    tape.record([=] { ops::attention_backward(qkv.grad(), out.grad(), qkv.value(), att, n_head); }, {qkv});
+    tape.record("attention", {q, att, out.value()},
+                [=] { ops::attention_backward(qkv.grad(), out.grad(), qkv.value(), att, n_head); }, {qkv});
   return out;
 }
 
 Tensor cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale) {
+  const MemoryOpScope op("cross_entropy");
   const Tensor& lv = logits.value();
   const int64_t Vp = lv.dim(-1), N = lv.numel() / Vp;
   Tensor losses = new_activation({N}, lv);

@@ -54,13 +54,13 @@ class CpuCachingAllocator final : public Allocator {
       LAB_CHECK(ptr, Io, "out of host memory allocating ", size, " bytes");
       counters_.on_reserve(static_cast<int64_t>(size), true);
     }
-    counters_.on_alloc(bytes, category);  // live bytes are what was asked for; reserved bytes include slack
+    counters_.on_alloc(ptr, bytes, category);  // live bytes are what was asked for; reserved bytes include slack
     return ptr;
   }
 
   void deallocate(void* ptr, size_t bytes, MemCategory category) override {
     const size_t size = cpu_size_class(bytes);
-    counters_.on_free(bytes, category);
+    counters_.on_free(ptr, bytes, category);
     bool over_cap = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -73,6 +73,7 @@ class CpuCachingAllocator final : public Allocator {
 
   MemoryStats stats() const override { return counters_.snapshot(); }
   void reset_peak() override { counters_.reset_peak(); }
+  void set_event_hook(MemoryEventHook hook) override { counters_.set_event_hook(std::move(hook)); }
 
   void empty_cache() override {
     std::map<size_t, std::vector<void*>> drained;

@@ -39,6 +39,20 @@ MemCategory current_mem_category() {
   return t_current_category;
 }
 
+namespace {
+thread_local const char* t_current_op = "";
+}
+
+MemoryOpScope::MemoryOpScope(const char* op) : saved_(t_current_op) {
+  t_current_op = op;
+}
+MemoryOpScope::~MemoryOpScope() {
+  t_current_op = saved_;
+}
+const char* current_mem_op() {
+  return t_current_op;
+}
+
 std::string MemoryStats::table() const {
   std::string out;
   char line[128];
@@ -57,19 +71,26 @@ std::string MemoryStats::table() const {
   return out;
 }
 
-void MemoryCounters::on_alloc(size_t bytes, MemCategory c) {
+void MemoryCounters::on_alloc(const void* ptr, size_t bytes, MemCategory c) {
   std::lock_guard<std::mutex> lock(mutex_);
   const int i = static_cast<int>(c);
   stats_.live[i] += static_cast<int64_t>(bytes);
   stats_.peak[i] = std::max(stats_.peak[i], stats_.live[i]);
   stats_.live_total += static_cast<int64_t>(bytes);
   stats_.peak_total = std::max(stats_.peak_total, stats_.live_total);
+  if (hook_) hook_({true, ptr, static_cast<int64_t>(bytes), c, t_current_op});
 }
 
-void MemoryCounters::on_free(size_t bytes, MemCategory c) {
+void MemoryCounters::on_free(const void* ptr, size_t bytes, MemCategory c) {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.live[static_cast<int>(c)] -= static_cast<int64_t>(bytes);
   stats_.live_total -= static_cast<int64_t>(bytes);
+  if (hook_) hook_({false, ptr, static_cast<int64_t>(bytes), c, t_current_op});
+}
+
+void MemoryCounters::set_event_hook(MemoryEventHook hook) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  hook_ = std::move(hook);
 }
 
 void MemoryCounters::on_reserve(int64_t delta_bytes, bool system_call) {

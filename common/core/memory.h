@@ -7,11 +7,16 @@
 //
 // so the allocator can report live and peak bytes per category (params, grads, optimizer state,
 // activations, workspace, communication buffers). Chapter 7 builds its memory reports on these counters.
+//
+// A second scope, MemoryOpScope, names the operation allocating ("linear", "attention.backward"), and an
+// allocator can hand every allocation and free, in the order its counters saw them, to an event hook: that
+// is the timeline chapter 7's memory snapshot records.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -36,6 +41,34 @@ class MemoryScope {
 };
 MemCategory current_mem_category();
 
+// Names the operation for allocations made on this thread until the scope ends. `op` must outlive the scope
+// (a string literal).
+class MemoryOpScope {
+ public:
+  explicit MemoryOpScope(const char* op);
+  ~MemoryOpScope();
+  MemoryOpScope(const MemoryOpScope&) = delete;
+  MemoryOpScope& operator=(const MemoryOpScope&) = delete;
+
+ private:
+  const char* saved_;
+};
+const char* current_mem_op();  // "" outside any MemoryOpScope
+
+// One allocation or free as the counters saw it. `bytes` is what the counters count (live bytes), so replaying
+// the events from the live bytes at the start gives every later live and peak figure exactly.
+struct MemoryEvent {
+  bool is_alloc = true;
+  const void* ptr = nullptr;
+  int64_t bytes = 0;
+  MemCategory category = MemCategory::Other;
+  // The MemoryOpScope of the thread allocating (for a free: of the thread freeing); valid during the call only.
+  const char* op = "";
+};
+// Called under the counters' lock, so events arrive in the counters' order; it must not allocate through the
+// allocator that calls it.
+using MemoryEventHook = std::function<void(const MemoryEvent&)>;
+
 struct MemoryStats {
   std::array<int64_t, kNumMemCategories> live{};  // bytes handed out and not yet returned
   std::array<int64_t, kNumMemCategories> peak{};  // each category's own maximum of live
@@ -53,15 +86,18 @@ struct MemoryStats {
 // Thread-safe live/peak counters; shared by the CPU and CUDA allocators.
 class MemoryCounters {
  public:
-  void on_alloc(size_t bytes, MemCategory c);
-  void on_free(size_t bytes, MemCategory c);
+  void on_alloc(const void* ptr, size_t bytes, MemCategory c);
+  void on_free(const void* ptr, size_t bytes, MemCategory c);
   void on_reserve(int64_t delta_bytes, bool system_call);
   void reset_peak();
   MemoryStats snapshot() const;
+  // Installs (or, with an empty function, removes) the event hook.
+  void set_event_hook(MemoryEventHook hook);
 
  private:
   mutable std::mutex mutex_;
   MemoryStats stats_;
+  MemoryEventHook hook_;
 };
 
 class Allocator {
@@ -72,6 +108,8 @@ class Allocator {
   virtual MemoryStats stats() const = 0;
   virtual void reset_peak() = 0;
   virtual void empty_cache() = 0;  // give cached free blocks back to the system
+  // Every allocation and free from now on goes to `hook` too (an empty function stops it); see MemoryEvent.
+  virtual void set_event_hook(MemoryEventHook hook) = 0;
 };
 
 // The allocator of a device. Throws Unsupported for CUDA in a CPU-only build.

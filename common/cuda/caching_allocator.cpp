@@ -54,7 +54,7 @@ class CudaCachingAllocator final : public Allocator {
       std::lock_guard<std::mutex> lock(mutex_);
       live_[ptr] = Block{size, stream, {}};
     }
-    counters_.on_alloc(size, category);
+    counters_.on_alloc(ptr, size, category);
     return ptr;
   }
 
@@ -76,7 +76,7 @@ class CudaCachingAllocator final : public Allocator {
         pending_.push_back({ptr, std::move(block)});
       }
     }
-    counters_.on_free(size, category);
+    counters_.on_free(ptr, size, category);
   }
 
   void record_stream(void* ptr, cudaStream_t stream) {
@@ -109,6 +109,7 @@ class CudaCachingAllocator final : public Allocator {
 
   MemoryStats stats() const override { return counters_.snapshot(); }
   void reset_peak() override { counters_.reset_peak(); }
+  void set_event_hook(MemoryEventHook hook) override { counters_.set_event_hook(std::move(hook)); }
 
   void empty_cache() override {
     DeviceGuard guard(device_);

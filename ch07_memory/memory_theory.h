@@ -1,0 +1,49 @@
+// What theory predicts a GPT-2 training step holds, by category, for the memory report to set beside what the
+// allocator measured.
+//
+//   params      P x bytes, P the parameters with the padded vocabulary (the flat buffer holds its rows)
+//   grads       P x bytes (one flat gradient buffer, alive all step)
+//   optimizer   2 P x 4 (AdamW's two fp32 moments), + P x 4 for fp32 master weights when the parameters are
+//               16-bit: 16 bytes per parameter in all, the ZeRO paper's 16 psi for mixed-precision Adam
+//   activations what the forward pass keeps for backward, per token (B x T of them), in elements:
+//                 per block   18 C + 4 + heads x T   (none)
+//                             14 C + 4               (selective: no probabilities, no GELU output)
+//                             C                      (block: its input only)
+//                 outside     2 C + 3 + Vp           (embedding output, ln_f with its statistics, the logits
+//                                                     that become their own gradient, the loss)
+//               The per-block count of `none` is the kept tensors of one pre-LN block: ln_1 (C, mean and rstd),
+//               qkv (3C), the probabilities (heads x T), the attention output (C), its projection (C), the
+//               residual (C), ln_2 (C + 2), c_fc (4C), GELU (4C), the MLP projection (C) and the residual (C).
+//               It is Korthikanti et al.'s 34 + 5 a s / h bytes per token and hidden unit, for fp32 and
+//               without dropout masks. Backward adds, at its peak, the gradients in flight (a few [B,T,C] and
+//               one [B,T,4C]) and, for block, one block's activations recomputed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "ch07_memory/recompute.h"
+#include "common/core/memory.h"
+#include "common/nn/config.h"
+
+namespace lab::ch07 {
+
+struct MemoryTheory {
+  std::array<int64_t, kNumMemCategories> bytes{};  // by MemCategory; 0 where theory says nothing
+  int64_t parameters = 0;                          // P, padded vocabulary included
+  int64_t activation_elements_per_token_per_block = 0;
+  int64_t activation_elements_per_token_outside = 0;
+  // Block recompute only: one block's activations, live again while its backward runs (not in `bytes`).
+  int64_t recomputed_block_bytes = 0;
+
+  int64_t of(MemCategory c) const { return bytes[static_cast<int>(c)]; }
+  int64_t total() const;
+};
+
+// The theory for one micro-batch of B x T tokens, with `bytes_per_element` for parameters, gradients and
+// activations (4 for fp32, 2 for bf16 with fp32 master weights).
+MemoryTheory memory_theory(const GPT2Config& config, int64_t batch, int64_t seq, RecomputePolicy policy,
+                           int64_t bytes_per_element = 4);
+
+}  // namespace lab::ch07

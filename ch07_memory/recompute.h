@@ -1,0 +1,49 @@
+// Rung 2 of the memory staircase: activation recompute, `--recompute none|selective|block`.
+//
+// What changes from the previous rung (gradient accumulation): nothing about what is computed, only what the
+// forward pass keeps for backward. Accumulation bounded the activations by the micro-batch; recompute trades
+// compute for the activations themselves: some forward results are dropped after use and computed again,
+// from what was kept, when backward needs them. The ops and their order are the same, so on the CPU the
+// losses and gradients are bitwise those of no recompute.
+//
+//   none       every forward result stays on the tape until its backward has run.
+//   selective  Megatron's choice (Korthikanti et al. 2022): the attention probabilities [B, heads, T, T] and
+//              the GELU output [B, T, 4C] are dropped and recomputed; the GEMM outputs are kept. Those two are
+//              the activations that are big but cheap to compute again (no GEMM: the scores grow with T^2, the
+//              GELU is elementwise). Here the attention op computes probabilities and output together, so its
+//              recompute also repeats the probabilities-times-values product.
+//   block      only each block's input is kept; backward runs the block's forward again on a tape of its own
+//              and then that tape's backward (torch.utils.checkpoint around every block). One extra forward
+//              per step, about a third more compute, for activations of one block instead of all of them.
+//
+// The policies are ModelOptions hooks (attention and mlp for selective, block for block), so the core model
+// does not know them. Selective replaces the MLP, which a tensor-parallel shard cannot (Megatron's MLP needs
+// its communication): it refuses tensor parallelism; block works with it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/nn/modules.h"
+
+namespace lab::ch07 {
+
+enum class RecomputePolicy { None, Selective, Block };
+
+std::vector<std::string> recompute_policy_names();                // "none", "selective", "block"
+RecomputePolicy parse_recompute_policy(const std::string& name);  // InvalidArgument naming the choices
+const char* recompute_policy_name(RecomputePolicy policy);
+
+// Installs the policy's hooks in `options` (None leaves them unchanged). InvalidArgument for selective on a
+// tensor-parallel model (options.tensor_parallel set) or with an MLP hook already installed.
+void apply_recompute(ModelOptions& options, RecomputePolicy policy);
+
+// The hooks themselves.
+// Attention that keeps qkv and its output but not the probabilities.
+Var attention_recomputing_probabilities(Tape& tape, const Var& qkv, int n_head);
+// c_proj(gelu(c_fc(x))) keeping c_fc's output but not the GELU's.
+Var mlp_recomputing_gelu(Tape& tape, const MLP& mlp, const Var& x);
+// The block, keeping only its input and output; backward re-runs its forward (with `options`' other hooks).
+Var block_recomputed(Tape& tape, const Block& block, const Var& x, const ModelOptions& options);
+
+}  // namespace lab::ch07

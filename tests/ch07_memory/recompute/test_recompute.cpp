@@ -1,0 +1,52 @@
+// Activation recompute on the CPU: the same ops in the same order, so losses and gradients are bitwise those of
+// no recompute; gradient hooks still run once per parameter; and block recompute keeps less than half the
+// activations at the GPT-2 d12 shape (measured by the allocator).
+#include <gtest/gtest.h>
+
+#include "tests/ch07_memory/recompute/recompute_run.h"
+
+namespace lab {
+namespace {
+
+using ch07::RecomputePolicy;
+
+TEST(Recompute, EveryPolicyGivesBitwiseTheLossesAndGradientsOfNone) {
+  const GPT2Config config = GPT2Config::from_name("tiny");
+  const test::RecomputeRun none = test::run_with_recompute(config, Device::cpu(), RecomputePolicy::None, 3, 16);
+  for (const RecomputePolicy policy : {RecomputePolicy::Selective, RecomputePolicy::Block}) {
+    SCOPED_TRACE(ch07::recompute_policy_name(policy));
+    const test::RecomputeRun run = test::run_with_recompute(config, Device::cpu(), policy, 3, 16);
+    EXPECT_EQ(run.losses, none.losses);
+    EXPECT_EQ(run.grads, none.grads);
+    EXPECT_EQ(run.hooks_run, none.hooks_run);
+    EXPECT_LT(run.activation_peak, none.activation_peak);
+  }
+  EXPECT_GT(none.hooks_run, 0);
+}
+
+TEST(Recompute, BlockKeepsLessThanHalfTheActivationsAtTheD12Shape) {
+  // GPT-2 124M's shape, one row of 64 tokens; the weights stay zero (the bytes do not depend on them).
+  const GPT2Config config = GPT2Config::from_name("d12");
+  const int64_t none =
+      test::run_with_recompute(config, Device::cpu(), RecomputePolicy::None, 1, 64, false).activation_peak;
+  const int64_t block =
+      test::run_with_recompute(config, Device::cpu(), RecomputePolicy::Block, 1, 64, false).activation_peak;
+  EXPECT_LT(2 * block, none) << "block " << block << " bytes, none " << none << " bytes";
+}
+
+TEST(Recompute, PolicyNames) {
+  for (const std::string& name : ch07::recompute_policy_names())
+    EXPECT_EQ(ch07::recompute_policy_name(ch07::parse_recompute_policy(name)), name);
+  EXPECT_THROW(ch07::parse_recompute_policy("layers"), Error);
+}
+
+TEST(Recompute, SelectiveRefusesAModelWithItsOwnMlp) {
+  ModelOptions options;
+  options.mlp = [](Tape& tape, const MLP& mlp, const Var& x) {
+    return mlp.c_proj.forward(tape, mlp.c_fc.forward(tape, x));
+  };
+  EXPECT_THROW(ch07::apply_recompute(options, RecomputePolicy::Selective), Error);
+}
+
+}  // namespace
+}  // namespace lab
