@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/core/memory.h"
+#include "common/ops/convert.h"
 #include "common/util/rng.h"
 
 namespace lab {
@@ -107,7 +109,7 @@ GPT2::GPT2(const GPT2Config& config, Device device, ModelOptions options, const 
   if (shard_.has_embedding) wpe_ = params_.var("wpe.weight");
   auto linear = [&](int i, const char* name) {
     return Linear{params_.var(layer_name(i, cat(name, ".weight").c_str())),
-                  params_.var(layer_name(i, cat(name, ".bias").c_str()))};
+                  params_.var(layer_name(i, cat(name, ".bias").c_str())), Tensor()};
   };
   auto layernorm = [&](const std::string& prefix) {
     return LayerNorm{params_.var(prefix + ".weight"), params_.var(prefix + ".bias")};
@@ -146,6 +148,37 @@ void GPT2::init_weights(uint64_t seed) {
   params_.params().copy_from(Tensor::wrap(host.data(), {params_.numel()}, DType::F32, Device::cpu(), [] {}));
 }
 
+void GPT2::set_matmul_dtype(DType dtype) {
+  LAB_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16, InvalidArgument,
+            "matmul dtype must be f32, bf16 or f16, got ", dtype_name(dtype));
+  matmul_dtype_ = dtype;
+  params_16bit_ = Tensor();
+  if (dtype != DType::F32) {
+    MemoryScope scope(MemCategory::Params);
+    params_16bit_ = Tensor::empty({params_.numel()}, dtype, device());
+  }
+  // Each matmul weight's 16-bit view (undefined for fp32).
+  const auto copy_of = [&](const std::string& name) {
+    if (dtype == DType::F32) return Tensor();
+    const ParamInfo& p = params_.info(name);
+    return params_16bit_.view(p.offset, p.shape);
+  };
+  for (size_t k = 0; k < blocks_.size(); ++k) {
+    const int i = shard_.first_block + static_cast<int>(k);
+    Block& b = blocks_[k];
+    b.attn.c_attn.weight_16bit = copy_of(layer_name(i, "attn.c_attn.weight"));
+    b.attn.c_proj.weight_16bit = copy_of(layer_name(i, "attn.c_proj.weight"));
+    b.mlp.c_fc.weight_16bit = copy_of(layer_name(i, "mlp.c_fc.weight"));
+    b.mlp.c_proj.weight_16bit = copy_of(layer_name(i, "mlp.c_proj.weight"));
+  }
+  wte_16bit_ = shard_.has_head ? copy_of("wte.weight") : Tensor();
+  refresh_matmul_weights();
+}
+
+void GPT2::refresh_matmul_weights() {
+  if (params_16bit_.defined()) ops::convert(params_16bit_, params_.params());
+}
+
 void GPT2::check_holds(bool part, const char* what) const {
   LAB_CHECK(part, InvalidArgument, "this model shard (", shard_.str(config_), ") does not hold ", what);
 }
@@ -171,8 +204,8 @@ Var GPT2::head_logits(Tape& tape, const Var& x) const {
   check_holds(shard_.has_head, "the LM head");
   const Var h = ln_f_.forward(tape, x);
   // The LM head is column-parallel over the vocabulary: f(h) @ wte_slice^T gives this rank's logits.
-  return ag::linear(tape, options_.tensor_parallel ? options_.tensor_parallel->copy_to_tp_ranks(tape, h) : h, wte_,
-                    Var());
+  const Linear head{wte_, Var(), wte_16bit_};
+  return head.forward(tape, options_.tensor_parallel ? options_.tensor_parallel->copy_to_tp_ranks(tape, h) : h);
 }
 
 Tensor GPT2::head_loss(Tape& tape, const Var& x, const Tensor& targets, float grad_scale) const {

@@ -63,6 +63,19 @@ class GPT2 {
   Var forward_blocks(Tape& tape, const Var& x) const;  // this shard's blocks, [B,T,C] -> [B,T,C]
   Tensor head_loss(Tape& tape, const Var& x, const Tensor& targets, float grad_scale = 1.0f) const;
 
+  // ---- mixed precision (chapter 6)
+  // bf16 or f16: every matmul (each Linear and the tied LM head) reads its input rounded to `dtype` and a
+  // `dtype` copy of its weight, and accumulates in fp32 (low_precision_linear.h); everything else (embeddings,
+  // LayerNorm, attention's softmax, GELU, residuals, the loss) and every gradient stay fp32, and the fp32
+  // parameters remain the master weights. The copy is one flat buffer parallel to the parameters
+  // (MemCategory::Params, 2 bytes a parameter), filled now from the fp32 weights. f32: back to fp32 matmuls,
+  // the copy freed. InvalidArgument for other dtypes.
+  void set_matmul_dtype(DType dtype);
+  DType matmul_dtype() const { return matmul_dtype_; }
+  // Refills the 16-bit copy from the fp32 weights (one pass over the flat buffer): after every change to them,
+  // the optimizer's step (TrainStep does it) or loading weights. Nothing for fp32.
+  void refresh_matmul_weights();
+
   const GPT2Config& config() const { return config_; }
   const ModelShard& shard() const { return shard_; }
   // The parameters this shard holds, as the whole model has them (full shapes), in canonical order.
@@ -88,6 +101,9 @@ class GPT2 {
   Var wte_, wpe_;
   std::vector<Block> blocks_;
   LayerNorm ln_f_;
+  DType matmul_dtype_ = DType::F32;
+  Tensor params_16bit_;  // the parameters' 16-bit copy under mixed precision (undefined for fp32)
+  Tensor wte_16bit_;     // its view of wte, the LM head's weight
 };
 
 // FLOPs of one training step per token (forward + backward): 6 N + 12 L C T, with N the parameters in

@@ -5,7 +5,7 @@
 namespace lab::ops {
 
 namespace {
-// Checks the shapes shared by forward and backward and returns (N, C, OC).
+// Checks the shapes and dtypes shared by forward and backward.
 void check_linear(const Tensor& inp, const Tensor& weight, const Tensor& out_like, const Tensor& bias, const char* op) {
   weight.check_ndim(2, "linear weight");
   const int64_t OC = weight.dim(0), C = weight.dim(1);
@@ -15,7 +15,11 @@ void check_linear(const Tensor& inp, const Tensor& weight, const Tensor& out_lik
   LAB_CHECK(out_like.dim(-1) == OC && out_like.numel() == N * OC, InvalidArgument, op, ": output ",
             shape_str(out_like.shape()), " should be [", N, ", ", OC, "]");
   if (bias.defined()) bias.check_shape({OC}, "linear bias");
-  for (const Tensor* t : {&inp, &weight, &out_like, &bias})
+  LAB_CHECK(inp.dtype() == weight.dtype() &&
+                (inp.dtype() == DType::F32 || inp.dtype() == DType::BF16 || inp.dtype() == DType::F16),
+            InvalidArgument, op, ": input ", dtype_name(inp.dtype()), " and weight ", dtype_name(weight.dtype()),
+            " must both be f32, bf16 or f16");
+  for (const Tensor* t : {&out_like, &bias})
     if (t->defined()) t->check_dtype(DType::F32, op);
 }
 }  // namespace

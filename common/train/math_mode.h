@@ -3,8 +3,9 @@
 //   fp32  plain fp32 everywhere
 //   tf32  fp32 storage; the GPU's fp32 matrix products on TF32 tensor cores (10-bit mantissa inputs, fp32
 //         accumulation); CUDA only
-//   bf16  mixed precision: bf16 activations and matrix products, fp32 master weights (chapter 6)
-//   fp16  the same in fp16, with dynamic loss scaling (chapter 6)
+//   bf16  mixed precision: every matrix product reads bf16 operands (inputs, weights, output gradients) and
+//         accumulates in fp32; everything else and the master weights fp32 (chapter 6; GPT2::set_matmul_dtype)
+//   fp16  the same in fp16, with dynamic loss scaling (common/train/loss_scaler.h)
 //
 // These are the four precisions of the GPU peak table, whose peak is the one model-FLOPs utilisation divides
 // by, so the math mode is that enum: bench::gpu_peak_flops(name, mode) gives the right peak directly.
@@ -14,6 +15,7 @@
 
 #include "common/bench/gpu_peaks.h"
 #include "common/core/device.h"
+#include "common/train/train_step.h"
 
 namespace lab {
 
@@ -26,5 +28,10 @@ MathMode parse_math_mode(const std::string& dtype);
 // which has no TF32), off for every other mode on a GPU (TF32 is per device and outlives a run, so a later fp32
 // run in the same process must switch it off). Nothing on the CPU otherwise.
 void apply_math_mode(Device device, MathMode mode);
+
+// What the mode means for a training step and its model: bf16 and fp16 give the model 16-bit matrix products
+// (GPT2::set_matmul_dtype, which copies the weights: call it once they are set), fp16 also dynamic loss scaling
+// with `scaling`; fp32 and tf32 fp32 products and no scaling.
+void apply_math_mode(MathMode mode, TrainStep& step, const LossScalerConfig& scaling = {});
 
 }  // namespace lab

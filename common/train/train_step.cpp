@@ -1,6 +1,8 @@
 // The training step and its default parts (see train_step.h).
 #include "common/train/train_step.h"
 
+#include <cmath>
+
 #include "common/autograd/tape.h"
 #include "common/bench/timer.h"
 #include "common/core/error.h"
@@ -15,6 +17,11 @@ TrainStep::TrainStep(GPT2& model, AdamW& optimizer, TrainStepConfig config)
   LAB_CHECK(config_.grad_clip >= 0, InvalidArgument, "TrainStep: grad_clip must be >= 0, got ", config_.grad_clip);
 }
 
+void TrainStep::set_loss_scaling(const std::optional<LossScalerConfig>& scaling) {
+  loss_scaler_.reset();
+  if (scaling) loss_scaler_.emplace(*scaling);
+}
+
 TrainStepResult TrainStep::run(const BatchSource& next_batch, double lr) {
   TrainStepResult result;
   result.lr = lr;
@@ -23,8 +30,18 @@ TrainStepResult TrainStep::run(const BatchSource& next_batch, double lr) {
   zero_grads();
   run_micro_batches(next_batch, result);
   reduce_gradients();
-  result.grad_norm = gradient_norm();
-  optimizer_step(lr, clip_coefficient(result.grad_norm, config_.grad_clip));
+  const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  result.grad_norm = gradient_norm() / scale;
+  const bool finite = std::isfinite(result.grad_norm);
+  if (loss_scaler_) {
+    result.loss_scale = scale;
+    result.skipped = !finite;
+    loss_scaler_->update(finite);
+  }
+  if (!result.skipped) {
+    optimizer_step(lr, static_cast<float>(clip_coefficient(result.grad_norm, config_.grad_clip) / scale));
+    model_.refresh_matmul_weights();
+  }
   lap(result.optimizer_seconds);
   synchronize(model_.device());
   result.seconds = step_timer.seconds();
@@ -53,7 +70,7 @@ void TrainStep::run_micro_batches(const BatchSource& next_batch, TrainStepResult
 
 double TrainStep::forward_backward(const MicroBatch& batch, TrainStepResult& result) {
   Tape tape;
-  const Tensor losses = model_.loss(tape, batch.inputs, batch.targets, 1.0f / static_cast<float>(config_.accum_steps));
+  const Tensor losses = model_.loss(tape, batch.inputs, batch.targets, loss_gradient_scale());
   lap(result.forward_seconds);
   tape.backward();
   const double mean_loss = ops::sum(losses) / static_cast<double>(losses.numel());
@@ -67,6 +84,11 @@ double TrainStep::gradient_norm() {
 
 void TrainStep::optimizer_step(double lr, float clip_coefficient) {
   optimizer_.step(static_cast<float>(lr), clip_coefficient);
+}
+
+float TrainStep::loss_gradient_scale() const {
+  const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  return static_cast<float>(scale / static_cast<double>(config_.accum_steps));
 }
 
 void TrainStep::lap(double& phase_seconds) {

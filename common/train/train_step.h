@@ -21,17 +21,31 @@
 //                        ch07 ZeRO-1: update this rank's shard, then all-gather; CPU offload; optimizer in
 //                        backward: the update already happened, nothing is left to do.
 //
-// Configured rather than overridden: the number of micro-batches, the clipping threshold, and whether the
+// Configured rather than overridden: the number of micro-batches, the clipping threshold, whether the
 // phases are timed (benchmarks: the device is synchronised between phases so that forward, backward and the
-// optimizer each get their own time; the trainer leaves it off, as synchronising costs time on a GPU).
+// optimizer each get their own time; the trainer leaves it off, as synchronising costs time on a GPU), and
+// dynamic loss scaling (set_loss_scaling).
+//
+// Mixed precision (chapter 6) lives in the model (GPT2::set_matmul_dtype: 16-bit matmul operands, fp32
+// everything else) and here:
+//   - after every optimizer step, run() refreshes the model's 16-bit weight copy from the fp32 master weights;
+//   - with loss scaling (fp16), forward_backward() scales the loss's gradient by the scale (through
+//     loss_gradient_scale(), which an override of forward_backward must use too), run() divides the norm by
+//     it, and an inf/NaN norm (the norm is a sum of squares over the whole flat gradient buffer, on CPU and
+//     CUDA, so any non-finite gradient makes it non-finite) skips optimizer_step(); otherwise the 1/scale is
+//     folded into the clipping coefficient that optimizer_step() passes to AdamW as its gradient scale.
+//     A skipped step leaves weights and optimizer state (AdamW's step count included) untouched; the caller's
+//     step counter moves on (its batches were consumed), as with PyTorch's GradScaler.
 #pragma once
 
 #include <functional>
+#include <optional>
 
 #include "common/bench/timer.h"
 #include "common/core/tensor.h"
 #include "common/nn/gpt2.h"
 #include "common/optim/adamw.h"
+#include "common/train/loss_scaler.h"
 
 namespace lab {
 
@@ -54,7 +68,9 @@ struct TrainStepConfig {
 struct TrainStepResult {
   double lr = 0;
   double loss = 0;          // mean loss over the step's micro-batches
-  double grad_norm = 0;     // the global gradient norm before clipping
+  double grad_norm = 0;     // the global gradient norm before clipping (unscaled; inf/NaN on overflow)
+  double loss_scale = 0;    // the scale this step's backward used (0: no loss scaling)
+  bool skipped = false;     // loss scaling found inf/NaN gradients: no update was made
   double seconds = 0;       // the whole step, data included; the device is synchronised at its end
   double data_seconds = 0;  // waiting for micro-batches and moving them to the device
   // With time_phases only (0 otherwise); data time is in none of them.
@@ -77,6 +93,11 @@ class TrainStep {
   GPT2& model() { return model_; }
   AdamW& optimizer() { return optimizer_; }
   const TrainStepConfig& config() const { return config_; }
+  // Dynamic loss scaling (fp16) from the next step on, with a fresh scaler of `scaling`; nullopt: none (the
+  // default).
+  void set_loss_scaling(const std::optional<LossScalerConfig>& scaling);
+  // The loss scaler, null without loss scaling (checkpoints save and restore its state).
+  DynamicLossScaler* loss_scaler() { return loss_scaler_ ? &*loss_scaler_ : nullptr; }
 
  protected:
   // The parts, in the order run() calls them (see the header comment for who overrides which).
@@ -89,6 +110,9 @@ class TrainStep {
   virtual double gradient_norm();
   virtual void optimizer_step(double lr, float clip_coefficient);
 
+  // What a micro-batch's backward multiplies the mean loss's gradient by: 1/accum_steps, times the loss scale.
+  float loss_gradient_scale() const;
+
   // With time_phases: synchronises the device and adds the time since the last lap to `phase_seconds`.
   void lap(double& phase_seconds);
   // Starts the next phase's time now (after a wait that belongs to no phase, such as data).
@@ -98,6 +122,7 @@ class TrainStep {
   GPT2& model_;
   AdamW& optimizer_;
   TrainStepConfig config_;
+  std::optional<DynamicLossScaler> loss_scaler_;
   bench::Timer phase_timer_;
 };
 

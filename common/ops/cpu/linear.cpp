@@ -3,16 +3,46 @@
 // Forward writes the bias into `out` first and lets the GEMM accumulate onto it (beta = 1), which saves a
 // separate pass over the output. The bias gradient is a column sum, split by column slices so that each
 // thread sums its columns over all rows in a fixed order (deterministic).
+//
+// 16-bit inputs are widened to fp32 temporaries (exact: every bf16 and fp16 value is a float) and multiplied by
+// the fp32 GEMM: the same products, with fp32 accumulation, as a GPU's 16-bit GEMM. Backward rounds dout to the
+// 16-bit type first (linear.h). The temporaries are workspace, freed at the end of the call; what a training
+// step keeps for backward is the 16-bit input.
 #include "common/ops/linear.h"
 
 #include <algorithm>
 
+#include "common/core/memory.h"
+#include "common/ops/convert.h"
 #include "common/ops/cpu/gemm.h"
 
 namespace lab::ops::cpu {
 
+namespace {
+
+// An f32 copy of a 16-bit tensor; an f32 tensor itself.
+Tensor widened(const Tensor& t) {
+  if (t.dtype() == DType::F32) return t;
+  MemoryScope scope(MemCategory::Workspace);
+  const Tensor wide = Tensor::empty(t.shape(), DType::F32);
+  convert(wide, t);
+  return wide;
+}
+
+// `t` (f32) as a product with `dtype` inputs reads it: rounded to dtype and widened back; t itself for f32.
+Tensor rounded_to(const Tensor& t, DType dtype) {
+  if (dtype == DType::F32) return t;
+  MemoryScope scope(MemCategory::Workspace);
+  const Tensor narrow = Tensor::empty(t.shape(), dtype);
+  convert(narrow, t);
+  return widened(narrow);
+}
+
+}  // namespace
+
 void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
   const int64_t OC = weight.dim(0), C = weight.dim(1), N = inp.numel() / C;
+  const Tensor x = widened(inp), w = widened(weight);
   float* o = out.data<float>();
   if (bias.defined()) {
     const float* b = bias.data<float>();
@@ -20,21 +50,22 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
     for (int64_t n = 0; n < N; ++n) std::copy(b, b + OC, o + n * OC);
   }
   GemmRecorder::note({false, true, N, OC, C, bias.defined()});
-  sgemm(false, true, N, OC, C, 1.0f, inp.data<float>(), C, weight.data<float>(), C, bias.defined() ? 1.0f : 0.0f, o,
-        OC);
+  sgemm(false, true, N, OC, C, 1.0f, x.data<float>(), C, w.data<float>(), C, bias.defined() ? 1.0f : 0.0f, o, OC);
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                      const Tensor& inp, const Tensor& weight) {
   const int64_t OC = weight.dim(0), C = weight.dim(1), N = inp.numel() / C;
   const float* d = dout.data<float>();
+  const Tensor product_dout = rounded_to(dout, inp.dtype());
+  const float* pd = product_dout.data<float>();
   if (dinp.defined()) {  // dinp[N,C] += dout[N,OC] @ weight[OC,C]
     GemmRecorder::note({false, false, N, C, OC, true});
-    sgemm(false, false, N, C, OC, 1.0f, d, OC, weight.data<float>(), C, 1.0f, dinp.data<float>(), C);
+    sgemm(false, false, N, C, OC, 1.0f, pd, OC, widened(weight).data<float>(), C, 1.0f, dinp.data<float>(), C);
   }
   if (dweight.defined()) {  // dweight[OC,C] += dout^T[OC,N] @ inp[N,C]
     GemmRecorder::note({true, false, OC, C, N, true});
-    sgemm(true, false, OC, C, N, 1.0f, d, OC, inp.data<float>(), C, 1.0f, dweight.data<float>(), C);
+    sgemm(true, false, OC, C, N, 1.0f, pd, OC, widened(inp).data<float>(), C, 1.0f, dweight.data<float>(), C);
   }
   if (dbias.defined()) {
     constexpr int64_t kSlice = 256;

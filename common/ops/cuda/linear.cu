@@ -8,11 +8,20 @@
 //   dW[OC,C]             += dout^T @ inp           ->  sgemm(N, T, C, OC, N):  inp (ld C), dout (ld OC)
 // The sgemm runs in the math mode of common/cuda/cublas.h: strict fp32, or TF32 when enabled.
 //
+// 16-bit inputs (bf16 or fp16, linear.h): the same three products as cuBLASLt matmuls with 16-bit A and B,
+// fp32 C and D and fp32 compute (the tensor cores' 16-bit path; TF32 does not apply). Backward first rounds
+// dout to the 16-bit type into a workspace tensor (common/ops/convert.h), since both operands of such a
+// product are 16-bit; the bias gradient reads the fp32 dout.
+//
 // Bias, forward: a kernel writes the bias into every row of out (one thread per element, coalesced) and
 // the GEMM accumulates onto it (beta = 1), as the CPU reference does.
 // Bias, backward: dbias is a column sum of dout (column_sums.cuh: the rows split over enough blocks to fill
 // the GPU, then a fixed summation order; deterministic, no atomics).
+#include <cublasLt.h>
+
+#include "common/core/memory.h"
 #include "common/cuda/cublas.h"
+#include "common/ops/convert.h"
 #include "common/ops/cuda/column_sums.cuh"
 #include "common/ops/cuda/launch.cuh"
 #include "common/ops/linear.h"
@@ -36,6 +45,64 @@ struct BiasTerms {
   __device__ void add(int64_t n, int64_t j, float (&part)[1]) const { part[0] += dout[n * OC + j]; }
 };
 
+// ---------------------------------------------------------------- 16-bit products
+
+// The descriptors of one cuBLASLt matmul, destroyed at the end of the scope (also when a check throws).
+struct LtDescriptors {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~LtDescriptors() {
+    for (cublasLtMatrixLayout_t layout : {a, b, c})
+      if (layout) cublasLtMatrixLayoutDestroy(layout);
+    if (preference) cublasLtMatmulPreferenceDestroy(preference);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+// C[m,n] = op(A) op(B) + beta C, column-major as cublasSgemm takes it, with A and B of the 16-bit `dtype`,
+// C fp32 and fp32 compute.
+void gemm_16bit(DType dtype, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void* A,
+                int lda, const void* B, int ldb, float beta, float* C, int ldc, cudaStream_t stream) {
+  const cudaDataType_t type = dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  LtDescriptors d;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
+  // Stored shapes: op(A) is m x k, op(B) is k x n.
+  CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&d.a, type, transa == CUBLAS_OP_N ? m : k, transa == CUBLAS_OP_N ? k : m, lda));
+  CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&d.b, type, transb == CUBLAS_OP_N ? k : n, transb == CUBLAS_OP_N ? n : k, ldb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, m, n, ldc));
+  const lab::cuda::BlasWorkspace workspace = lab::cuda::blas_workspace();
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.preference));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &workspace.bytes, sizeof(workspace.bytes)));
+  const cublasLtHandle_t handle = lab::cuda::cublaslt_handle();
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, d.desc, d.a, d.b, d.c, d.c, d.preference, 1, &heuristic, &found));
+  LAB_CHECK(found > 0, Unsupported, "linear: cuBLASLt has no algorithm for a ", dtype_name(dtype), " product of ", m,
+            " x ", k, " and ", k, " x ", n);
+  const float alpha = 1.0f;
+  CUBLAS_CHECK(cublasLtMatmul(handle, d.desc, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &heuristic.algo,
+                              workspace.data, workspace.bytes, stream));
+}
+
+// C = op(A) op(B) + beta C as above, by cublasSgemm for f32 operands (in the TF32 mode of cublas.h) and by
+// gemm_16bit for bf16 and fp16 ones.
+void gemm(DType dtype, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void* A, int lda,
+          const void* B, int ldb, float beta, float* C, int ldc, cudaStream_t stream) {
+  if (dtype != DType::F32) {
+    gemm_16bit(dtype, transa, transb, m, n, k, A, lda, B, ldb, beta, C, ldc, stream);
+    return;
+  }
+  const float alpha = 1.0f;
+  CUBLAS_CHECK(cublasSgemm(lab::cuda::cublas_handle(), transa, transb, m, n, k, &alpha, static_cast<const float*>(A),
+                           lda, static_cast<const float*>(B), ldb, &beta, C, ldc));
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- launchers
@@ -52,11 +119,9 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
                bias.data<float>(), N, OC);
     beta = 1.0f;
   }
-  const float alpha = 1.0f;
-  CUBLAS_CHECK(cublasSgemm(lab::cuda::cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, as_blas_int(OC, "out_features"),
-                           as_blas_int(N, "rows"), as_blas_int(C, "in_features"), &alpha, weight.data<float>(),
-                           static_cast<int>(C), inp.data<float>(), static_cast<int>(C), &beta, out.data<float>(),
-                           static_cast<int>(OC)));
+  gemm(inp.dtype(), CUBLAS_OP_T, CUBLAS_OP_N, as_blas_int(OC, "out_features"), as_blas_int(N, "rows"),
+       as_blas_int(C, "in_features"), weight.raw(), static_cast<int>(C), inp.raw(), static_cast<int>(C), beta,
+       out.data<float>(), static_cast<int>(OC), scope.stream());
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
@@ -67,14 +132,20 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
   if (N == 0 || OC == 0) return;
   const int n = as_blas_int(N, "rows"), c = as_blas_int(C, "in_features"), oc = as_blas_int(OC, "out_features");
   LaunchScope scope(dout);
-  const float one = 1.0f;
+  // The products' dout: rounded to the inputs' 16-bit type (linear.h), or dout itself.
+  Tensor product_dout = dout;
+  if (inp.dtype() != DType::F32) {
+    MemoryScope workspace(MemCategory::Workspace);
+    product_dout = Tensor::empty(dout.shape(), inp.dtype(), dout.device());
+    convert(product_dout, dout);
+  }
   if (dinp.defined()) {
-    CUBLAS_CHECK(cublasSgemm(lab::cuda::cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, &one, weight.data<float>(),
-                             c, dout.data<float>(), oc, &one, dinp.data<float>(), c));
+    gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, weight.raw(), c, product_dout.raw(), oc, 1.0f,
+         dinp.data<float>(), c, scope.stream());
   }
   if (dweight.defined()) {
-    CUBLAS_CHECK(cublasSgemm(lab::cuda::cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, &one, inp.data<float>(), c,
-                             dout.data<float>(), oc, &one, dweight.data<float>(), c));
+    gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, inp.raw(), c, product_dout.raw(), oc, 1.0f,
+         dweight.data<float>(), c, scope.stream());
   }
   if (dbias.defined()) {
     add_column_sums<1>({{dbias.data<float>()}}, BiasTerms{dout.data<float>(), OC}, N, OC, dout.device(),

@@ -1,0 +1,46 @@
+#include "common/nn/low_precision_linear.h"
+
+#include "common/core/memory.h"
+#include "common/ops/convert.h"
+#include "common/ops/linear.h"
+
+namespace lab {
+
+namespace {
+
+// x rounded to `dtype`, a temporary (workspace) that the product reads.
+Tensor rounded(const Tensor& x, DType dtype) {
+  MemoryScope scope(MemCategory::Workspace);
+  const Tensor low = Tensor::empty(x.shape(), dtype, x.device());
+  ops::convert(low, x);
+  return low;
+}
+
+}  // namespace
+
+Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& weight_16bit, const Var& bias) {
+  LAB_CHECK(weight_16bit.shape() == weight.value().shape(), InvalidArgument, "low_precision_linear: the 16-bit weight ",
+            shape_str(weight_16bit.shape()), " is not the weight's shape ", shape_str(weight.value().shape()));
+  Shape shape = x.value().shape();
+  shape.back() = weight_16bit.dim(0);
+  const bool requires_grad =
+      tape.recording() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  Tensor out_value;
+  {
+    MemoryScope scope(MemCategory::Activations);
+    out_value = Tensor::empty(shape, DType::F32, x.value().device());
+  }
+  Var out(out_value, requires_grad);
+  ops::linear_forward(out.value(), rounded(x.value(), weight_16bit.dtype()), weight_16bit,
+                      bias.defined() ? bias.value() : Tensor());
+  if (out.requires_grad())
+    tape.record(
+        [=] {
+          ops::linear_backward(x.grad_or_none(), weight.grad_or_none(), bias.defined() ? bias.grad_or_none() : Tensor(),
+                               out.grad(), rounded(x.value(), weight_16bit.dtype()), weight_16bit);
+        },
+        {x, weight, bias});
+  return out;
+}
+
+}  // namespace lab

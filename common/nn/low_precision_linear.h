@@ -1,0 +1,22 @@
+// A Linear layer under mixed precision (chapter 6): the product reads 16-bit operands and accumulates in fp32.
+//
+//   forward:   out = round(x) @ weight_16bit^T + bias       (out, bias fp32; round: to weight_16bit's dtype)
+//   backward:  dx += round(dout) @ weight_16bit;  dweight += round(dout)^T @ round(x);  dbias += sum dout
+//
+// weight_16bit is the bf16 or fp16 copy of the fp32 parameter `weight` (GPT2 keeps it in a flat buffer and
+// refreshes it after every optimizer step); the gradient goes to the fp32 parameter, and AdamW updates the fp32
+// master weights. Every product therefore sees exactly what a GPU's 16-bit GEMM sees (common/ops/linear.h).
+//
+// What is kept for backward: the handles of x, weight and bias, as in the fp32 layer. The input is rounded
+// again in backward instead of keeping a 16-bit copy from the forward pass: the tape's Var holds x's fp32
+// value until x's own producer has run its backward anyway, so a 16-bit copy would add memory, not save it
+// (the same rounding gives the same 16-bit values).
+#pragma once
+
+#include "common/autograd/tape.h"
+
+namespace lab {
+
+Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& weight_16bit, const Var& bias);
+
+}  // namespace lab
