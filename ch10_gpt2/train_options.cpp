@@ -4,8 +4,6 @@
 #include <cstdio>
 
 #include "ch05_data/loaders/make_loader.h"
-#include "ch07_memory/max_batch.h"
-#include "ch07_memory/recompute.h"
 #include "ch08_distributed/parallel_options.h"
 #include "common/bench/result.h"
 #include "common/core/error.h"
@@ -57,6 +55,13 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_choice("pp-schedule", &pp_schedule, ch08::pp_schedule_names(), "pipeline schedule (with --pp)");
   f.add_int("comm-timeout", &comm_timeout, "seconds a collective waits for the other ranks before the run fails", 1,
             int64_t{1} << 30);
+  f.add_bool("optimizer-in-backward", &optimizer_in_backward,
+             "update each parameter as soon as its gradient is final and free the gradient at once (one process; "
+             "needs --grad-clip 0 and no gradient accumulation)");
+  f.add_int("zero", &zero,
+            "ZeRO stage over the data-parallel ranks: 1 shards the optimizer state, 2 also the gradients (0: off; "
+            "stage 3 is not implemented)",
+            0, 3);
   f.add_string("device", &device,
                "cpu, cuda, cuda:N or auto (a GPU when present; under mpirun, rank r takes GPU r "
                "mod the GPUs visible)");
@@ -71,18 +76,6 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_int("val-batches", &val_batches, "validation batches per evaluation (0: the whole split)", 0, int64_t{1} << 40);
   f.add_int("sample-every", &sample_every, "sampling interval in steps (0: only at the end)", 0, int64_t{1} << 40);
   f.add_int("sample-tokens", &sample_tokens, "tokens to sample (0: no sampling)", 0, 1 << 20);
-  f.add_bool("memory-report", &memory_report,
-             "after the first step, print live and peak bytes by category beside theory, and the process's "
-             "resident memory against the allocator's");
-  f.add_string("memory-snapshot", &memory_snapshot,
-               "write the first step's allocation timeline (every alloc/free: size, category, op) to this JSON "
-               "file (scripts/plot_memory.py draws it)");
-  f.add_choice("recompute", &recompute, ch07::recompute_policy_names(),
-               "activation recompute: none, selective (attention probabilities and GELU), block (whole blocks)");
-  f.add_bool("find-max-batch", &find_max_batch,
-             "measure steps to find the largest micro-batch (--batch) whose peak fits --memory-budget, with the "
-             "other flags as given, print it and exit without training");
-  f.add_string("memory-budget", &memory_budget, "the budget of --find-max-batch: 8GiB, 512MiB, 8GB, bytes");
   std::string names;
   for (const Preset& p : train_presets()) names += (names.empty() ? "" : ", ") + p.name;
   f.add_string("preset", &preset, "a named set of flags: " + names);
@@ -97,11 +90,6 @@ void TrainOptions::validate() const {
   LAB_CHECK(dtype == "fp32" || dtype == "tf32", Unsupported, "--dtype ", dtype,
             ": bf16 and fp16 training are not available in this trainer yet (use fp32 or tf32)");
   LAB_CHECK(data_val.empty() || !data_train.empty(), InvalidArgument, "--data-val given without --data-train");
-  try {
-    ch07::parse_byte_size(memory_budget);
-  } catch (const Error& e) {
-    fail(ErrorKind::InvalidArgument, "--memory-budget: ", e.what());
-  }
   LAB_CHECK(micro_batches == 1 || pp > 1, InvalidArgument, "--micro-batches ", micro_batches,
             " needs pipeline parallelism (--pp > 1); for gradient accumulation use --total-batch-tokens");
 }

@@ -49,6 +49,9 @@ struct TrainOptions {
   int64_t micro_batches = 1;  // per pipeline per step
   std::string pp_schedule = "1f1b";
   int64_t comm_timeout = 300;  // seconds a collective waits for the other ranks
+  // how the step holds optimizer state and gradients (chapter 7)
+  bool optimizer_in_backward = false;  // each parameter's update as soon as its gradient is final
+  int64_t zero = 0;                    // ZeRO stage over the data-parallel ranks (1, 2); 0: none
   // execution
   std::string device = "auto";
   std::string dtype = "fp32";  // fp32 or tf32; bf16 and fp16 are refused until mixed precision exists
@@ -64,12 +67,6 @@ struct TrainOptions {
   int64_t sample_every = 0;
   int64_t sample_tokens = 96;
   std::string preset;
-  // memory (chapter 7)
-  bool memory_report = false;      // print live/peak bytes by category against theory after the first step
-  std::string memory_snapshot;     // write the first step's allocation timeline here (JSON)
-  std::string recompute = "none";  // activation recompute: none, selective, block
-  bool find_max_batch = false;     // search the largest micro-batch within memory_budget, then exit
-  std::string memory_budget = "8GiB";
   // Not flags: the command line (recorded in the log's header) and the flags the preset set that the command
   // line left alone, as {name without "--", value}.
   std::string command;

@@ -1,0 +1,55 @@
+// Chapter 7's optimizer and step for the trainer (see memory_steps.h).
+#include "ch07_memory/memory_steps.h"
+
+#include "ch07_memory/optimizer_in_backward.h"
+#include "ch07_memory/zero/parameter_gather.h"
+#include "ch07_memory/zero/zero_step.h"
+#include "ch08_distributed/make_train_step.h"
+#include "common/core/error.h"
+
+namespace lab::ch07 {
+
+void check_memory_steps(const MemoryStepOptions& options, const comm::ParallelLayout& layout) {
+  LAB_CHECK(options.zero >= 0 && options.zero <= 2, InvalidArgument, "--zero ", options.zero,
+            ": the stages are 1 (optimizer state) and 2 (also gradients), 0 for none; stage 3 (also parameters) is "
+            "not implemented");
+  if (options.zero > 0) {
+    LAB_CHECK(layout.tp == 1 && layout.pp == 1, InvalidArgument, "--zero ", options.zero,
+              " shards over data-parallel ranks only; it is not combined with --tp or --pp (layout ", layout.str(),
+              ")");
+    LAB_CHECK(!options.optimizer_in_backward, InvalidArgument,
+              "--zero and --optimizer-in-backward exclude each other: ZeRO updates each shard after its gradients "
+              "are reduced across the ranks");
+  }
+  if (options.optimizer_in_backward)
+    LAB_CHECK(layout.dp == 1 && layout.tp == 1 && layout.pp == 1, InvalidArgument,
+              "--optimizer-in-backward runs in one process only (layout ", layout.str(),
+              "): across ranks every gradient must be reduced before its update");
+}
+
+std::unique_ptr<AdamW> make_optimizer(const MemoryStepOptions& options, const comm::ParallelContext& context,
+                                      const ch08::ParallelOptions& parallel, GPT2& model, const AdamWConfig& config) {
+  if (options.zero == 0) return std::make_unique<AdamW>(model.parameters(), config);
+  const ZeroShards shards(model.parameters(), context.dp().size(), context.dp().rank(), parallel.bucket_bytes);
+  return std::make_unique<AdamW>(model.parameters(), config, shards.owned());
+}
+
+std::unique_ptr<TrainStep> make_step(const MemoryStepOptions& options, const comm::ParallelContext& context,
+                                     const ch08::ParallelOptions& parallel, GPT2& model, AdamW& optimizer,
+                                     TrainStepConfig config) {
+  check_memory_steps(options, context.layout());
+  if (options.optimizer_in_backward) return std::make_unique<OptimizerInBackwardStep>(model, optimizer, config);
+  if (options.zero > 0) {
+    const ZeroShards shards(model.parameters(), context.dp().size(), context.dp().rank(), parallel.bucket_bytes);
+    return make_zero_step(options.zero, context.dp(), shards, parallel.dp_stage, model, optimizer, config);
+  }
+  return ch08::make_train_step(context, parallel, model, optimizer, config);
+}
+
+std::unique_ptr<AdamW> whole_optimizer_for_checkpoint(const comm::ParallelContext& context, const AdamW& optimizer,
+                                                      GPT2& model) {
+  if (!optimizer.sharded()) return nullptr;
+  return gather_whole_optimizer(context.dp(), optimizer, model.parameters());
+}
+
+}  // namespace lab::ch07

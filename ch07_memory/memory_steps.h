@@ -1,0 +1,40 @@
+// Where the trainer (ch10_gpt2) asks chapter 7 for its optimizer and training step: the rungs that change how
+// the optimizer state and the gradients are held (`--optimizer-in-backward`, `--zero 1|2`), and the
+// combinations they refuse. Without them, the plain AdamW and chapter 8's step for the layout.
+#pragma once
+
+#include <memory>
+
+#include "ch08_distributed/parallel_options.h"
+#include "common/comm/parallel_context.h"
+#include "common/optim/adamw.h"
+#include "common/train/train_step.h"
+
+namespace lab::ch07 {
+
+struct MemoryStepOptions {
+  bool optimizer_in_backward = false;
+  int zero = 0;  // ZeRO stage; 0: none
+};
+
+// InvalidArgument, naming the flags, for a combination the rungs cannot train: --zero with tensor or
+// pipeline parallelism or with --optimizer-in-backward, --optimizer-in-backward with more than one rank, a
+// ZeRO stage other than 0, 1, 2 (stage 3 is not implemented).
+void check_memory_steps(const MemoryStepOptions& options, const comm::ParallelLayout& layout);
+
+// AdamW over the model's parameters: with ZeRO, keeping moments for this data-parallel rank's shard only.
+std::unique_ptr<AdamW> make_optimizer(const MemoryStepOptions& options, const comm::ParallelContext& context,
+                                      const ch08::ParallelOptions& parallel, GPT2& model, const AdamWConfig& config);
+
+// The training step: the optimizer in backward, a ZeRO stage, or chapter 8's step for the layout. Collective
+// over the context's groups.
+std::unique_ptr<TrainStep> make_step(const MemoryStepOptions& options, const comm::ParallelContext& context,
+                                     const ch08::ParallelOptions& parallel, GPT2& model, AdamW& optimizer,
+                                     TrainStepConfig config);
+
+// For a checkpoint: the whole model's optimizer state gathered from the data-parallel ranks' shards (every rank
+// calls it), or nullptr when `optimizer` is not sharded (it holds the whole state already).
+std::unique_ptr<AdamW> whole_optimizer_for_checkpoint(const comm::ParallelContext& context, const AdamW& optimizer,
+                                                      GPT2& model);
+
+}  // namespace lab::ch07
