@@ -4,6 +4,8 @@
 #include <cstdio>
 
 #include "ch05_data/loaders/make_loader.h"
+#include "ch07_memory/max_batch.h"
+#include "ch07_memory/recompute.h"
 #include "ch08_distributed/parallel_options.h"
 #include "common/bench/result.h"
 #include "common/core/error.h"
@@ -76,6 +78,18 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_int("val-batches", &val_batches, "validation batches per evaluation (0: the whole split)", 0, int64_t{1} << 40);
   f.add_int("sample-every", &sample_every, "sampling interval in steps (0: only at the end)", 0, int64_t{1} << 40);
   f.add_int("sample-tokens", &sample_tokens, "tokens to sample (0: no sampling)", 0, 1 << 20);
+  f.add_bool("memory-report", &memory_report,
+             "after the first step, print live and peak bytes by category beside theory, and the process's "
+             "resident memory against the allocator's");
+  f.add_string("memory-snapshot", &memory_snapshot,
+               "write the first step's allocation timeline (every alloc/free: size, category, op) to this JSON "
+               "file (scripts/plot_memory.py draws it)");
+  f.add_choice("recompute", &recompute, ch07::recompute_policy_names(),
+               "activation recompute: none, selective (attention probabilities and GELU), block (whole blocks)");
+  f.add_bool("find-max-batch", &find_max_batch,
+             "measure steps to find the largest micro-batch (--batch) whose peak fits --memory-budget, with the "
+             "other flags as given, print it and exit without training");
+  f.add_string("memory-budget", &memory_budget, "the budget of --find-max-batch: 8GiB, 512MiB, 8GB, bytes");
   std::string names;
   for (const Preset& p : train_presets()) names += (names.empty() ? "" : ", ") + p.name;
   f.add_string("preset", &preset, "a named set of flags: " + names);
@@ -90,6 +104,11 @@ void TrainOptions::validate() const {
   LAB_CHECK(dtype == "fp32" || dtype == "tf32", Unsupported, "--dtype ", dtype,
             ": bf16 and fp16 training are not available in this trainer yet (use fp32 or tf32)");
   LAB_CHECK(data_val.empty() || !data_train.empty(), InvalidArgument, "--data-val given without --data-train");
+  try {
+    ch07::parse_byte_size(memory_budget);
+  } catch (const Error& e) {
+    fail(ErrorKind::InvalidArgument, "--memory-budget: ", e.what());
+  }
   LAB_CHECK(micro_batches == 1 || pp > 1, InvalidArgument, "--micro-batches ", micro_batches,
             " needs pipeline parallelism (--pp > 1); for gradient accumulation use --total-batch-tokens");
 }

@@ -67,6 +67,12 @@ struct TrainOptions {
   int64_t sample_every = 0;
   int64_t sample_tokens = 96;
   std::string preset;
+  // memory (chapter 7)
+  bool memory_report = false;      // print live/peak bytes by category against theory after the first step
+  std::string memory_snapshot;     // write the first step's allocation timeline here (JSON)
+  std::string recompute = "none";  // activation recompute: none, selective, block
+  bool find_max_batch = false;     // search the largest micro-batch within memory_budget, then exit
+  std::string memory_budget = "8GiB";
   // Not flags: the command line (recorded in the log's header) and the flags the preset set that the command
   // line left alone, as {name without "--", value}.
   std::string command;

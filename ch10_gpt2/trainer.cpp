@@ -6,8 +6,12 @@
 
 #include "ch05_data/loaders/make_loader.h"
 #include "ch05_data/tokenize/prepare.h"
+#include "ch07_memory/max_batch.h"
 #include "ch07_memory/memory_steps.h"
 #include "ch07_memory/zero/parameter_gather.h"
+#include "ch07_memory/memory_report.h"
+#include "ch07_memory/memory_snapshot.h"
+#include "ch07_memory/recompute.h"
 #include "ch08_distributed/make_train_step.h"
 #include "ch08_distributed/rank_coordination.h"
 #include "ch10_gpt2/sampler.h"
@@ -94,6 +98,11 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   log_ = for_flag("--log-json", [&] {
     return std::make_unique<JsonLog>(leader() ? options_.log_json : std::string(), !options_.resume.empty());
   });
+  if (!options_.memory_snapshot.empty() && leader())
+    for_flag("--memory-snapshot", [&] {
+      ch07::MemorySnapshot::check_destination(options_.memory_snapshot);
+      return 0;
+    });
 
   // A step's global batch is micro-batches of B x T on each data-parallel rank, accumulated up to
   // --total-batch-tokens.
@@ -111,6 +120,7 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   model_ = std::make_unique<GPT2>(config, device_);
   LAB_CHECK(options_.seq <= model_->config().block_size, InvalidArgument, "--seq ", options_.seq,
             " exceeds the model's block size ", model_->config().block_size);
+  ch07::apply_recompute(model_->options(), ch07::parse_recompute_policy(options_.recompute));
   // Chapter 7's rungs choose the optimizer (sharded under ZeRO) and the step, chapter 8's layout otherwise.
   const ch07::MemoryStepOptions memory_steps{options_.optimizer_in_backward, static_cast<int>(options_.zero)};
   optimizer_ = ch07::make_optimizer(
@@ -317,7 +327,8 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
   run_seconds_ += r.seconds;
   const int64_t done = step + 1 - start_step_;
   const double eta = run_seconds_ / static_cast<double>(done) * static_cast<double>(options_.steps - step - 1);
-  const int64_t peak = memory_stats(device_).peak_total;
+  const MemoryStats memory = memory_stats(device_);  // peaks over this step: run() resets them before each
+  const int64_t peak = memory.peak_total;
   std::optional<double> mfu;
   if (peak_flops_) mfu = flops_per_token_ * tok_per_s / *peak_flops_;
   if (!leader()) return;
@@ -325,6 +336,14 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
               static_cast<long long>(step + 1), static_cast<long long>(options_.steps), r.loss, r.lr, r.grad_norm,
               r.seconds * 1e3, tok_per_s, mfu ? cat(" | MFU ", static_cast<int>(*mfu * 1000) / 10.0, "%").c_str() : "",
               format_duration(eta).c_str());
+  if (options_.memory_report && step == start_step_) {
+    const ch07::MemoryTheory theory = ch07::memory_theory(model_->config(), options_.batch, options_.seq,
+                                                          ch07::parse_recompute_policy(options_.recompute));
+    std::printf(
+        "memory of step %lld on %s (theory: the whole model, one micro-batch):\n%s", static_cast<long long>(step + 1),
+        device_.str().c_str(),
+        ch07::memory_report(memory, theory, device_.is_cpu() ? ch07::process_memory() : ch07::ProcessMemory{}).c_str());
+  }
   std::fflush(stdout);
   Json rec = Json::object();
   rec.set("step", step + 1);
@@ -336,6 +355,7 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
   rec.set("tokens_per_s", tok_per_s);
   rec.set("mfu", mfu ? Json(*mfu) : Json());
   rec.set("mem_peak_bytes", peak);
+  rec.set("mem_peak_by_category", ch07::peak_by_category_json(memory));
   log_->write(rec);
 }
 
@@ -352,6 +372,15 @@ Json Trainer::log_header() const {
 TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
   TrainSummary summary;
   summary.steps = start_step_;
+  if (options_.find_max_batch) {
+    const int64_t budget = ch07::parse_byte_size(options_.memory_budget);
+    const ch07::MaxBatchSearch found = ch07::find_max_batch(*step_, options_.seq, budget, int64_t{1} << 16);
+    if (leader())
+      std::printf("--find-max-batch: seq %lld, %lld micro-batch(es) per step, --recompute %s, on %s:\n%s",
+                  static_cast<long long>(options_.seq), static_cast<long long>(accum_steps_),
+                  options_.recompute.c_str(), device_.str().c_str(), found.str(budget).c_str());
+    return summary;
+  }
   log_->write(log_header());
   auto eval_and_log = [&](int64_t step) {
     if (!val_loader_) return;
@@ -375,6 +404,13 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
     return summary.stop_signal != 0;
   };
   if (start_step_ == 0 && options_.eval_every > 0 && !stop()) eval_and_log(0);
+  // Each step's memory peaks are its own (the allocator's peak is reset before every step), and the first step
+  // is the one --memory-snapshot records.
+  ch07::MemorySnapshot snapshot(device_);
+  if (!options_.memory_snapshot.empty())
+    snapshot.start();
+  else
+    allocator_for(device_).reset_peak();
   TrainingLoop loop(
       *step_,
       [this] {
@@ -383,6 +419,10 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
       },
       schedule_);
   const auto after_step = [&](int64_t step, const TrainStepResult& r) {
+    if (step == start_step_ && !options_.memory_snapshot.empty()) {
+      snapshot.stop();
+      if (leader()) snapshot.write(options_.memory_snapshot);
+    }
     log_step(step, r);
     summary.last_loss = r.loss;
     summary.steps = step + 1;
@@ -391,6 +431,7 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
     if (options_.sample_every > 0 && (step + 1) % options_.sample_every == 0 && !last) sample_text(step + 1);
     if (!options_.save.empty() && ((options_.save_every > 0 && (step + 1) % options_.save_every == 0) || last))
       save(step + 1);
+    allocator_for(device_).reset_peak();
   };
   summary.interrupted = loop.run(start_step_, options_.steps, after_step, stop).interrupted;
   summary.seconds = run_seconds_;
