@@ -1,5 +1,13 @@
-// ch08_dist_bench: how fast the world communicator moves data, per collective and message size, measured
-// the way nccl-tests does, so the numbers compare with theirs and with the link's speed:
+// ch08_dist_bench, two modes (--mode):
+//
+// training: every parallel layout the world size allows, timed over a few training steps of one GPT-2, with
+// the bytes each communicated, bandwidth, overlap, bubble and scaling efficiency (training_staircase.h):
+//
+//   mpirun -np 1 build/bin/ch08_dist_bench --mode training --model tiny --json np1.json
+//   mpirun -np 2 --oversubscribe build/bin/ch08_dist_bench --mode training --model tiny --baseline np1.json
+//
+// collectives (the default): how fast the world communicator moves data, per collective and message size,
+// measured the way nccl-tests does, so the numbers compare with theirs and with the link's speed:
 //
 //   time    the slowest rank's time for one call (each repeat starts after a barrier), median of repeats
 //   algbw   payload bytes / time: for all_reduce the tensor, for reduce_scatter the whole input, for
@@ -17,6 +25,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "ch08_distributed/bench/training_staircase.h"
 #include "common/bench/result.h"
 #include "common/bench/timer.h"
 #include "common/comm/world.h"
@@ -33,6 +42,7 @@ using comm::Communicator;
 using comm::OpKind;
 
 struct Settings {
+  std::string mode = "collectives";
   std::string ops = "all_reduce,reduce_scatter,all_gather";
   std::string dtype = "f32";
   int64_t min_bytes = 1 << 10;
@@ -116,9 +126,19 @@ std::vector<double> time_op(Communicator& comm, OpKind op, const Buffers& b, con
   return seconds;
 }
 
+void write_result(const bench::BenchResult& result, const std::string& path, bool printer) {
+  if (!printer || path.empty()) return;
+  result.write(path);
+  std::printf("wrote %s\n", path.c_str());
+}
+
 int run(int argc, char** argv) {
   Settings s;
-  Flags flags("ch08_dist_bench", "Time, algorithm and bus bandwidth of the world communicator's collectives.");
+  ch08::TrainingBenchSettings training;
+  Flags flags("ch08_dist_bench",
+              "Training steps of every parallel layout, or the world communicator's collectives: time, bytes, "
+              "algorithm and bus bandwidth.");
+  flags.add_choice("mode", &s.mode, {"collectives", "training"}, "what to measure");
   flags.add_string("ops", &s.ops, "comma-separated collectives: all_reduce, reduce_scatter, all_gather");
   flags.add_choice("dtype", &s.dtype, {"f32", "bf16"}, "element type");
   flags.add_int("min-bytes", &s.min_bytes, "smallest payload; sizes go up by 4x", 4);
@@ -128,7 +148,9 @@ int run(int argc, char** argv) {
   flags.add_choice("call-check", &s.call_check, {"off", "on"},
                    "the MPI backend's check that all ranks make the same call");
   flags.add_string("json", &s.json, "write the bench result here (rank 0)");
+  training.register_flags(flags);
   if (!flags.parse(argc, argv)) return 0;
+  if (!s.json.empty()) bench::BenchResult::check_destination(s.json);
   const std::vector<OpKind> ops = parse_ops(s.ops);
   const DType dtype = parse_dtype(s.dtype);
   LAB_CHECK(s.min_bytes <= s.max_bytes, InvalidArgument, "--min-bytes ", s.min_bytes, " is above --max-bytes ",
@@ -143,6 +165,13 @@ int run(int argc, char** argv) {
 #endif
   bench::BenchResult result = bench::BenchResult::start("ch08_dist_bench", argc, argv);
   if (n > 1) result.command = cat("mpirun -np ", n, " ", result.command);  // re-runnable as recorded
+  if (s.mode == "training") {
+    training.warmup = s.warmup;
+    const staircase::StaircaseReport report = ch08::run_training_staircase(comm, training, result);
+    if (printer) std::fputs(report.table().c_str(), stdout);
+    write_result(result, s.json, printer);
+    return 0;
+  }
   result.describe_column("us", "us", bench::Better::Lower);
   result.describe_column("algbw_GBps", "GB/s", bench::Better::Higher);
   result.describe_column("busbw_GBps", "GB/s", bench::Better::Higher);
@@ -182,10 +211,7 @@ int run(int argc, char** argv) {
     }
     result.add_metric(cat(comm::op_kind_name(op), "_busbw_GBps"), busbw_samples, "GB/s", bench::Better::Higher);
   }
-  if (printer && !s.json.empty()) {
-    result.write(s.json);
-    std::printf("wrote %s\n", s.json.c_str());
-  }
+  write_result(result, s.json, printer);
   return 0;
 }
 
