@@ -68,6 +68,9 @@ void TrainOptions::register_flags(Flags& f) {
                "cpu, cuda, cuda:N or auto (a GPU when present; under mpirun, rank r takes GPU r "
                "mod the GPUs visible)");
   f.add_string("dtype", &dtype, "math precision: fp32, or tf32 (GPU); bf16 and fp16 are not available yet");
+  f.add_choice("kernels", &kernels, {"reference", "fused"},
+               "reference: the core's kernels; fused: chapter 6's fused residual + LayerNorm, GEMM + bias + GELU and "
+               "classifier");
   f.add_int("threads", &threads, "CPU threads (0: all cores)", 0, 4096);
   f.add_int("seed", &seed, "seed of initialisation, shuffling and sampling", 0, INT64_MAX);
   f.add_string("log-json", &log_json, "write one JSON object per step (and per evaluation) to this file");

@@ -56,6 +56,7 @@ struct TrainOptions {
   std::string device = "auto";
   std::string dtype = "fp32";  // fp32 or tf32; bf16 and fp16 are refused until mixed precision exists
   int64_t threads = 0;         // 0: all cores
+  std::string kernels = "reference";  // reference, or fused: chapter 6's kernels (ch06_single_gpu/fused_model.h)
   int64_t seed = 1337;
   // output
   std::string log_json;

@@ -6,6 +6,7 @@
 
 #include "ch05_data/loaders/make_loader.h"
 #include "ch05_data/tokenize/prepare.h"
+#include "ch06_single_gpu/fused_model.h"
 #include "ch07_memory/max_batch.h"
 #include "ch07_memory/memory_steps.h"
 #include "ch07_memory/zero/parameter_gather.h"
@@ -118,6 +119,7 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   setup_parallel();
   setup_data();
   model_ = std::make_unique<GPT2>(config, device_);
+  ch06::use_kernels(*model_, ch06::parse_kernels(options_.kernels));
   LAB_CHECK(options_.seq <= model_->config().block_size, InvalidArgument, "--seq ", options_.seq,
             " exceeds the model's block size ", model_->config().block_size);
   ch07::apply_recompute(model_->options(), ch07::parse_recompute_policy(options_.recompute));
