@@ -1,6 +1,7 @@
 // Chapter 7's optimizer and step for the trainer (see memory_steps.h).
 #include "ch07_memory/memory_steps.h"
 
+#include "ch07_memory/offload_optimizer.h"
 #include "ch07_memory/optimizer_in_backward.h"
 #include "ch07_memory/zero/parameter_gather.h"
 #include "ch07_memory/zero/zero_step.h"
@@ -21,6 +22,12 @@ void check_memory_steps(const MemoryStepOptions& options, const comm::ParallelLa
               "--zero and --optimizer-in-backward exclude each other: ZeRO updates each shard after its gradients "
               "are reduced across the ranks");
   }
+  LAB_CHECK(!(options.offload_optimizer && options.zero > 0), InvalidArgument,
+            "--offload optimizer and --zero exclude each other here: ZeRO shards the optimizer state across GPUs, "
+            "offload moves the whole state to the host");
+  LAB_CHECK(!(options.offload_optimizer && options.optimizer_in_backward), InvalidArgument,
+            "--offload optimizer and --optimizer-in-backward exclude each other: the offloaded update runs on the "
+            "CPU once the step's gradients are all copied down");
   if (options.optimizer_in_backward)
     LAB_CHECK(layout.dp == 1 && layout.tp == 1 && layout.pp == 1, InvalidArgument,
               "--optimizer-in-backward runs in one process only (layout ", layout.str(),
@@ -29,6 +36,8 @@ void check_memory_steps(const MemoryStepOptions& options, const comm::ParallelLa
 
 std::unique_ptr<AdamW> make_optimizer(const MemoryStepOptions& options, const comm::ParallelContext& context,
                                       const ch08::ParallelOptions& parallel, GPT2& model, const AdamWConfig& config) {
+  check_memory_steps(options, context.layout());
+  if (options.offload_optimizer) return make_offloaded_optimizer(model, config);
   if (options.zero == 0) return std::make_unique<AdamW>(model.parameters(), config);
   const ZeroShards shards(model.parameters(), context.dp().size(), context.dp().rank(), parallel.bucket_bytes);
   return std::make_unique<AdamW>(model.parameters(), config, shards.owned());

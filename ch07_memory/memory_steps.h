@@ -1,5 +1,6 @@
 // Where the trainer (ch10_gpt2) asks chapter 7 for its optimizer and training step: the rungs that change how
-// the optimizer state and the gradients are held (`--optimizer-in-backward`, `--zero 1|2`), and the
+// the optimizer state and the gradients are held (`--optimizer-in-backward`, `--offload optimizer`,
+// `--zero 1|2`), and the
 // combinations they refuse. Without them, the plain AdamW and chapter 8's step for the layout.
 #pragma once
 
@@ -14,15 +15,18 @@ namespace lab::ch07 {
 
 struct MemoryStepOptions {
   bool optimizer_in_backward = false;
+  bool offload_optimizer = false;
   int zero = 0;  // ZeRO stage; 0: none
 };
 
 // InvalidArgument, naming the flags, for a combination the rungs cannot train: --zero with tensor or
-// pipeline parallelism or with --optimizer-in-backward, --optimizer-in-backward with more than one rank, a
-// ZeRO stage other than 0, 1, 2 (stage 3 is not implemented).
+// pipeline parallelism, with --optimizer-in-backward or with --offload, --offload with --optimizer-in-backward,
+// --optimizer-in-backward with more than one rank, a ZeRO stage other than 0, 1, 2 (stage 3 is not
+// implemented).
 void check_memory_steps(const MemoryStepOptions& options, const comm::ParallelLayout& layout);
 
-// AdamW over the model's parameters: with ZeRO, keeping moments for this data-parallel rank's shard only.
+// AdamW over the model's parameters: with ZeRO, keeping moments for this data-parallel rank's shard only; with
+// offload, its state in host memory.
 std::unique_ptr<AdamW> make_optimizer(const MemoryStepOptions& options, const comm::ParallelContext& context,
                                       const ch08::ParallelOptions& parallel, GPT2& model, const AdamWConfig& config);
 

@@ -60,6 +60,9 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_bool("optimizer-in-backward", &optimizer_in_backward,
              "update each parameter as soon as its gradient is final and free the gradient at once (one process; "
              "needs --grad-clip 0 and no gradient accumulation)");
+  f.add_choice("offload", &offload, {"none", "optimizer"},
+               "optimizer: AdamW's moments and fp32 master weights in pinned host memory, the update on the CPU (a "
+               "GPU run; on the CPU the state is in host memory already and nothing changes)");
   f.add_int("zero", &zero,
             "ZeRO stage over the data-parallel ranks: 1 shards the optimizer state, 2 also the gradients (0: off; "
             "stage 3 is not implemented)",

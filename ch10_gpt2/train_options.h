@@ -51,6 +51,7 @@ struct TrainOptions {
   int64_t comm_timeout = 300;  // seconds a collective waits for the other ranks
   // how the step holds optimizer state and gradients (chapter 7)
   bool optimizer_in_backward = false;  // each parameter's update as soon as its gradient is final
+  std::string offload = "none";        // none, or optimizer: AdamW's state in host memory, the update on the CPU
   int64_t zero = 0;                    // ZeRO stage over the data-parallel ranks (1, 2); 0: none
   // execution
   std::string device = "auto";

@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "common/ops/reduce.h"
+#ifdef LAB_WITH_CUDA
+#include "common/cuda/pinned.h"
+#endif
 
 namespace lab {
 
@@ -15,6 +19,19 @@ int64_t total_size(const std::vector<ElementRange>& ranges) {
   int64_t n = 0;
   for (const ElementRange& r : ranges) n += r.size();
   return n;
+}
+
+// `numel` zero floats in pinned host memory: the GPU's copy engines read and write it directly.
+Tensor pinned_host_zeros(int64_t numel) {
+#ifdef LAB_WITH_CUDA
+  auto buffer = std::make_shared<cuda::PinnedBuffer>(static_cast<size_t>(numel) * sizeof(float));
+  Tensor t = Tensor::wrap(buffer->data(), {numel}, DType::F32, Device::cpu(), [buffer] {});
+  t.zero_();
+  return t;
+#else
+  (void)numel;
+  fail(ErrorKind::Unsupported, "optimizer state in pinned host memory needs the CUDA backend");
+#endif
 }
 
 // The parts of `decay` inside `range`, relative to range.begin: the decay ranges of an update of that range.
@@ -29,9 +46,23 @@ std::vector<ElementRange> decay_within(const std::vector<ElementRange>& decay, c
 
 }  // namespace
 
-AdamW::AdamW(ParameterStore& params, const AdamWConfig& config)
-    : AdamW(params, config, {{0, params.allocated() ? params.numel() : 0}}) {
-  sharded_ = false;
+AdamW::AdamW(ParameterStore& params, const AdamWConfig& config) : AdamW(params, config, OptimizerState::Device) {}
+
+AdamW::AdamW(ParameterStore& params, const AdamWConfig& config, OptimizerState state)
+    : params_(params), config_(config) {
+  LAB_CHECK(params.allocated(), InvalidArgument, "AdamW needs allocated parameters");
+  owned_ = {{0, params.numel()}};
+  if (state == OptimizerState::Host && params.device().is_cuda()) {
+    m_ = pinned_host_zeros(params.numel());
+    v_ = pinned_host_zeros(params.numel());
+    master_ = pinned_host_zeros(params.numel());
+    host_grads_ = pinned_host_zeros(params.numel());
+    return;
+  }
+  // On the parameters' device; with parameters on the CPU that is host memory already, offloaded or not.
+  MemoryScope scope(MemCategory::Optimizer);
+  m_ = Tensor::zeros({params.numel()}, DType::F32, params.device());
+  v_ = Tensor::zeros({params.numel()}, DType::F32, params.device());
 }
 
 AdamW::AdamW(ParameterStore& params, const AdamWConfig& config, std::vector<ElementRange> owned)
@@ -55,6 +86,10 @@ ops::AdamWHyper AdamW::hyper(float lr) const {
 
 void AdamW::step(float lr, float grad_scale) {
   ++step_;
+  if (offloaded()) {
+    host_step(lr, grad_scale);
+    return;
+  }
   if (!sharded_) {  // the whole buffer in one pass
     ops::adamw_update(params_.params(), params_.grads(), m_, v_, hyper(lr), grad_scale, params_.decay_ranges());
     return;
@@ -64,6 +99,16 @@ void AdamW::step(float lr, float grad_scale) {
     update_range(r, state_offset, params_.grads().view(r.begin, {r.size()}), hyper(lr), grad_scale);
     state_offset += r.size();
   }
+}
+
+void AdamW::host_step(float lr, float grad_scale) {
+  if (!master_current_) {
+    master_.copy_from(params_.params());
+    master_current_ = true;
+  }
+  host_grads_.copy_from(params_.grads());
+  ops::adamw_update(master_, host_grads_, m_, v_, hyper(lr), grad_scale, params_.decay_ranges());
+  params_.params().copy_from(master_);
 }
 
 void AdamW::step(float lr, float grad_scale, const Tensor& owned_grads) {
@@ -78,7 +123,8 @@ void AdamW::step(float lr, float grad_scale, const Tensor& owned_grads) {
 }
 
 void AdamW::update(const std::string& name, const Tensor& grad, float lr) {
-  LAB_CHECK(!sharded_, InvalidArgument, "AdamW::update('", name, "'): the optimizer is sharded");
+  LAB_CHECK(!sharded_ && !offloaded(), InvalidArgument, "AdamW::update('", name,
+            "'): a sharded or offloaded optimizer updates whole steps only");
   LAB_CHECK(step_ >= 1, InvalidArgument, "AdamW::update('", name, "') before begin_step()");
   const ParamInfo& p = params_.info(name);
   update_range({p.offset, p.offset + p.numel()}, p.offset, grad.view(0, {p.numel()}), hyper(lr), 1.0f);

@@ -8,7 +8,11 @@
 //   - one parameter at a time (optimizer in backward): begin_step() counts the step, then update() applies it to
 //     each parameter as its gradient becomes final;
 //   - sharded (ZeRO): the optimizer owns some ranges of the flat buffer and keeps moments for those only, the
-//     ranges one after the other in m and v; step() updates the owned ranges of the parameters.
+//     ranges one after the other in m and v; step() updates the owned ranges of the parameters;
+//   - with its state in host memory (CPU offload, OptimizerState::Host): the moments and an fp32 master copy of
+//     the parameters live in pinned host memory and step() runs on the CPU: the gradients are copied down, the
+//     master copy updated, and the parameters copied up. With parameters on the CPU the state is in host memory
+//     already, and nothing changes.
 #pragma once
 
 #include <string>
@@ -26,6 +30,9 @@ struct AdamWConfig {
   float weight_decay = 0.1f;
 };
 
+// Where the optimizer keeps its state (moments, and the master copy of the parameters when it is not the model's).
+enum class OptimizerState { Device, Host };
+
 class AdamW {
  public:
   // Moments for the whole flat buffer.
@@ -33,6 +40,9 @@ class AdamW {
   // Moments for the `owned` ranges of the flat buffer only (sorted, disjoint, inside it; InvalidArgument
   // otherwise), stored one after the other.
   AdamW(ParameterStore& params, const AdamWConfig& config, std::vector<ElementRange> owned);
+  // Moments for the whole flat buffer, on the parameters' device or in host memory (see above). The master copy
+  // is taken from the parameters at the first step, so weights loaded before it are the ones trained.
+  AdamW(ParameterStore& params, const AdamWConfig& config, OptimizerState state);
 
   // One update with learning rate `lr`; gradients are multiplied by grad_scale first (clipping). Reads the
   // gradients of the owned ranges from the store's flat gradient buffer.
@@ -57,18 +67,24 @@ class AdamW {
   // The ranges of the flat buffer this optimizer updates: the whole buffer unless sharded.
   const std::vector<ElementRange>& owned() const { return owned_; }
   bool sharded() const { return sharded_; }
+  // True when the state lives in host memory while the parameters are on a GPU.
+  bool offloaded() const { return master_.defined(); }
 
  private:
   // Updates params[range] with `grads` (range.size() elements) and the moments at state_offset.
   void update_range(const ElementRange& range, int64_t state_offset, const Tensor& grads, const ops::AdamWHyper& hyper,
                     float grad_scale);
   ops::AdamWHyper hyper(float lr) const;
+  // The offloaded step: gradients down, the update on the CPU, parameters up.
+  void host_step(float lr, float grad_scale);
 
   ParameterStore& params_;
   AdamWConfig config_;
   std::vector<ElementRange> owned_;
   bool sharded_ = false;
   Tensor m_, v_;
+  Tensor master_, host_grads_;   // offloaded only: the fp32 master parameters and the gradients' host copy
+  bool master_current_ = false;  // offloaded: master_ holds the parameters (taken at the first step)
   int64_t step_ = 0;
 };
 

@@ -1,0 +1,10 @@
+// The offloaded optimizer (see offload_optimizer.h).
+#include "ch07_memory/offload_optimizer.h"
+
+namespace lab::ch07 {
+
+std::unique_ptr<AdamW> make_offloaded_optimizer(GPT2& model, const AdamWConfig& config) {
+  return std::make_unique<AdamW>(model.parameters(), config, OptimizerState::Host);
+}
+
+}  // namespace lab::ch07
