@@ -127,12 +127,17 @@ GPT2::GPT2(const GPT2Config& config, Device device, ModelOptions options, const 
 
 void GPT2::init_weights(uint64_t seed) {
   const std::vector<GPT2Parameter> canonical = gpt2_parameters(config_, padded_vocab_);
-  std::vector<float> host(static_cast<size_t>(params_.numel()), 0.0f);
+  // A CPU model's values are drawn straight into its parameter buffer (zero-filled, so the padded rows stay
+  // zero); a GPU's through one host buffer. A host copy of every parameter on the CPU would be the process's
+  // peak resident memory: params, grads and AdamW's moments are already allocated when the trainer initialises.
+  std::vector<float> host;
+  if (!device().is_cpu()) host.assign(static_cast<size_t>(params_.numel()), 0.0f);
+  float* const base = device().is_cpu() ? params_.params().data<float>() : host.data();
   std::vector<float> whole;
   for (size_t index = 0; index < canonical.size(); ++index) {
     const GPT2Parameter& p = canonical[index];
     if (!shard_holds(shard_, config_, p)) continue;
-    float* dst = host.data() + params_.info(p.name).offset;
+    float* dst = base + params_.info(p.name).offset;
     const TpSplit split = tp_split_of(p.name);
     if (shard_.tp_size == 1 || split == TpSplit::Replicated) {
       draw_initial_values(config_, p, index, seed, dst);
@@ -145,7 +150,8 @@ void GPT2::init_weights(uint64_t seed) {
                                  shard_.tp_rank, shard_.tp_size);
     std::copy_n(part.data<float>(), part.numel(), dst);
   }
-  params_.params().copy_from(Tensor::wrap(host.data(), {params_.numel()}, DType::F32, Device::cpu(), [] {}));
+  if (!device().is_cpu())
+    params_.params().copy_from(Tensor::wrap(host.data(), {params_.numel()}, DType::F32, Device::cpu(), [] {}));
 }
 
 void GPT2::set_matmul_dtype(DType dtype) {
