@@ -26,6 +26,7 @@ GPT2Config small_config() {
   return config;
 }
 constexpr int64_t kBatch = 2, kSeq = 7;
+constexpr double kLr = 1e-3;
 
 Tensor random_tokens(uint64_t seed, int64_t vocab, Device device) {
   Rng rng(seed);
@@ -88,25 +89,26 @@ void expect_fused_training_tracks_reference(Device device) {
   for (int step = 0; step < kSteps; ++step) {
     const Tensor tokens = random_tokens(100 + step, config.vocab_size, Device::cpu());
     const Tensor targets = random_tokens(200 + step, config.vocab_size, Device::cpu());
-    const TrainStepResult ref = ref_step.run([&] { return MicroBatch{tokens, targets}; }, 1e-3);
-    const TrainStepResult got = fused_step.run([&] { return MicroBatch{tokens.to(device), targets.to(device)}; }, 1e-3);
+    const TrainStepResult ref = ref_step.run([&] { return MicroBatch{tokens, targets}; }, kLr);
+    const TrainStepResult got = fused_step.run([&] { return MicroBatch{tokens.to(device), targets.to(device)}; }, kLr);
     EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss) << "step " << step;
     EXPECT_NEAR(got.grad_norm, ref.grad_norm, 1e-4 * ref.grad_norm) << "step " << step;
   }
-  // Four updates of at most lr each: the weights agree far more closely than one update moves them. Except the
-  // key third of c_attn's bias: its gradient is zero in exact arithmetic (a constant added to every score of a
-  // query leaves the softmax unchanged), so AdamW's normalisation turns rounding noise of either model into
-  // steps of up to lr, which no two summation orders share.
+  // Each update moves a weight by at most about lr: the weights must agree within 1% of lr (as the distributed
+  // tests hold their layouts to), all but a few in a thousand. Those few are weights whose gradient is close to
+  // zero: AdamW divides it by its own magnitude, so where rounding decides its sign, the two models step apart by
+  // up to lr. The key third of c_attn's bias is all such weights (its gradient is zero in exact arithmetic: a
+  // constant added to every score of a query leaves the softmax unchanged), so it is left out.
   const int64_t C = config.n_embd;
   for (const auto& info : reference.parameters().infos()) {
-    const Tensor got = fused.parameters().value(info.name), want = reference.parameters().value(info.name);
-    if (info.name.ends_with("attn.c_attn.bias")) {
-      for (const int64_t third : {0, 2})  // query and value biases
-        EXPECT_TRUE(
-            all_close(info.name.c_str(), got.view(third * C, {C}), want.view(third * C, {C}), Tolerance{1e-5, 1e-5}));
-      continue;
-    }
-    EXPECT_TRUE(all_close(info.name.c_str(), got, want, Tolerance{1e-5, 1e-5}));
+    const std::vector<float> got = fused.parameters().value(info.name).to_floats();
+    const std::vector<float> want = reference.parameters().value(info.name).to_floats();
+    const bool key_bias = info.name.ends_with("attn.c_attn.bias");
+    size_t apart = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      if (!key_bias || i < static_cast<size_t>(C) || i >= static_cast<size_t>(2 * C))
+        apart += std::fabs(static_cast<double>(got[i]) - want[i]) > 0.01 * kLr;
+    EXPECT_LE(apart * 1000, want.size()) << info.name << ": " << apart << " weights apart by more than 1% of lr";
   }
 }
 
