@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 
 #include "common/io/files.h"
@@ -100,6 +101,13 @@ void save_checkpoint(const std::string& dir, const GPT2& model, const AdamW& opt
   layout.set("tp", state.parallel.tp);
   layout.set("pp", state.parallel.pp);
   j.set("parallel", layout);
+  if (state.loss_scaler) {
+    Json scaler = Json::object();
+    scaler.set("scale", state.loss_scaler->scale);
+    scaler.set("clean_steps", state.loss_scaler->clean_steps);
+    scaler.set("skipped_steps", state.loss_scaler->skipped_steps);
+    j.set("loss_scaler", scaler);
+  }
   out.write_file("state.json", j.dump(2) + "\n");
   out.commit();
 }
@@ -131,6 +139,13 @@ TrainState read_checkpoint_state(const std::string& dir) {
     LAB_CHECK(s.parallel.dp >= 1 && s.parallel.tp >= 1 && s.parallel.pp >= 1 &&
                   layout.at("world_size").as_int() == s.parallel.ranks(),
               Format, "the parallel layout ", layout.dump(), " is not dp x tp x pp = world_size");
+    if (const Json* scaler = j.find("loss_scaler")) {  // absent without loss scaling and in older checkpoints
+      s.loss_scaler = LossScalerState{scaler->at("scale").as_number(), scaler->at("clean_steps").as_int(),
+                                      scaler->at("skipped_steps").as_int()};
+      LAB_CHECK(std::isfinite(s.loss_scaler->scale) && s.loss_scaler->scale > 0 && s.loss_scaler->clean_steps >= 0 &&
+                    s.loss_scaler->skipped_steps >= 0,
+                Format, "bad loss_scaler ", scaler->dump());
+    }
     return s;
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::Format && e.kind() != ErrorKind::InvalidArgument) throw;

@@ -5,7 +5,8 @@
 //                          not depend on how the optimizer lays out its buffers in memory (the parameter layout,
 //                          a parallel layout's shards). Version 1 files, which held the two flat buffers of the
 //                          whole model in the decay-first layout ("adamw.m", "adamw.v"), are still read.
-//   state.json             step, data position, sampler RNG, model config, run settings, parallel layout
+//   state.json             step, data position, sampler RNG, model config, run settings, parallel layout, and
+//                          fp16's loss scaler (absent without loss scaling and in older checkpoints)
 //   .lab-directory         AtomicDirectory's marker: "gpt2-labs checkpoint" and the names above
 // Resuming from it continues bit for bit where the uninterrupted run would have been (CPU, same flags).
 // A checkpoint replaces only an earlier checkpoint (recognised by its marker) or nothing: never a user's files.
@@ -13,12 +14,14 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/comm/parallel_context.h"
 #include "common/nn/gpt2.h"
 #include "common/optim/adamw.h"
+#include "common/train/loss_scaler.h"
 #include "common/util/json.h"
 
 namespace lab {
@@ -30,6 +33,7 @@ struct TrainState {
   GPT2Config config;
   Json options = Json::object();  // TrainOptions::to_json() of the run
   comm::ParallelLayout parallel;  // the layout of the run that wrote it (any layout may resume it: trainer.h)
+  std::optional<LossScalerState> loss_scaler;  // fp16's dynamic loss scaling; none without it
 };
 
 // The kind AtomicDirectory records in a checkpoint's marker.

@@ -70,7 +70,12 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_string("device", &device,
                "cpu, cuda, cuda:N or auto (a GPU when present; under mpirun, rank r takes GPU r "
                "mod the GPUs visible)");
-  f.add_string("dtype", &dtype, "math precision: fp32, or tf32 (GPU); bf16 and fp16 are not available yet");
+  f.add_string("dtype", &dtype,
+               "math precision: fp32; tf32 (GPU); bf16 or fp16: mixed precision, 16-bit matrix products with fp32 "
+               "accumulation and fp32 master weights, fp16 with dynamic loss scaling (chapter 6)");
+  f.add_float("loss-scale", &loss_scale, "fp16: the initial loss scale", 1.0, 1e38);
+  f.add_int("loss-scale-interval", &loss_scale_interval, "fp16: steps without overflow before the loss scale doubles",
+            1, int64_t{1} << 40);
   f.add_choice("kernels", &kernels, {"reference", "fused"},
                "reference: the core's kernels; fused: chapter 6's fused residual + LayerNorm, GEMM + bias + GELU and "
                "classifier");
@@ -106,9 +111,7 @@ void TrainOptions::validate() const {
             "--total-batch-tokens ", total_batch_tokens, " is not a multiple of --batch * --seq = ", batch * seq);
   LAB_CHECK(init.empty() || resume.empty(), InvalidArgument, "--init and --resume exclude each other");
   LAB_CHECK(dtype == "fp32" || dtype == "tf32" || dtype == "bf16" || dtype == "fp16", InvalidArgument, "--dtype: '",
-            dtype, "' is not one of fp32|tf32");
-  LAB_CHECK(dtype == "fp32" || dtype == "tf32", Unsupported, "--dtype ", dtype,
-            ": bf16 and fp16 training are not available in this trainer yet (use fp32 or tf32)");
+            dtype, "' is not one of fp32|tf32|bf16|fp16");
   LAB_CHECK(data_val.empty() || !data_train.empty(), InvalidArgument, "--data-val given without --data-train");
   try {
     ch07::parse_byte_size(memory_budget);

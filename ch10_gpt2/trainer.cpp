@@ -90,6 +90,16 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   LAB_CHECK(!device_.is_cuda() || cuda_available(), Unsupported, "--device ", options_.device,
             ": no CUDA GPU is available", (cuda_available() ? "" : " (or this build has no CUDA backend)"));
   apply_math_mode(device_, math_mode_);
+  // A pipeline stage runs its own backward passes (ch08's PipelineStage), which do not scale the loss yet.
+  LAB_CHECK(math_mode_ != MathMode::FP16 || parallel_.layout.pp == 1, Unsupported, "--dtype fp16 with --pp ",
+            parallel_.layout.pp, ": the pipeline's schedule does not scale the loss yet (bf16 needs no scaling)");
+  // An update made inside backward cannot be skipped when the gradients overflow.
+  LAB_CHECK(math_mode_ != MathMode::FP16 || !options_.optimizer_in_backward, Unsupported,
+            "--dtype fp16 with --optimizer-in-backward: an overflowing step could not be skipped");
+  // The fused MLP's GEMM reads fp32 operands: under bf16/fp16 one product would silently stay fp32.
+  LAB_CHECK(options_.kernels == "reference" || math_mode_ == MathMode::FP32 || math_mode_ == MathMode::TF32,
+            Unsupported, "--kernels ", options_.kernels, " with --dtype ", options_.dtype,
+            ": the fused kernels take fp32 operands (use --kernels reference)");
 
   // The outputs first: a destination that cannot be written, or that holds a user's files, stops the run
   // before any data is read or any model is built. Rank 0 alone writes them.
@@ -148,6 +158,10 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   } else {
     model_->init_weights(static_cast<uint64_t>(options_.seed));
   }
+  // Mixed precision: the model's 16-bit matrix products (a copy of the weights just set) and, for fp16, loss
+  // scaling, from the checkpoint's scale when it has one.
+  apply_math_mode(math_mode_, *step_, LossScalerConfig{options_.loss_scale, 2.0, 0.5, options_.loss_scale_interval});
+  if (step_->loss_scaler() && resumed.loss_scaler) step_->loss_scaler()->set_state(*resumed.loss_scaler);
 
   schedule_.kind = LrSchedule::parse_kind(options_.lr_schedule);
   schedule_.max_lr = options_.lr;
@@ -315,6 +329,7 @@ void Trainer::save_checkpoint_at(int64_t step) {
   s.config = model_->config();
   s.options = options_.to_json();
   s.parallel = parallel_.layout;
+  if (step_->loss_scaler()) s.loss_scaler = step_->loss_scaler()->state();
   // ZeRO: every rank's shard of the optimizer state, gathered whole (the checkpoint holds the whole model's).
   const std::unique_ptr<AdamW> gathered = ch07::whole_optimizer_for_checkpoint(*context_, *optimizer_, *model_);
   if (leader()) {
@@ -334,11 +349,14 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
   const int64_t peak = memory.peak_total;
   std::optional<double> mfu;
   if (peak_flops_) mfu = flops_per_token_ * tok_per_s / *peak_flops_;
+  // fp16: the scale the step used, and whether an overflow skipped it.
+  const std::string loss_scaling =
+      r.loss_scale > 0 ? cat(" | scale ", r.loss_scale, r.skipped ? " | overflow: step skipped" : "") : "";
   if (!leader()) return;
-  std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s%s | ETA %s\n",
+  std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s%s%s | ETA %s\n",
               static_cast<long long>(step + 1), static_cast<long long>(options_.steps), r.loss, r.lr, r.grad_norm,
               r.seconds * 1e3, tok_per_s, mfu ? cat(" | MFU ", static_cast<int>(*mfu * 1000) / 10.0, "%").c_str() : "",
-              format_duration(eta).c_str());
+              loss_scaling.c_str(), format_duration(eta).c_str());
   if (options_.memory_report && step == start_step_) {
     const ch07::MemoryTheory theory = ch07::memory_theory(model_->config(), options_.batch, options_.seq,
                                                           ch07::parse_recompute_policy(options_.recompute));
@@ -358,6 +376,11 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
   rec.set("tokens_per_s", tok_per_s);
   rec.set("mfu", mfu ? Json(*mfu) : Json());
   rec.set("mem_peak_bytes", peak);
+  if (r.loss_scale > 0) {
+    rec.set("loss_scale", r.loss_scale);
+    rec.set("skipped", r.skipped);
+    rec.set("skipped_steps", step_->loss_scaler()->state().skipped_steps);
+  }
   rec.set("mem_peak_by_category", ch07::peak_by_category_json(memory));
   log_->write(rec);
 }

@@ -30,6 +30,7 @@
 #include "common/bench/timer.h"
 #include "common/core/parallel.h"
 #include "common/ops/cpu/gemm.h"
+#include "common/train/math_mode.h"
 #include "common/util/flags.h"
 #include "common/util/main.h"
 #include "common/util/rng.h"
@@ -196,8 +197,7 @@ int run(int argc, char** argv) {
   std::optional<double> mfu;
   std::string peak_name;
   if (device.is_cuda()) {
-    const auto peak = bench::gpu_peak_flops(lab::device_name(device),
-                                            dtype == "tf32" ? bench::Precision::TF32 : bench::Precision::FP32);
+    const auto peak = bench::gpu_peak_flops(lab::device_name(device), parse_math_mode(dtype));
     if (peak) {
       mfu = model_flops / step.median / peak->flops;
       peak_name = cat(peak->entry, " ", dtype, " ", peak->flops / 1e12, " TFLOP/s");

@@ -15,7 +15,8 @@ constexpr double kLr = 1e-4;
 void StepBenchSettings::register_flags(Flags& flags) {
   flags.add_string("model", &model, "model size: d12, d24, d36, d48, small, tiny");
   flags.add_string("device", &device, "cpu, cuda, cuda:N or auto");
-  flags.add_choice("dtype", &dtype, {"fp32", "tf32"}, "math precision");
+  flags.add_choice("dtype", &dtype, {"fp32", "tf32", "bf16", "fp16"},
+                   "math precision (tf32: GPU; bf16, fp16: mixed precision, common/train/math_mode.h)");
   flags.add_choice("kernels", &kernels, {"reference", "fused"},
                    "reference: the core's kernels; fused: chapter 6's fused kernels (ch06_single_gpu/fused_model.h)");
   flags.add_int("batch", &batch, "batch size B", 1, 1 << 16);
@@ -35,7 +36,10 @@ StepBenchSettings StepBenchSettings::from_flags(const std::vector<std::string>& 
 StepBench::StepBench(const StepBenchSettings& settings)
     : settings_(settings), device_(settings.device == "auto" ? best_device() : parse_device(settings.device)) {
   const MathMode math_mode = parse_math_mode(settings_.dtype);
-  LAB_CHECK(device_.is_cuda() || math_mode == MathMode::FP32, InvalidArgument, "--dtype tf32 needs a GPU");
+  LAB_CHECK(device_.is_cuda() || math_mode != MathMode::TF32, InvalidArgument, "--dtype tf32 needs a GPU");
+  LAB_CHECK(settings_.kernels == "reference" || math_mode == MathMode::FP32 || math_mode == MathMode::TF32,
+            InvalidArgument, "--kernels ", settings_.kernels, " with --dtype ", settings_.dtype,
+            ": the fused kernels take fp32 operands");
   apply_math_mode(device_, math_mode);
   model_ = std::make_unique<GPT2>(GPT2Config::from_name(settings_.model), device_,
                                   ch06::with_kernels({}, ch06::parse_kernels(settings_.kernels)));
@@ -51,6 +55,7 @@ StepBench::StepBench(const StepBenchSettings& settings)
   TrainStepConfig step_config;  // one micro-batch, clipping at 1 as the trainer does
   step_config.time_phases = true;
   train_step_ = std::make_unique<TrainStep>(*model_, *optimizer_, step_config);
+  apply_math_mode(math_mode, *train_step_);  // bf16, fp16: 16-bit products; fp16: loss scaling
 }
 
 StepSamples StepBench::run(const std::function<void(int64_t, double)>& on_step) {

@@ -147,7 +147,7 @@ TEST(TrainerCommandLine, BadFlagsGiveOneErrorLineAndNonZeroExit) {
       {"--lr abc", "--lr: expected a number"},
       {"--lr-schedule exponential", "not one of constant|cosine|linear"},
       {"--model d99", "unknown model 'd99'"},
-      {"--dtype bf16", "bf16"},
+      {"--dtype fp8", "not one of fp32|tf32|bf16|fp16"},
       {"--preset nonsense", "unknown preset"},
       {"--total-batch-tokens 100 --batch 2 --seq 16", "not a multiple"},
       {"--data-train /nonexistent/shard_*.bin --steps 1", "/nonexistent/shard_*.bin"},
@@ -237,17 +237,6 @@ TEST(TrainerCommandLine, ErrorsFromAPresetsFlagsNameThePreset) {
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.err.find("(--model d12 set by --preset baseline-fp32)"), std::string::npos) << run.err;
   EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
-}
-
-TEST(TrainerCommandLine, HelpSaysLowPrecisionIsNotAvailableYet) {
-  const auto help = run_gpt2_train("--help");
-  const size_t at = help.out.find("--dtype");
-  ASSERT_NE(at, std::string::npos) << help.out;
-  const std::string line = help.out.substr(at, help.out.find('\n', at) - at);
-  EXPECT_NE(line.find("bf16 and fp16 are not available yet"), std::string::npos) << line;
-  const auto bf16 = run_gpt2_train("--dtype bf16");
-  EXPECT_EQ(bf16.exit_code, 1);
-  EXPECT_NE(bf16.err.find("not available in this trainer yet"), std::string::npos) << bf16.err;
 }
 
 }  // namespace
