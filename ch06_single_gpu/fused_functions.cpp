@@ -25,6 +25,9 @@ bool any_requires_grad(std::initializer_list<const Var*> vars) {
 }  // namespace
 
 Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x) {
+  // Mixed precision (16-bit matmul operands): the MLP's products are the mixed-precision linears, as in the
+  // reference model; the epilogue-fused GEMM here takes fp32 operands.
+  if (mlp.c_fc.weight_16bit.defined()) return mlp_forward(tape, mlp, x, ModelOptions{});
   const Var& w = mlp.c_fc.weight;
   const Var& b = mlp.c_fc.bias;
   Shape shape = x.value().shape();

@@ -17,7 +17,8 @@
 namespace lab::ch06 {
 
 // The MLP's output for x [..., C]; c_fc's pre-GELU values are kept for the backward (as the reference keeps
-// c_fc's output), so the GELU's backward needs no recomputation of the GEMM.
+// c_fc's output), so the GELU's backward needs no recomputation of the GEMM. A model with 16-bit matmul operands
+// (GPT2::set_matmul_dtype) runs the reference MLP: the fused GEMM takes fp32 operands here.
 Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x);
 
 struct ResidualNorm {

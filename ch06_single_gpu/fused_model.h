@@ -7,6 +7,9 @@
 //                   CUDA, so the 4C-wide hidden activation is written once), then c_proj
 //   cross_entropy   the fused classifier with the online softmax (one read of each logits row fewer on CUDA)
 //
+// With 16-bit matmul operands (--dtype bf16|fp16) the MLP stays the mixed-precision linears; the residual +
+// LayerNorm and the classifier, fp32 in mixed precision too, stay fused.
+//
 // What stays the core's: the embeddings, ln_1 (its input comes from the block before, across the hook's
 // boundary), attention, the linears without an epilogue, and AdamW (already one pass over the flat buffer,
 // common/optim/adamw.h). The results are the reference model's to rounding, on both backends.

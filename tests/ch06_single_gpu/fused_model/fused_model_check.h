@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include "common/core/device.h"
+#include "common/core/dtype.h"
 
 namespace lab::test {
 
-// Logits (forward only), per-position losses, and the gradient of every parameter after one backward.
-void expect_fused_matches_reference(Device device);
+// Logits (forward only), per-position losses, and the gradient of every parameter after one backward. With
+// `matmul_dtype` bf16 or f16 both models run mixed precision (GPT2::set_matmul_dtype).
+void expect_fused_matches_reference(Device device, DType matmul_dtype = DType::F32);
 
 // A few AdamW steps on the same batches: each step's loss and gradient norm, and the final weights.
 void expect_fused_training_tracks_reference(Device device);

@@ -1,5 +1,5 @@
 // --kernels fused on the CPU: the fused GPT-2's logits, losses and gradients against the reference GPT-2's, a few
-// training steps side by side, and the flag's parsing. Label ch06.
+// training steps side by side, the same with bf16 matmuls (mixed precision), and the flag's parsing. Label ch06.
 #include <gtest/gtest.h>
 
 #include "ch06_single_gpu/fused_model.h"
@@ -10,6 +10,10 @@ namespace {
 
 TEST(FusedModelCpu, LogitsLossAndGradientsMatchReference) {
   test::expect_fused_matches_reference(Device::cpu());
+}
+
+TEST(FusedModelCpu, WithBf16MatmulsMatchesReference) {
+  test::expect_fused_matches_reference(Device::cpu(), DType::BF16);
 }
 
 TEST(FusedModelCpu, TrainingTracksReference) {
