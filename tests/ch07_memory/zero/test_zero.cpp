@@ -1,15 +1,19 @@
 // ZeRO stages 1 and 2 under mpirun (2 and 4 ranks) against plain data parallelism on the same global batches:
 // the same losses, gradient norms and weights (within 1e-5) with gradient accumulation and clipping; per-rank
 // bytes of parameters, gradients and optimizer state within 10% of the stage's theory; and the optimizer state
-// gathered whole for a checkpoint equal to data parallelism's, and sharded back from it.
+// gathered whole for a checkpoint equal to data parallelism's, and sharded back from it; a checkpoint written
+// from a ZeRO run resumes in one process, and one written by one process resumes under ZeRO, continuing as data
+// parallelism does.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "ch07_memory/zero/parameter_gather.h"
 #include "ch07_memory/zero/zero_step.h"
 #include "ch08_distributed/dp/data_parallel_step.h"
+#include "ch10_gpt2/checkpoint.h"
 #include "common/core/memory.h"
 #include "common/core/parallel.h"
 #include "tests/ch07_memory/step_fixture.h"
@@ -55,12 +59,15 @@ RankRun make_run(comm::Communicator& group, int zero_stage, int64_t accum_steps,
   return run;
 }
 
-void train(RankRun& run, const comm::Communicator& group, int steps) {
-  const int64_t global_rows = kRows * group.size(), first_row = kRows * group.rank();
-  for (int s = 0; s < steps; ++s) {
+// Steps [first, last) of the run on this rank's share of each global batch; `alone` reads the whole global
+// batch (one process).
+void train_steps(RankRun& run, const comm::Communicator& group, int first, int last, bool alone = false) {
+  const int64_t global_rows = kRows * group.size(), first_row = alone ? 0 : kRows * group.rank();
+  const int64_t rows = alone ? global_rows : kRows;
+  for (int s = first; s < last; ++s) {
     int micro = 0;
     run.results.push_back(
-        run.step->run([&] { return step_test_batch(s, micro++, global_rows, first_row, kRows, kSeq); }, kLr));
+        run.step->run([&] { return step_test_batch(s, micro++, global_rows, first_row, rows, kSeq); }, kLr));
   }
 }
 
@@ -86,8 +93,8 @@ TEST_P(ZeroTest, TrainsAsDataParallelism) {
   const std::unique_ptr<comm::Communicator> group = testing::fresh_communicator();
   RankRun dp = make_run(*group, 0, c.accum_steps, c.grad_clip);
   RankRun zero = make_run(*group, c.stage, c.accum_steps, c.grad_clip);
-  train(dp, *group, kSteps);
-  train(zero, *group, kSteps);
+  train_steps(dp, *group, 0, kSteps);
+  train_steps(zero, *group, 0, kSteps);
   for (int s = 0; s < kSteps; ++s) {
     EXPECT_NEAR(zero.results[s].loss, dp.results[s].loss, 1e-5) << "step " << s;
     EXPECT_NEAR(zero.results[s].grad_norm, dp.results[s].grad_norm, 1e-5 * dp.results[s].grad_norm) << "step " << s;
@@ -127,7 +134,7 @@ TEST(ZeroMemory, PerRankBytesWithinTenPercentOfTheory) {
     const double psi = static_cast<double>(run.model->parameters().numel());
     const double theory = 4 * psi + (stage >= 2 ? 4 * psi / ranks : 4 * psi) + (stage >= 1 ? 8 * psi / ranks : 8 * psi);
     allocator_for(Device::cpu()).reset_peak();
-    train(run, *group, 1);
+    train_steps(run, *group, 0, 1);
     const MemoryStats stats = memory_stats(Device::cpu());
     const double measured = static_cast<double>(stats.peak_of(MemCategory::Params) + stats.peak_of(MemCategory::Grads) +
                                                 stats.peak_of(MemCategory::Optimizer));
@@ -135,6 +142,71 @@ TEST(ZeroMemory, PerRankBytesWithinTenPercentOfTheory) {
     if (group->rank() == 0)
       std::printf("ZeRO stage %d, %d ranks: %.0f bytes of params + grads + optimizer, theory %.0f (%+.1f%%)\n", stage,
                   group->size(), measured, theory, 100 * (measured / theory - 1));
+  }
+}
+
+// One process's run on the whole global batch (every rank runs its own copy), with a plain step and AdamW.
+RankRun make_single_process_run() {
+  RankRun run;
+  run.model = std::make_unique<GPT2>(small_step_config(), Device::cpu());
+  run.model->init_weights(11);
+  run.optimizer = std::make_unique<AdamW>(run.model->parameters(), step_test_adamw());
+  run.step = std::make_unique<TrainStep>(*run.model, *run.optimizer, step_test_config(1, 0.5));
+  return run;
+}
+
+// A fresh directory for a checkpoint, made by rank 0 and seen by every rank.
+std::string checkpoint_path(comm::Communicator& group, const std::string& name) {
+  const std::filesystem::path dir =
+      std::filesystem::path(LAB_BINARY_DIR) / "test_scratch" / cat("zero_checkpoint_np", group.size(), "_", name);
+  if (group.rank() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir.parent_path());
+  }
+  group.barrier();
+  return dir.string();
+}
+
+TrainState state_at(int step) {
+  TrainState s;
+  s.step = step;
+  s.config = small_step_config();
+  return s;
+}
+
+TEST(ZeroCheckpoint, SavedUnderZeroResumesInOneProcessAndTheReverse) {
+  set_num_threads(1);
+  const std::unique_ptr<comm::Communicator> group = testing::fresh_communicator();
+  RankRun dp = make_run(*group, 0, 1, 0.5);
+  train_steps(dp, *group, 0, 4);
+  for (int stage = 1; stage <= 2; ++stage) {
+    // ZeRO trains 2 steps and saves the whole state (rank 0 writes); one process resumes for steps 3 and 4.
+    const std::string saved_by_zero = checkpoint_path(*group, cat("stage", stage, "_to_one"));
+    RankRun zero = make_run(*group, stage, 1, 0.5);
+    train_steps(zero, *group, 0, 2);
+    const std::unique_ptr<AdamW> whole = gather_whole_optimizer(*group, *zero.optimizer, zero.model->parameters());
+    if (group->rank() == 0) save_checkpoint(saved_by_zero, *zero.model, *whole, state_at(2));
+    group->barrier();
+    RankRun one = make_single_process_run();
+    load_checkpoint(saved_by_zero, *one.model, *one.optimizer);
+    train_steps(one, *group, 2, 4, true);
+    for (int s = 0; s < 2; ++s)
+      EXPECT_NEAR(one.results[s].loss, dp.results[2 + s].loss, 1e-5) << "stage " << stage << " -> one process";
+
+    // The reverse: one process trains 2 steps and saves; ZeRO loads the whole state, keeps its shard, goes on.
+    const std::string saved_alone = checkpoint_path(*group, cat("one_to_stage", stage));
+    RankRun alone = make_single_process_run();
+    train_steps(alone, *group, 0, 2, true);
+    if (group->rank() == 0) save_checkpoint(saved_alone, *alone.model, *alone.optimizer, state_at(2));
+    group->barrier();
+    RankRun resumed = make_run(*group, stage, 1, 0.5);
+    AdamW loaded(resumed.model->parameters(), step_test_adamw());
+    load_checkpoint(saved_alone, *resumed.model, loaded);
+    load_optimizer_shard(loaded, *resumed.optimizer);
+    train_steps(resumed, *group, 2, 4);
+    for (int s = 0; s < 2; ++s)
+      EXPECT_NEAR(resumed.results[s].loss, dp.results[2 + s].loss, 1e-5) << "one process -> stage " << stage;
+    EXPECT_LT(max_abs_difference(resumed.model->parameters().params(), dp.model->parameters().params()), 1e-5);
   }
 }
 
