@@ -1,10 +1,10 @@
 // The chapter's staircase for gpt2_step_bench --staircase ch06: the training step of one GPT-2, climbing one
 // change at a time,
 //
-//     fp32  ->  tf32 (GPU only)  ->  fused kernels (--kernels fused)  ->  twice the batch
+//     fp32  ->  tf32 (GPU only)  ->  bf16 mixed precision  ->  fused kernels (--kernels fused)  ->  twice the batch
 //
-// Each step's rungs are written as data below (the setting each rung changes), and the staircase is built from
-// the ones that apply on the device: the CPU has no TF32, so there the fused rung follows fp32 directly. Every
+// The rungs are written as data (the setting each rung changes), and the staircase is built from the ones that
+// apply on the device: the CPU has no TF32, so there the bf16 rung follows fp32 directly. Every
 // rung keeps the settings of the rungs below it (common/lab/staircase.h), so a ratio between neighbours
 // measures exactly one change.
 #pragma once

@@ -37,9 +37,6 @@ StepBench::StepBench(const StepBenchSettings& settings)
     : settings_(settings), device_(settings.device == "auto" ? best_device() : parse_device(settings.device)) {
   const MathMode math_mode = parse_math_mode(settings_.dtype);
   LAB_CHECK(device_.is_cuda() || math_mode != MathMode::TF32, InvalidArgument, "--dtype tf32 needs a GPU");
-  LAB_CHECK(settings_.kernels == "reference" || math_mode == MathMode::FP32 || math_mode == MathMode::TF32,
-            InvalidArgument, "--kernels ", settings_.kernels, " with --dtype ", settings_.dtype,
-            ": the fused kernels take fp32 operands");
   apply_math_mode(device_, math_mode);
   model_ = std::make_unique<GPT2>(GPT2Config::from_name(settings_.model), device_,
                                   ch06::with_kernels({}, ch06::parse_kernels(settings_.kernels)));

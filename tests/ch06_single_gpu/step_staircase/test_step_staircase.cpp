@@ -26,22 +26,26 @@ std::vector<std::string> rung_names(const staircase::Staircase& stairs) {
 
 TEST(Ch06Staircase, RungsThatApplyOnEachDevice) {
   const std::vector<std::string> base = {"--model", "tiny", "--seq", "8"};
-  EXPECT_EQ(rung_names(ch06::speed_staircase(base, 4, false)), (std::vector<std::string>{"fp32", "fused", "batch x2"}));
+  EXPECT_EQ(rung_names(ch06::speed_staircase(base, 4, false)),
+            (std::vector<std::string>{"fp32", "bf16", "fused", "batch x2"}));
   EXPECT_EQ(rung_names(ch06::speed_staircase(base, 4, true)),
-            (std::vector<std::string>{"fp32", "tf32", "fused", "batch x2"}));
+            (std::vector<std::string>{"fp32", "tf32", "bf16", "fused", "batch x2"}));
 }
 
 TEST(Ch06Staircase, EachRungChangesOneSetting) {
   for (const bool on_gpu : {false, true}) {
     const staircase::Staircase stairs = ch06::speed_staircase({"--model", "tiny"}, 4, on_gpu);
     EXPECT_TRUE(staircase::check_one_change_per_rung(stairs).empty()) << "on_gpu " << on_gpu;
-    // The changes, named: the TF32 rung replaces fp32's --dtype, the last rung doubles the batch.
+    // The changes, named: the TF32 and bf16 rungs replace the --dtype below them, the last rung doubles the batch.
     std::vector<std::string> changes;
     for (size_t i = 1; i < stairs.rungs.size(); ++i)
       changes.push_back(staircase::describe_change(staircase::parse_settings(stairs.flags_for(stairs.rungs[i - 1])),
                                                    staircase::parse_settings(stairs.flags_for(stairs.rungs[i]))));
     std::vector<std::string> expected = {"--kernels reference -> fused", "--batch 4 -> 8"};
-    if (on_gpu) expected.insert(expected.begin(), "--dtype fp32 -> tf32");
+    if (on_gpu)
+      expected.insert(expected.begin(), {"--dtype fp32 -> tf32", "--dtype tf32 -> bf16"});
+    else
+      expected.insert(expected.begin(), "--dtype fp32 -> bf16");
     EXPECT_EQ(changes, expected);
   }
 }
@@ -64,8 +68,8 @@ TEST(Ch06Staircase, ProgramWritesOneRowPerRung) {
       "--staircase ch06 --model tiny --device cpu --batch 2 --seq 8 --steps 2 --warmup 0 --threads 2 --json " + json);
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const bench::BenchResult result = bench::BenchResult::read(json);
-  ASSERT_EQ(result.rows.size(), 3u) << run.out;
-  const std::vector<std::string> names = {"fp32", "fused", "batch x2"};
+  ASSERT_EQ(result.rows.size(), 4u) << run.out;
+  const std::vector<std::string> names = {"fp32", "bf16", "fused", "batch x2"};
   for (size_t i = 0; i < names.size(); ++i) {
     const Json& row = result.rows[i];
     EXPECT_EQ(row.at("rung").as_string(), names[i]);
@@ -77,10 +81,10 @@ TEST(Ch06Staircase, ProgramWritesOneRowPerRung) {
   // Each rung is compared with the one before it.
   EXPECT_TRUE(result.rows[0].at("step_ms_vs_previous").is_null());
   EXPECT_GT(result.rows[1].at("step_ms_vs_previous").as_number(), 0);
-  EXPECT_EQ(result.rows[2].at("change").as_string(), "--batch 2 -> 4");
+  EXPECT_EQ(result.rows[3].at("change").as_string(), "--batch 2 -> 4");
   // Twice the batch holds more activations.
-  EXPECT_GT(result.rows[2].at("mem_peak_bytes_median").as_number(),
-            result.rows[1].at("mem_peak_bytes_median").as_number());
+  EXPECT_GT(result.rows[3].at("mem_peak_bytes_median").as_number(),
+            result.rows[2].at("mem_peak_bytes_median").as_number());
   EXPECT_NE(run.out.find("fused"), std::string::npos) << run.out;
 }
 
