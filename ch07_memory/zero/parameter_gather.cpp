@@ -9,7 +9,14 @@ namespace lab::ch07 {
 void all_gather_parameters(comm::Communicator& group, const ZeroShards& shards, const ParameterStore& params) {
   const Tensor& flat = params.params();
   for (const ShardedBucket& b : shards.buckets()) {
-    // Rank r's block is block r of the padded bucket; all_gather fills the others in place.
+    // Rank r's block is block r of the padded bucket; all_gather fills the others in place. A bucket that needs
+    // no padding (its size a multiple of the ranks: always when they divide 32, the parameters' alignment) is
+    // gathered where it lies, with no staging buffer.
+    const ElementRange& r = b.bucket.range;
+    if (r.size() == b.block * shards.ranks()) {
+      group.all_gather(flat.view(r.begin, {r.size()}));
+      continue;
+    }
     Tensor padded;
     {
       MemoryScope scope(MemCategory::Comm);
@@ -18,7 +25,6 @@ void all_gather_parameters(comm::Communicator& group, const ZeroShards& shards, 
     if (b.owned.size() > 0)
       padded.view(b.block * shards.rank(), {b.owned.size()}).copy_from(flat.view(b.owned.begin, {b.owned.size()}));
     group.all_gather(padded);
-    const ElementRange& r = b.bucket.range;
     flat.view(r.begin, {r.size()}).copy_from(padded.view(0, {r.size()}));
   }
 }
