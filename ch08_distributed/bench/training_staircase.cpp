@@ -133,6 +133,7 @@ struct RungExtras {
   double grad_bytes = 0;
   std::vector<double> bubble;
   double bubble_theory = 0;
+  int peak_live = 0;  // the most micro-batches rank 0's stage held activations for at once
 };
 
 // The global micro-batches of a step (the same on every rank and every rung), and this data-parallel
@@ -248,6 +249,7 @@ std::vector<staircase::Measurement> run_rung(Communicator& world, const Training
     if (pp_step) {
       extras.bubble.push_back(pp_step->last_stats().bubble);
       extras.bubble_theory = pp_step->last_stats().ideal_bubble;
+      extras.peak_live = pp_step->last_stats().peak_live;
     }
   }
   return {{"step_ms", "ms", bench::Better::Lower, step_seconds},
@@ -352,6 +354,7 @@ staircase::StaircaseReport run_training_staircase(Communicator& world, const Tra
     row.set("overlap_fraction", number_or_null(reduced, reduced ? bench::median(e.overlap) : 0.0));
     row.set("bubble", number_or_null(r.ran && !e.bubble.empty(), e.bubble.empty() ? 0.0 : bench::median(e.bubble)));
     row.set("bubble_theory", number_or_null(r.ran && l.pp > 1, e.bubble_theory));
+    row.set("peak_live", number_or_null(r.ran && l.pp > 1, e.peak_live));
     const double own_ms = r.ran ? r.find("step_ms")->summary.median : 0.0;
     const double one_rank_ms = ranks == 1 ? own_ms : baseline_ms;
     row.set("scaling_efficiency", number_or_null(r.ran && one_rank_ms > 0, one_rank_ms / (ranks * own_ms)));

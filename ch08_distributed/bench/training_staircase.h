@@ -31,6 +31,8 @@
 //   algbw, busbw         and their bandwidth: grad_bytes / grad_ms, x 2(D-1)/D
 //   overlap_fraction     the part of grad_ms hidden behind backward (1 - exposed / total), dp rungs
 //   bubble, bubble_theory  pp rungs: measured idle fraction of the stages, and (P-1)/(M+P-1)
+//   peak_live            pp rungs: the most micro-batches whose activations the first stage held at once
+//                        (GPipe M, 1F1B at most P: the schedules' memory, which their bubbles do not show)
 //   scaling_efficiency   t(1 rank) / (N x t(N ranks)), with the same global batch, from --baseline
 #pragma once
 

@@ -2,10 +2,11 @@
 // its JSON (written and read back) holds the bytes theory predicts where theory is exact: the gradients of
 // the naive data-parallel stage (one all-reduce per tensor: exactly the parameters), the pipeline's boundary
 // activations and gradients (exactly M micro-batches of b x T x C each way), and at least theory's
-// all-reduces of tensor parallelism; the bubble's theory (P-1)/(M+P-1); the overlap fraction a fraction; a
-// --baseline of another workload refused.
+// all-reduces of tensor parallelism; the bubble's theory (P-1)/(M+P-1) and the schedules' micro-batches in
+// flight; the overlap fraction a fraction; a --baseline of another workload refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "ch08_distributed/bench/training_staircase.h"
@@ -104,6 +105,11 @@ TEST(DistBenchTraining, RowsHoldTheBytesOfTheory) {
     EXPECT_GE(row.at("bubble").as_number(), 0) << rung;
     EXPECT_LT(row.at("bubble").as_number(), 1) << rung;
   }
+  // Each rank's row is its own view (the bench writes rank 0's): stage r of P holds at most P - r
+  // micro-batches in flight under 1F1B, all M under GPipe.
+  EXPECT_EQ(row_named(result, "pp2 gpipe").at("peak_live").as_int(), s.micro_batches);
+  EXPECT_EQ(row_named(result, "pp2 1f1b").at("peak_live").as_int(),
+            std::min<int64_t>(2 - world->rank(), s.micro_batches));
 }
 
 TEST(DistBenchTraining, RefusesABaselineOfAnotherWorkload) {
