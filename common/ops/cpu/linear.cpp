@@ -6,8 +6,7 @@
 //
 // 16-bit inputs are widened to fp32 temporaries (exact: every bf16 and fp16 value is a float) and multiplied by
 // the fp32 GEMM: the same products, with fp32 accumulation, as a GPU's 16-bit GEMM. Backward rounds dout to the
-// 16-bit type first (linear.h). The temporaries are workspace, freed at the end of the call; what a training
-// step keeps for backward is the 16-bit input.
+// 16-bit type first (linear.h). The temporaries are workspace, freed at the end of the call.
 #include "common/ops/linear.h"
 
 #include <algorithm>
@@ -29,13 +28,23 @@ Tensor widened(const Tensor& t) {
   return wide;
 }
 
-// `t` (f32) as a product with `dtype` inputs reads it: rounded to dtype and widened back; t itself for f32.
+// `t` (f32) as a product with `dtype` inputs reads it: each element rounded to dtype and widened back, in one
+// pass into one f32 temporary; t itself for f32.
 Tensor rounded_to(const Tensor& t, DType dtype) {
   if (dtype == DType::F32) return t;
   MemoryScope scope(MemCategory::Workspace);
-  const Tensor narrow = Tensor::empty(t.shape(), dtype);
-  convert(narrow, t);
-  return widened(narrow);
+  const Tensor rounded = Tensor::empty(t.shape(), DType::F32);
+  const float* src = t.data<float>();
+  float* dst = rounded.data<float>();
+  const int64_t n = t.numel();
+  if (dtype == DType::BF16) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_float(float_to_bf16_bits(src[i]));
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) dst[i] = f16_bits_to_float(float_to_f16_bits(src[i]));
+  }
+  return rounded;
 }
 
 }  // namespace
