@@ -5,7 +5,9 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
+#include "ch08_distributed/tp/whole_tensors.h"
 #include "common/io/files.h"
 #include "common/io/safetensors.h"
 #include "common/nn/gpt2_weights.h"
@@ -20,19 +22,20 @@ constexpr int kVersion = 1;
 // The optimizer state's format versions (see checkpoint.h): the metadata key "moments" marks version 2.
 constexpr const char* kMomentsPerParameter = "per-parameter";
 
-// What of a parameter's tensor (a weight or a moment) a file holds: wte without its padded vocabulary rows.
-Tensor stored_part(const GPT2& model, const std::string& name, const Tensor& t) {
-  return name == "wte.weight" ? t.slice_rows(0, model.config().vocab_size) : t;
-}
-
-void save_optimizer_state(const std::string& path, const GPT2& model, const AdamW& optimizer) {
-  std::vector<NamedTensor> tensors;
-  for (const ParamInfo& p : model.parameters().infos()) {
-    tensors.push_back({"m." + p.name, stored_part(model, p.name, optimizer.m(p.name))});
-    tensors.push_back({"v." + p.name, stored_part(model, p.name, optimizer.v(p.name))});
+// The whole model's tensors of `flat` (the parameters, or a moment laid out like them) on the rank that writes:
+// the model's own views when it is whole (one process, or data-parallel replicas, whose rank 0 writes), or
+// else gathered to world rank 0 from the shards of the run's tensor- or pipeline-parallel layout. Empty on the
+// other ranks.
+std::vector<NamedTensor> whole_tensors(const GPT2& model, const Tensor& flat, const comm::ParallelContext* context) {
+  if (!model.shard().whole(model.config())) {
+    LAB_CHECK(context, InvalidArgument, "save_checkpoint: the model is a shard (", model.shard().str(model.config()),
+              "); pass the run's parallel context so that the ranks gather it");
+    return ch08::tp::gather_whole_tensors(model, flat, *context);
   }
-  write_safetensors(path, tensors,
-                    {{"steps_taken", std::to_string(optimizer.steps_taken())}, {"moments", kMomentsPerParameter}});
+  std::vector<NamedTensor> out;
+  if (context && context->world().rank() != 0) return out;
+  for (const ParamInfo& p : model.parameters().infos()) out.push_back({p.name, flat.view(p.offset, p.shape)});
+  return out;
 }
 
 // Version 1: the whole model's two flat buffers, laid out decay-first in the model's declaration order.
@@ -55,14 +58,6 @@ void load_flat_optimizer_state(const SafetensorsReader& file, const GPT2& model,
   }
 }
 
-void load_optimizer_state(const SafetensorsReader& file, const GPT2& model, const AdamW& optimizer) {
-  for (const ParamInfo& p : model.parameters().infos())
-    for (const auto& [prefix, moment] : {std::pair{"m.", optimizer.m(p.name)}, std::pair{"v.", optimizer.v(p.name)}}) {
-      moment.zero_();  // wte's padded rows
-      file.load_into(prefix + p.name, stored_part(model, p.name, moment));
-    }
-}
-
 std::string hex64(uint64_t v) {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
@@ -81,10 +76,23 @@ std::vector<std::string> prepare_checkpoint_destination(const std::string& dir) 
   return AtomicDirectory::prepare(dir, kCheckpointKind);
 }
 
-void save_checkpoint(const std::string& dir, const GPT2& model, const AdamW& optimizer, const TrainState& state) {
-  AtomicDirectory out(dir, kCheckpointKind);
-  save_gpt2_weights(model, out.path_of("model.safetensors"));
-  save_optimizer_state(out.path_of("optimizer.safetensors"), model, optimizer);
+void save_checkpoint(const std::string& dir, const GPT2& model, const AdamW& optimizer, const TrainState& state,
+                     const comm::ParallelContext* context) {
+  const bool writer = !context || context->world().rank() == 0;
+  std::optional<AtomicDirectory> out;
+  if (writer) out.emplace(dir, kCheckpointKind);
+  const GPT2Config& config = model.config();
+  {  // the weights are written, and let go, before the moments are gathered
+    const std::vector<NamedTensor> weights = whole_tensors(model, model.parameters().params(), context);
+    if (writer) write_gpt2_weights(config, weights, out->path_of("model.safetensors"));
+  }
+  std::vector<NamedTensor> moments;
+  for (const auto& [prefix, flat] : {std::pair{"m.", optimizer.m()}, std::pair{"v.", optimizer.v()}})
+    for (const NamedTensor& t : whole_tensors(model, flat, context))
+      moments.push_back({prefix + t.name, to_stored_layout(config, t.name, t.tensor, StoredLayout::Model)});
+  if (!writer) return;
+  write_safetensors(out->path_of("optimizer.safetensors"), moments,
+                    {{"steps_taken", std::to_string(optimizer.steps_taken())}, {"moments", kMomentsPerParameter}});
   Json j = Json::object();
   j.set("format", kFormat);
   j.set("version", kVersion);
@@ -108,8 +116,8 @@ void save_checkpoint(const std::string& dir, const GPT2& model, const AdamW& opt
     scaler.set("skipped_steps", state.loss_scaler->skipped_steps);
     j.set("loss_scaler", scaler);
   }
-  out.write_file("state.json", j.dump(2) + "\n");
-  out.commit();
+  out->write_file("state.json", j.dump(2) + "\n");
+  out->commit();
 }
 
 TrainState read_checkpoint_state(const std::string& dir) {
@@ -156,10 +164,14 @@ TrainState read_checkpoint_state(const std::string& dir) {
 void load_checkpoint(const std::string& dir, GPT2& model, AdamW& optimizer) {
   load_gpt2_weights(model, dir + "/model.safetensors");
   const SafetensorsReader opt(dir + "/optimizer.safetensors");
-  if (opt.metadata().count("moments") != 0 && opt.metadata_value("moments") == kMomentsPerParameter)
-    load_optimizer_state(opt, model, optimizer);
-  else
+  if (opt.metadata().count("moments") != 0 && opt.metadata_value("moments") == kMomentsPerParameter) {
+    load_gpt2_tensors(opt, model, optimizer.m(), "m.", StoredLayout::Model);
+    load_gpt2_tensors(opt, model, optimizer.v(), "v.", StoredLayout::Model);
+  } else {
+    LAB_CHECK(model.shard().whole(model.config()), Unsupported, opt.path(),
+              ": optimizer state of format version 1 (flat buffers) resumes in one process only");
     load_flat_optimizer_state(opt, model, optimizer);
+  }
   optimizer.set_steps_taken(std::stoll(opt.metadata_value("steps_taken")));
 }
 

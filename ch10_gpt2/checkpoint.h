@@ -10,6 +10,10 @@
 //   .lab-directory         AtomicDirectory's marker: "gpt2-labs checkpoint" and the names above
 // Resuming from it continues bit for bit where the uninterrupted run would have been (CPU, same flags).
 // A checkpoint replaces only an earlier checkpoint (recognised by its marker) or nothing: never a user's files.
+//
+// The files hold the whole model whatever the layout that wrote them: a parallel run gathers the whole tensors
+// from its shards to rank 0, which writes (ch08_distributed/tp/whole_tensors.h), and any layout resumes any
+// checkpoint, each rank loading its slice of each tensor (a tp run resumes in one process and the reverse).
 #pragma once
 
 #include <array>
@@ -44,12 +48,16 @@ inline constexpr const char* kCheckpointKind = "gpt2-labs checkpoint";
 // cleaned, to be printed.
 std::vector<std::string> prepare_checkpoint_destination(const std::string& dir);
 
-void save_checkpoint(const std::string& dir, const GPT2& model, const AdamW& optimizer, const TrainState& state);
+// Writes the checkpoint of a whole model (`context` null), or of a parallel run: every rank of `context` calls it
+// with its shard, and world rank 0 writes.
+void save_checkpoint(const std::string& dir, const GPT2& model, const AdamW& optimizer, const TrainState& state,
+                     const comm::ParallelContext* context = nullptr);
 
 // Reads state.json (recovering from an interrupted commit first). Error(Io) when `dir` is missing or is not a
 // directory, Error(Format) naming the file when its contents are wrong.
 TrainState read_checkpoint_state(const std::string& dir);
-// Loads weights and optimizer moments into a model built with read_checkpoint_state(dir).config.
+// Loads weights and optimizer moments into a model built with read_checkpoint_state(dir).config: the whole model
+// or any shard of it (its slice of each tensor).
 void load_checkpoint(const std::string& dir, GPT2& model, AdamW& optimizer);
 
 }  // namespace lab

@@ -135,6 +135,7 @@ Json TrainOptions::to_json() const {
   j.set("batch", batch);
   j.set("seq", seq);
   j.set("total_batch_tokens", total_batch_tokens);
+  j.set("micro_batches", micro_batches);
   j.set("steps", steps);
   j.set("lr", lr);
   j.set("lr_min_fraction", lr_min_fraction);

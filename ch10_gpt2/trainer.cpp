@@ -14,7 +14,11 @@
 #include "ch07_memory/memory_snapshot.h"
 #include "ch07_memory/recompute.h"
 #include "ch08_distributed/make_train_step.h"
+#include "ch08_distributed/pp/evaluation.h"
+#include "ch08_distributed/pp/pipeline_step.h"
 #include "ch08_distributed/rank_coordination.h"
+#include "ch08_distributed/tp/tensor_parallel.h"
+#include "ch08_distributed/tp/whole_tensors.h"
 #include "ch10_gpt2/sampler.h"
 #include "common/bench/gpu_peaks.h"
 #include "common/bench/machine.h"
@@ -28,7 +32,6 @@
 #endif
 #include "common/io/files.h"
 #include "common/nn/gpt2_weights.h"
-#include "common/ops/reduce.h"
 #include "common/train/training_loop.h"
 
 namespace lab {
@@ -36,9 +39,24 @@ namespace lab {
 namespace {
 
 // The settings that must not change between a run and its resumption (they define the batches and the
-// optimizer trajectory); the rest (steps, logging, evaluation, device) may. The global micro-batch, --batch x
-// dp, is checked apart: it may be split differently across data-parallel ranks.
-constexpr const char* kResumeInvariants[] = {"seq", "total_batch_tokens", "shuffle", "seed", "data_train"};
+// optimizer trajectory); the rest (steps, logging, evaluation, device, layout) may. The global micro-batch,
+// --batch x dp, and the tokens of a step are checked apart: they may be split differently across
+// data-parallel ranks and pipeline micro-batches.
+constexpr const char* kResumeInvariants[] = {"seq", "shuffle", "seed", "data_train"};
+
+// The tokens of one optimizer step of the run that wrote a checkpoint: --total-batch-tokens, or else one
+// global micro-batch, times the pipeline's --micro-batches (1 in checkpoints written before they were saved);
+// -1 when state.json lacks the settings.
+int64_t saved_step_tokens(const TrainState& saved) {
+  const auto setting = [&](const char* key, int64_t absent) {
+    const Json* v = saved.options.find(key);
+    return v ? v->as_int() : absent;
+  };
+  const int64_t total = setting("total_batch_tokens", -1), batch = setting("batch", -1), seq = setting("seq", -1);
+  if (total != 0 || batch < 0 || seq < 0) return total;
+  const int64_t pipeline_micro = saved.parallel.pp > 1 ? setting("micro_batches", 1) : 1;
+  return batch * seq * saved.parallel.dp * pipeline_micro;
+}
 
 // The device of this rank: --device as given, except that a GPU named without an index ("cuda", or "auto" on
 // a machine with GPUs) is GPU rank mod the GPUs visible, so that the ranks of a node share its GPUs out.
@@ -96,6 +114,10 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   // An update made inside backward cannot be skipped when the gradients overflow.
   LAB_CHECK(math_mode_ != MathMode::FP16 || !options_.optimizer_in_backward, Unsupported,
             "--dtype fp16 with --optimizer-in-backward: an overflowing step could not be skipped");
+  // The fused MLP's GEMM reads fp32 operands: under bf16/fp16 one product would silently stay fp32.
+  LAB_CHECK(options_.kernels == "reference" || math_mode_ == MathMode::FP32 || math_mode_ == MathMode::TF32,
+            Unsupported, "--kernels ", options_.kernels, " with --dtype ", options_.dtype,
+            ": the fused kernels take fp32 operands (use --kernels reference)");
 
   // The outputs first: a destination that cannot be written, or that holds a user's files, stops the run
   // before any data is read or any model is built. Rank 0 alone writes them.
@@ -118,13 +140,20 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
             options_.total_batch_tokens, " is not a multiple of --batch x --seq x dp = ", options_.batch, " x ",
             options_.seq, " x ", parallel_.layout.dp, " = ", global_micro_tokens);
   accum_steps_ = options_.total_batch_tokens > 0 ? options_.total_batch_tokens / global_micro_tokens : 1;
+  // A pipeline's step is its --micro-batches micro-batches, accumulated as one process accumulates them.
+  if (parallel_.layout.pp > 1) {
+    LAB_CHECK(options_.total_batch_tokens == 0 || accum_steps_ == options_.micro_batches, InvalidArgument,
+              "--total-batch-tokens ", options_.total_batch_tokens, " is ", accum_steps_,
+              " micro-batches per step, but --micro-batches is ", options_.micro_batches, " (give one of the two)");
+    accum_steps_ = options_.micro_batches;
+  }
 
   const TrainState resumed = read_resume_state();
   start_step_ = resumed.step;
   const GPT2Config config = model_config(resumed);
   setup_parallel();
   setup_data();
-  model_ = std::make_unique<GPT2>(config, device_);
+  model_ = ch08::tp::model_for_rank(*context_, config, device_);  // this rank's shard: tp slice, pipeline stage
   ch06::use_kernels(*model_, ch06::parse_kernels(options_.kernels));
   LAB_CHECK(options_.seq <= model_->config().block_size, InvalidArgument, "--seq ", options_.seq,
             " exceeds the model's block size ", model_->config().block_size);
@@ -227,6 +256,10 @@ TrainState Trainer::read_resume_state() const {
               "' was ", (saved ? saved->dump() : "absent"), " in ", options_.resume, ", now ",
               options_.to_json().at(key).dump());
   }
+  const int64_t step_tokens = options_.batch * options_.seq * parallel_.layout.dp * accum_steps_;
+  LAB_CHECK(saved_step_tokens(resumed) == step_tokens, InvalidArgument, "--resume: a step was ",
+            saved_step_tokens(resumed), " tokens in ", options_.resume, ", now ", step_tokens,
+            " (--total-batch-tokens, or --batch x --seq x dp x --micro-batches under --pp)");
   LAB_CHECK(resumed.step < options_.steps, InvalidArgument, "--resume: the checkpoint ", options_.resume,
             " is already at step ", resumed.step, ", and --steps ", options_.steps,
             " counts the total, so there is nothing to train (give --steps above ", resumed.step, ")");
@@ -286,12 +319,11 @@ double Trainer::evaluate() {
   val_loader_->seek(0);
   double total = 0;
   Tensor x, y;
+  ch08::pp::StageLink link(context_->pp());  // with one stage, the model's own loss
   for (int64_t i = 0; i < n; ++i) {
     val_loader_->next(x, y);
-    Tape tape(false);
-    const Tensor losses =
-        model_->loss(tape, x.device() == device_ ? x : x.to(device_), y.device() == device_ ? y : y.to(device_));
-    total += ops::sum(losses) / static_cast<double>(losses.numel());
+    total += ch08::pp::pipeline_loss(
+        *model_, link, {x.device() == device_ ? x : x.to(device_), y.device() == device_ ? y : y.to(device_)});
   }
   return ch08::mean_over(context_->dp(), total / static_cast<double>(n), device_);
 }
@@ -301,7 +333,15 @@ std::string Trainer::sample_text(int64_t step) {
   if (!tokenizer_) tokenizer_ = std::make_unique<GPT2Tokenizer>(GPT2Tokenizer::load_default());
   SampleOptions so;
   so.max_new_tokens = options_.sample_tokens;
-  const std::vector<int32_t> ids = sample_tokens(*model_, {GPT2Tokenizer::kEndOfText}, so, sample_rng_);
+  // A tensor- or pipeline-parallel run samples on rank 0 from the whole model, gathered from the shards.
+  const GPT2* sampled = model_.get();
+  std::unique_ptr<GPT2> whole;
+  if (!model_->shard().whole(model_->config())) {
+    whole = ch08::tp::gather_whole_model(*model_, *context_, device_);
+    if (!whole) return "";
+    sampled = whole.get();
+  }
+  const std::vector<int32_t> ids = sample_tokens(*sampled, {GPT2Tokenizer::kEndOfText}, so, sample_rng_);
   std::string text;
   // End-of-text separates documents (here: paragraphs); show it as a paragraph break and keep going.
   for (int32_t id : ids) text += id == GPT2Tokenizer::kEndOfText ? std::string("\n\n") : tokenizer_->token_bytes(id);
@@ -315,8 +355,9 @@ std::string Trainer::sample_text(int64_t step) {
   return text;
 }
 
-// Every rank calls it; rank 0 writes (data-parallel replicas are identical) while the others wait, so that no
-// rank moves on, or exits, before the checkpoint is complete.
+// Every rank calls it: the ranks gather the whole model's tensors to rank 0, which writes (data-parallel
+// replicas are identical), while the others wait, so that no rank moves on, or exits, before the checkpoint is
+// complete.
 void Trainer::save_checkpoint_at(int64_t step) {
   TrainState s;
   s.step = step;
@@ -328,10 +369,8 @@ void Trainer::save_checkpoint_at(int64_t step) {
   if (step_->loss_scaler()) s.loss_scaler = step_->loss_scaler()->state();
   // ZeRO: every rank's shard of the optimizer state, gathered whole (the checkpoint holds the whole model's).
   const std::unique_ptr<AdamW> gathered = ch07::whole_optimizer_for_checkpoint(*context_, *optimizer_, *model_);
-  if (leader()) {
-    save_checkpoint(options_.save, *model_, gathered ? *gathered : *optimizer_, s);
-    std::printf("checkpoint: step %lld saved to %s\n", static_cast<long long>(step), options_.save.c_str());
-  }
+  save_checkpoint(options_.save, *model_, gathered ? *gathered : *optimizer_, s, context_.get());
+  if (leader()) std::printf("checkpoint: step %lld saved to %s\n", static_cast<long long>(step), options_.save.c_str());
   world_->barrier();
 }
 
@@ -345,13 +384,19 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
   const int64_t peak = memory.peak_total;
   std::optional<double> mfu;
   if (peak_flops_) mfu = flops_per_token_ * tok_per_s / *peak_flops_;
+  // A pipeline's bubble, measured in this step, next to the ideal (P-1)/(M+P-1).
+  const auto* pipeline = dynamic_cast<const ch08::pp::PipelineStep*>(step_.get());
   // fp16: the scale the step used, and whether an overflow skipped it.
   const std::string loss_scaling =
       r.loss_scale > 0 ? cat(" | scale ", r.loss_scale, r.skipped ? " | overflow: step skipped" : "") : "";
   if (!leader()) return;
-  std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s%s%s | ETA %s\n",
+  std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s%s%s%s | ETA %s\n",
               static_cast<long long>(step + 1), static_cast<long long>(options_.steps), r.loss, r.lr, r.grad_norm,
               r.seconds * 1e3, tok_per_s, mfu ? cat(" | MFU ", static_cast<int>(*mfu * 1000) / 10.0, "%").c_str() : "",
+              pipeline ? cat(" | bubble ", static_cast<int>(pipeline->last_stats().bubble * 1000) / 10.0, "% (ideal ",
+                             static_cast<int>(pipeline->last_stats().ideal_bubble * 1000) / 10.0, "%)")
+                             .c_str()
+                       : "",
               loss_scaling.c_str(), format_duration(eta).c_str());
   if (options_.memory_report && step == start_step_) {
     const ch07::MemoryTheory theory = ch07::memory_theory(model_->config(), options_.batch, options_.seq,
@@ -378,6 +423,10 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
     rec.set("skipped_steps", step_->loss_scaler()->state().skipped_steps);
   }
   rec.set("mem_peak_by_category", ch07::peak_by_category_json(memory));
+  if (pipeline) {
+    rec.set("bubble", pipeline->last_stats().bubble);
+    rec.set("bubble_ideal", pipeline->last_stats().ideal_bubble);
+  }
   log_->write(rec);
 }
 

@@ -40,9 +40,10 @@ StageStepStats PipelineStage::run(const BatchSource& next_batch, int micro_batch
     auto it = in_flight.find(m);
     if (it != in_flight.end()) return it->second;
     const bench::Timer data_timer;
-    MicroBatch batch = next_batch();
-    if (batch.inputs.device() != device) batch.inputs = batch.inputs.to(device);
-    if (batch.targets.device() != device) batch.targets = batch.targets.to(device);
+    // A copy of its own on the model's device: the source may refill the same tensors at its next call (the
+    // trainer's loader does), and the stage holds several micro-batches at once.
+    const MicroBatch source = next_batch();
+    MicroBatch batch{source.inputs.to(device), source.targets.to(device)};
     stats.data_seconds += data_timer.seconds();
     InFlight& f = in_flight[m];
     f.batch = std::move(batch);

@@ -53,4 +53,16 @@ std::vector<NamedTensor> gather_whole_tensors(const GPT2& model, const Tensor& f
   return out;
 }
 
+std::unique_ptr<GPT2> gather_whole_model(const GPT2& model, const comm::ParallelContext& context, Device device) {
+  const std::vector<NamedTensor> whole = gather_whole_tensors(model, model.parameters().params(), context);
+  if (context.world().rank() != 0) return nullptr;
+  auto out = std::make_unique<GPT2>(model.config(), device);
+  for (const NamedTensor& t : whole) {
+    const Tensor dst = out->parameters().value(t.name);
+    // wte has the padded rows of the layout's table; the whole model's table may have fewer, all padding too.
+    dst.copy_from(t.name == "wte.weight" ? t.tensor.slice_rows(0, dst.dim(0)) : t.tensor);
+  }
+  return out;
+}
+
 }  // namespace lab::ch08::tp

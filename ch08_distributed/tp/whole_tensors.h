@@ -8,6 +8,7 @@
 // the others hold the same values and wait.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "common/comm/parallel_context.h"
@@ -21,5 +22,9 @@ namespace lab::ch08::tp {
 // parameter, on world rank 0; empty on every other rank. Collective over the context's groups.
 std::vector<NamedTensor> gather_whole_tensors(const GPT2& model, const Tensor& flat,
                                               const comm::ParallelContext& context);
+
+// The whole model, with the weights of the shards, built on world rank 0 (null on every other rank), on
+// `device`: what rank 0 samples text from in a tensor- or pipeline-parallel run. Collective as above.
+std::unique_ptr<GPT2> gather_whole_model(const GPT2& model, const comm::ParallelContext& context, Device device);
 
 }  // namespace lab::ch08::tp

@@ -27,9 +27,9 @@ std::string stored_name(const SafetensorsReader& file, const std::string& name) 
   fail(ErrorKind::Format, file.path(), ": missing tensor '", name, "'");
 }
 
-Shape stored_shape(const GPT2Config& c, const GPT2Parameter& p) {
+Shape stored_shape(const GPT2Config& c, const GPT2Parameter& p, StoredLayout layout) {
   if (p.name == "wte.weight") return {c.vocab_size, c.n_embd};
-  if (is_conv1d_weight(p.name)) return {p.shape[1], p.shape[0]};
+  if (layout == StoredLayout::HuggingFace && is_conv1d_weight(p.name)) return {p.shape[1], p.shape[0]};
   return p.shape;
 }
 
@@ -88,24 +88,25 @@ GPT2Config read_gpt2_config(const std::string& path) {
   return c;
 }
 
-Tensor to_stored_layout(const GPT2Config& config, const std::string& name, const Tensor& whole) {
+Tensor to_stored_layout(const GPT2Config& config, const std::string& name, const Tensor& whole, StoredLayout layout) {
   Tensor t = whole.to(Device::cpu());
   if (name == "wte.weight") return t.slice_rows(0, config.vocab_size);
-  if (is_conv1d_weight(name)) return transpose_2d(t);
+  if (layout == StoredLayout::HuggingFace && is_conv1d_weight(name)) return transpose_2d(t);
   return t;
 }
 
-Tensor from_stored_layout(const GPT2Config& config, const std::string& name, const Tensor& stored, const Shape& shape) {
+Tensor from_stored_layout(const GPT2Config& config, const std::string& name, const Tensor& stored, const Shape& shape,
+                          StoredLayout layout) {
   const Tensor f32 = stored.dtype() == DType::F32 ? stored : stored.to_dtype(DType::F32);
-  if (is_conv1d_weight(name)) return transpose_2d(f32);
+  if (layout == StoredLayout::HuggingFace && is_conv1d_weight(name)) return transpose_2d(f32);
   if (name != "wte.weight") return f32;
   Tensor padded = Tensor::zeros(shape, DType::F32);
   padded.slice_rows(0, config.vocab_size).copy_from(f32);
   return padded;
 }
 
-void load_gpt2_tensors(const SafetensorsReader& file, const GPT2& model, const Tensor& flat,
-                       const std::string& prefix) {
+void load_gpt2_tensors(const SafetensorsReader& file, const GPT2& model, const Tensor& flat, const std::string& prefix,
+                       StoredLayout layout) {
   const GPT2Config& c = model.config();
   const ModelShard& shard = model.shard();
   const ParameterStore& params = model.parameters();
@@ -113,7 +114,7 @@ void load_gpt2_tensors(const SafetensorsReader& file, const GPT2& model, const T
             " elements is not laid out like the ", params.numel(), " of the parameters");
   for (const GPT2Parameter& p : model.held_parameters()) {
     const std::string name = stored_name(file, prefix + p.name);
-    const Shape expected = stored_shape(c, p);
+    const Shape expected = stored_shape(c, p, layout);
     LAB_CHECK(file.shape(name) == expected, Format, file.path(), ": tensor '", name, "' has shape ",
               shape_str(file.shape(name)), ", expected ", shape_str(expected), " for ", c.str());
     const DType stored_dtype = file.dtype(name);
@@ -121,7 +122,7 @@ void load_gpt2_tensors(const SafetensorsReader& file, const GPT2& model, const T
               file.path(), ": tensor '", name, "' is ", dtype_name(stored_dtype), ", not a floating-point tensor");
     const ParamInfo& info = params.info(p.name);
     const Tensor dst = flat.view(info.offset, info.shape);
-    const Tensor whole = from_stored_layout(c, p.name, file.load(name), p.shape);
+    const Tensor whole = from_stored_layout(c, p.name, file.load(name), p.shape, layout);
     dst.copy_from(shard.tp_size == 1 ? whole : tp_slice(whole, tp_split_of(p.name), shard.tp_rank, shard.tp_size));
   }
 }

@@ -30,10 +30,15 @@ GPT2Config read_gpt2_config(const std::string& path);
 // shape is Error(Format) naming the file, the tensor, and the expected and found shapes.
 void load_gpt2_weights(GPT2& model, const std::string& path);
 
+// How a file lays out a parameter's tensor: Hugging Face's (weights files: the Conv1D weights transposed to
+// [in, out]) or the model's own ([out, in]: checkpoints' optimizer moments). wte holds the real vocabulary
+// rows only, either way.
+enum class StoredLayout { HuggingFace, Model };
+
 // The same for any flat buffer laid out like the model's parameters (AdamW's moments): fills `flat` from the
 // tensors named `prefix` + parameter name.
 void load_gpt2_tensors(const SafetensorsReader& file, const GPT2& model, const Tensor& flat,
-                       const std::string& prefix = "");
+                       const std::string& prefix = "", StoredLayout layout = StoredLayout::HuggingFace);
 
 // Writes the weights of a whole model (f32, or bf16 rounded to nearest-even) atomically, with the
 // configuration in the metadata. InvalidArgument for a shard, whose ranks gather the whole tensors first and
@@ -44,10 +49,12 @@ void save_gpt2_weights(const GPT2& model, const std::string& path, DType dtype =
 void write_gpt2_weights(const GPT2Config& config, const std::vector<NamedTensor>& parameters, const std::string& path,
                         DType dtype = DType::F32, const std::map<std::string, std::string>& extra_metadata = {});
 
-// A whole-model parameter tensor in the stored layout (Conv1D weights transposed, wte cut to the real
-// vocabulary), on the CPU; and back into the model's layout with `shape` (wte padded with zero rows).
-Tensor to_stored_layout(const GPT2Config& config, const std::string& name, const Tensor& whole);
-Tensor from_stored_layout(const GPT2Config& config, const std::string& name, const Tensor& stored, const Shape& shape);
+// A whole-model parameter tensor as a file stores it (see StoredLayout), on the CPU; and back into the model's
+// layout with `shape` (wte padded with zero rows).
+Tensor to_stored_layout(const GPT2Config& config, const std::string& name, const Tensor& whole,
+                        StoredLayout layout = StoredLayout::HuggingFace);
+Tensor from_stored_layout(const GPT2Config& config, const std::string& name, const Tensor& stored, const Shape& shape,
+                          StoredLayout layout = StoredLayout::HuggingFace);
 
 // "h.3.attn.c_attn.weight" and friends: true for the weights stored transposed in HF's Conv1D layout.
 bool is_conv1d_weight(const std::string& name);
