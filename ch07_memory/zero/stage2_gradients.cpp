@@ -42,6 +42,7 @@ void ZeroStage2Step::zero_grads() {
 }
 
 void ZeroStage2Step::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
+  micro_batch_ = 0;
   TrainStep::run_micro_batches(next_batch, result);
   result.loss = ch08::mean_over(group_, result.loss, model().device());
 }
@@ -52,6 +53,7 @@ double ZeroStage2Step::forward_backward(const MicroBatch& batch, TrainStepResult
     reduced_[b] = false;
   }
   const double loss = TrainStep::forward_backward(batch, result);
+  ++micro_batch_;
   // A bucket whose hooks did not all run (a parameter that received no gradient) is reduced now, in bucket
   // order on every rank, so that the ranks' collectives stay in the same order.
   for (size_t b = 0; b < reduced_.size(); ++b)
@@ -67,20 +69,37 @@ void ZeroStage2Step::on_gradient_final(size_t param) {
 void ZeroStage2Step::reduce_bucket(size_t index) {
   const ShardedBucket& b = shards_.buckets()[index];
   const ParameterStore& params = model().parameters();
-  Tensor packed, block;
-  {
+  const int64_t padded = b.block * shards_.ranks();
+  // The reduce-scatter's input: the bucket's gradients packed into one padded buffer, or, for a bucket of one
+  // parameter that needs no padding (GPT-2's tied embedding), that gradient where it lies.
+  const ParamInfo& first = params.infos()[b.bucket.params.front()];
+  Tensor input;
+  if (b.bucket.params.size() == 1 && first.numel() == padded) {
+    input = params.var(first.name).grad().view(0, {padded});
+  } else {
+    {
+      MemoryScope scope(MemCategory::Comm);
+      input = Tensor::zeros({padded}, DType::F32, params.device());
+    }
+    for (const size_t i : b.bucket.params) {
+      const ParamInfo& p = params.infos()[i];
+      input.view(p.offset - b.bucket.range.begin, {p.numel()}).copy_from(params.var(p.name).grad());
+    }
+  }
+  // Its output: this rank's block, straight into the gradient shard for the step's first micro-batch when the
+  // block has no padding (the shard is zero then), else beside it, to be added.
+  const bool into_shard = micro_batch_ == 0 && b.owned.size() == b.block;
+  Tensor block;
+  if (into_shard) {
+    block = gradient_shard_.view(b.shard_offset, {b.block});
+  } else {
     MemoryScope scope(MemCategory::Comm);
-    packed = Tensor::zeros({b.block * shards_.ranks()}, DType::F32, params.device());
     block = Tensor::empty({b.block}, DType::F32, params.device());
   }
-  for (const size_t i : b.bucket.params) {
-    const ParamInfo& p = params.infos()[i];
-    const Var& var = params.var(p.name);
-    packed.view(p.offset - b.bucket.range.begin, {p.numel()}).copy_from(var.grad());
-    var.bind_grad(Tensor());  // this rank's copy of the gradient is no longer needed
-  }
-  group_.reduce_scatter(packed, block, comm::ReduceOp::Avg);
-  if (b.owned.size() > 0)  // the shard += this micro-batch's averaged block
+  group_.reduce_scatter(input, block, comm::ReduceOp::Avg);
+  input = Tensor();
+  for (const size_t i : b.bucket.params) params.var(params.infos()[i].name).bind_grad(Tensor());  // freed
+  if (!into_shard && b.owned.size() > 0)  // the shard += this micro-batch's averaged block
     ops::residual_backward(gradient_shard_.view(b.shard_offset, {b.owned.size()}), Tensor(),
                            block.view(0, {b.owned.size()}));
   reduced_[index] = true;

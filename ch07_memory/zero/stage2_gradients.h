@@ -4,8 +4,9 @@
 // all-reduced, and no rank keeps the whole gradient. The model's flat gradient buffer is released
 // (ParameterStore::release_flat_grads): backward allocates each parameter's gradient when it first adds to it,
 // and a gradient hook (common/autograd/var.h) counts down the parameter's bucket (shards.h). When a bucket's
-// last gradient is final, its gradients are packed into one padded buffer, reduce-scattered (averaged) so that
-// this rank receives its block, added into the rank's gradient shard, and freed; backward goes on. After
+// last gradient is final, its gradients are packed into one padded buffer (a bucket of one parameter needing no
+// padding is sent as it lies), reduce-scattered (averaged) so that this rank receives its block, added into the
+// rank's gradient shard (or written there, for the step's first micro-batch), and freed; backward goes on. After
 // backward every rank holds the averaged gradient of its shard only: the gradient norm is the square root of
 // the sum over the ranks of their shards' sums of squares, and AdamW updates the shard from it; the parameters
 // are then all-gathered as in stage 1.
@@ -57,6 +58,7 @@ class ZeroStage2Step : public TrainStep {
   std::vector<size_t> bucket_of_;  // per parameter (index into infos())
   std::vector<size_t> pending_;    // per bucket: its parameters whose gradient is not final yet
   std::vector<bool> reduced_;      // per bucket, in this micro-batch
+  int64_t micro_batch_ = 0;        // the step's micro-batches whose backward has finished
 };
 
 }  // namespace lab::ch07
