@@ -8,11 +8,11 @@
 #include "ch05_data/tokenize/prepare.h"
 #include "ch06_single_gpu/fused_model.h"
 #include "ch07_memory/max_batch.h"
-#include "ch07_memory/memory_steps.h"
-#include "ch07_memory/zero/parameter_gather.h"
 #include "ch07_memory/memory_report.h"
 #include "ch07_memory/memory_snapshot.h"
+#include "ch07_memory/memory_steps.h"
 #include "ch07_memory/recompute.h"
+#include "ch07_memory/zero/parameter_gather.h"
 #include "ch08_distributed/make_train_step.h"
 #include "ch08_distributed/pp/evaluation.h"
 #include "ch08_distributed/pp/pipeline_step.h"
@@ -161,12 +161,11 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   // Chapter 7's rungs choose the optimizer (sharded under ZeRO) and the step, chapter 8's layout otherwise.
   const ch07::MemoryStepOptions memory_steps{options_.optimizer_in_backward, options_.offload == "optimizer",
                                              static_cast<int>(options_.zero)};
-  optimizer_ = ch07::make_optimizer(
-      memory_steps, *context_, parallel_, *model_,
-      AdamWConfig{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2), 1e-8f,
-                  static_cast<float>(options_.weight_decay)});
+  optimizer_ = ch07::make_optimizer(memory_steps, *context_, parallel_, *model_,
+                                    AdamWConfig{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
+                                                1e-8f, static_cast<float>(options_.weight_decay)});
   step_ = ch07::make_step(memory_steps, *context_, parallel_, *model_, *optimizer_,
-                                TrainStepConfig{accum_steps_, options_.grad_clip, false});
+                          TrainStepConfig{accum_steps_, options_.grad_clip, false});
   sample_rng_.reseed(static_cast<uint64_t>(options_.seed) ^ 0x5a5a5a5aull);
   if (!options_.resume.empty()) {
     if (optimizer_->sharded()) {  // ZeRO: the checkpoint's whole state, then this rank's shard of it
@@ -444,6 +443,8 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
   TrainSummary summary;
   summary.steps = start_step_;
   if (options_.find_max_batch) {
+    // Each rank would measure its own peak and could choose another micro-batch than its peers: one process only.
+    LAB_CHECK(world_->size() == 1, InvalidArgument, "--find-max-batch measures one process (run it without mpirun)");
     const int64_t budget = ch07::parse_byte_size(options_.memory_budget);
     const ch07::MaxBatchSearch found = ch07::find_max_batch(*step_, options_.seq, budget, int64_t{1} << 16);
     if (leader())
