@@ -3,8 +3,8 @@
 // and the comparison of two JSON logs step by step.
 //
 // A layout's run must log what the one-process run with the same global batch logs: the training losses and
-// the validation losses, within 1e-5 relative (fp32 sums in another order), and nothing may be printed by a
-// rank other than 0.
+// the validation losses, within 1e-5 relative (fp32 sums in another order), and the same text sampled at the
+// end; nothing may be printed by a rank other than 0.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -138,13 +138,24 @@ inline LaunchResult run_layout(const std::string& dir, const std::string& run, c
   return r;
 }
 
+// The text sampled at the end of a run (its log's "sample" record; "" when none).
+inline std::string logged_sample(const LaunchResult& r) {
+  for (const Json& record : read_log(r.log))
+    if (record.contains("sample")) return record.at("sample").as_string();
+  return "";
+}
+
 // 4 steps of the strategy's parallel layout under mpirun log the losses and validation losses of the one
-// process; returns the parallel run. `extra` is added to its flags.
+// process, and end with the same sample of 8 tokens (under tp and pp, drawn on rank 0 from the whole model
+// gathered from the shards); returns the parallel run. `extra` is added to its flags.
 inline LaunchResult expect_strategy_matches_one_process(const std::string& dir, const std::string& device,
                                                         const Strategy& strategy, const std::string& extra = "") {
-  const LaunchResult one = run_layout(dir, "one_process", device, strategy.one_process, 4);
-  const LaunchResult parallel = run_layout(dir, strategy.parallel.name, device, strategy.parallel, 4, extra);
+  const LaunchResult one = run_layout(dir, "one_process", device, strategy.one_process, 4, "--sample-tokens 8");
+  const LaunchResult parallel =
+      run_layout(dir, strategy.parallel.name, device, strategy.parallel, 4, "--sample-tokens 8 " + extra);
   expect_same_losses(one, parallel, {1, 2, 3, 4}, strategy.parallel.name);
+  EXPECT_NE(logged_sample(one), "");
+  EXPECT_EQ(logged_sample(parallel), logged_sample(one)) << strategy.parallel.name << ": sample";
   return parallel;
 }
 

@@ -1,8 +1,8 @@
 // gpt2_train under mpirun, on CPU ranks, against one process with the same global batch (label mpi): tensor
 // parallelism (--tp 2), pipeline parallelism (--pp 2 --micro-batches 2 against one process accumulating 2)
 // and data parallelism (--dp 2 --batch 2 against one process with --batch 4) log the same training and
-// validation losses, and the ranks other than 0 print nothing. Checkpoints cross layouts: a run stopped at
-// step 2 under one layout and resumed under another logs at steps 3 and 4 what the resuming layout's
+// validation losses and sample the same text, and the ranks other than 0 print nothing. Checkpoints cross layouts: a
+// run stopped at step 2 under one layout and resumed under another logs at steps 3 and 4 what the resuming layout's
 // uninterrupted run logs (tp 2 -> one process, one process -> tp 2, pp 2 -> one process, tp 2 x pp 2 -> dp 2),
 // and a --save under tp writes one checkpoint that holds the whole model.
 #include <gtest/gtest.h>
