@@ -211,10 +211,12 @@ struct LinearSet {
   Tensor out, pre;           // outputs
 };
 
+#ifdef LAB_WITH_CUDA  // the GEMM pass has GPU versions only
 template <>
 LinearSet copy_to(const LinearSet& s, Device device) {
   return {s.inp.to(device), s.weight.to(device), s.bias.to(device), s.x.to(device), s.out.to(device), s.pre.to(device)};
 }
+#endif
 
 KernelLab linear_lab(const BiasGeluProblem& p) {
   const double N = static_cast<double>(p.rows), C = static_cast<double>(p.inputs), OC = static_cast<double>(p.columns);
