@@ -32,6 +32,9 @@ OptimizerInBackwardStep::~OptimizerInBackwardStep() {
 }
 
 void OptimizerInBackwardStep::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
+  LAB_CHECK(loss_scaler() == nullptr, InvalidArgument,
+            "--optimizer-in-backward: fp16's dynamic loss scaling skips a step whose gradients overflow, but the "
+            "updates run during backward, before the overflow is known; use --dtype bf16 or fp32");
   lr_ = static_cast<float>(result.lr);
   sum_squares_ = 0;
   updated_.assign(updated_.size(), false);

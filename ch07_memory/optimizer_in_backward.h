@@ -14,6 +14,8 @@
 //   - gradient clipping by global norm: the norm needs every gradient before the first update (PyTorch's docs
 //     say the same of optimizer hooks), so the step requires grad_clip 0;
 //   - gradient accumulation: every gradient would have to stay alive between the micro-batches' backward passes;
+//   - fp16's dynamic loss scaling: a step whose gradients overflow must be skipped whole, but the updates have
+//     run before the overflow is known (bf16 needs no loss scaling and trains);
 //   - data parallelism and ZeRO: they reduce the gradients across ranks after backward (the trainer refuses).
 // The gradient norm is still reported: each gradient's sum of squares is added up before it is released.
 // The training result is unchanged: each element gets the same arithmetic on the same gradient as in the flat

@@ -1,6 +1,6 @@
 // The optimizer-in-backward step against the ordinary step: the same losses, norms and weights after three
 // steps; its gradient peak is the tied embedding and one backward step's tensors, not the whole model; and the
-// combinations it cannot do are refused.
+// combinations it cannot do (clipping, accumulation, fp16 loss scaling) are refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -96,6 +96,14 @@ TEST(OptimizerInBackward, GradientPeakIsTheTiedEmbeddingAndOneBackwardStepNotThe
   EXPECT_LE(stats.peak_of(MemCategory::Grads), bound);
   EXPECT_GE(stats.peak_of(MemCategory::Grads), wte + largest_other);
   EXPECT_EQ(stats.live_of(MemCategory::Grads), 0) << "every gradient is released after its update";
+}
+
+TEST(OptimizerInBackward, RefusesLossScaling) {
+  GPT2 model(small_step_config(), Device::cpu());
+  AdamW adamw(model.parameters(), step_test_adamw());
+  ch07::OptimizerInBackwardStep step(model, adamw, step_test_config(1, 0.0));
+  step.set_loss_scaling(LossScalerConfig{});
+  expect_error([&] { train(step, 1); }, ErrorKind::InvalidArgument, {"--optimizer-in-backward", "loss scaling"});
 }
 
 TEST(OptimizerInBackward, RefusesClippingAndAccumulation) {
