@@ -114,10 +114,6 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   // An update made inside backward cannot be skipped when the gradients overflow.
   LAB_CHECK(math_mode_ != MathMode::FP16 || !options_.optimizer_in_backward, Unsupported,
             "--dtype fp16 with --optimizer-in-backward: an overflowing step could not be skipped");
-  // The fused MLP's GEMM reads fp32 operands: under bf16/fp16 one product would silently stay fp32.
-  LAB_CHECK(options_.kernels == "reference" || math_mode_ == MathMode::FP32 || math_mode_ == MathMode::TF32,
-            Unsupported, "--kernels ", options_.kernels, " with --dtype ", options_.dtype,
-            ": the fused kernels take fp32 operands (use --kernels reference)");
 
   // The outputs first: a destination that cannot be written, or that holds a user's files, stops the run
   // before any data is read or any model is built. Rank 0 alone writes them.
