@@ -1,0 +1,83 @@
+// gpt2_train's memory flags in process, on a tiny model: every step's log line carries mem_peak_by_category (each
+// category's peak at most the step's total peak, which is at most their sum), --memory-snapshot writes the first
+// step's timeline whose peak is that step's logged peak, --recompute block logs bitwise the losses of no
+// recompute, and a snapshot path holding a user's file is refused before any work.
+#include <gtest/gtest.h>
+
+#include "ch07_memory/memory_snapshot.h"
+#include "ch10_gpt2/trainer.h"
+#include "common/io/files.h"
+#include "tests/ch10_gpt2/trainer_fixtures.h"
+#include "tests/common/expect_error.h"
+
+namespace lab {
+namespace {
+
+// The step records of a log (evaluations and the header left out).
+std::vector<Json> step_records(const std::string& path) {
+  std::vector<Json> steps;
+  for (const Json& rec : testing::read_log(path))
+    if (rec.contains("loss")) steps.push_back(rec);
+  return steps;
+}
+
+TEST(TrainerMemory, LogsPeaksByCategoryAndWritesTheFirstStepsSnapshot) {
+  const std::string dir = testing::scratch_directory();
+  TrainOptions o = testing::tiny_options(dir);
+  o.steps = 3;
+  o.eval_every = 0;
+  o.val_batches = 1;
+  o.log_json = dir + "/log.jsonl";
+  o.memory_snapshot = dir + "/snapshot.json";
+  o.memory_report = true;
+  Trainer(o).run();
+  const std::vector<Json> steps = step_records(o.log_json);
+  ASSERT_EQ(steps.size(), 3u);
+  for (const Json& rec : steps) {
+    const Json& by_category = rec.at("mem_peak_by_category");
+    const int64_t peak = rec.at("mem_peak_bytes").as_int();
+    int64_t sum = 0;
+    for (const char* key : {"params", "grads", "optimizer", "activations", "workspace", "comm", "other"}) {
+      const int64_t c = by_category.at(key).as_int();
+      EXPECT_LE(c, peak) << key;
+      sum += c;
+    }
+    EXPECT_LE(peak, sum);
+    EXPECT_GT(by_category.at("activations").as_int(), 0);
+  }
+  const Json snapshot = Json::parse(read_file(o.memory_snapshot));
+  EXPECT_EQ(snapshot.at("allocator_peak").as_int(), steps[0].at("mem_peak_bytes").as_int());
+  EXPECT_GT(snapshot.at("events").size(), 0u);
+}
+
+TEST(TrainerMemory, BlockRecomputeLogsTheLossesOfNone) {
+  const std::string dir = testing::scratch_directory();
+  TrainOptions o = testing::tiny_options(dir);
+  o.steps = 3;
+  o.eval_every = 0;
+  o.val_batches = 1;
+  o.log_json = dir + "/none.jsonl";
+  Trainer(o).run();
+  o.log_json = dir + "/block.jsonl";
+  o.recompute = "block";
+  Trainer(o).run();
+  const std::vector<Json> none = step_records(dir + "/none.jsonl"), block = step_records(dir + "/block.jsonl");
+  ASSERT_EQ(none.size(), block.size());
+  for (size_t i = 0; i < none.size(); ++i) {
+    EXPECT_EQ(block[i].at("loss").as_number(), none[i].at("loss").as_number()) << i;
+    EXPECT_LT(block[i].at("mem_peak_by_category").at("activations").as_int(),
+              none[i].at("mem_peak_by_category").at("activations").as_int());
+  }
+}
+
+TEST(TrainerMemory, RefusesToOverwriteAUsersFileWithASnapshot) {
+  const std::string dir = testing::scratch_directory();
+  TrainOptions o = testing::tiny_options(dir);
+  o.memory_snapshot = dir + "/notes.txt";
+  write_file_atomic(o.memory_snapshot, "my notes");
+  testing::expect_error([&] { Trainer t(o); }, ErrorKind::Io, {"--memory-snapshot", "notes.txt"});
+  EXPECT_EQ(read_file(o.memory_snapshot), "my notes");
+}
+
+}  // namespace
+}  // namespace lab
