@@ -12,6 +12,7 @@
 #     --json FILE, as every program built on common/lab/lab_main.h does);
 #   - and the benchmarks listed below, which predate the convention:
 #       ch05  loader  ch05_loader_bench   loader throughput and data-stall fraction (--quick: its short run)
+#       ch06  staircase  gpt2_step_bench --staircase ch06   the chapter's training-step staircase
 #       ch08  dist    ch08_dist_bench     the collectives, under mpirun -np 2 --oversubscribe
 #       ch10  step    gpt2_step_bench     one GPT-2 training step against its GEMM floor or the GPU's peak
 #
@@ -24,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,23p' "$0"; }
+usage() { sed -n '2,24p' "$0"; }
 
 CHAPTER=""
 LAB=""
@@ -56,6 +57,7 @@ fi
 # The benchmarks that are not named chNN_<lab>_lab: "chapter lab program".
 REGISTERED=(
   "ch05 loader ch05_loader_bench"
+  "ch06 staircase gpt2_step_bench"
   "ch08 dist ch08_dist_bench"
   "ch10 step gpt2_step_bench"
 )
@@ -113,6 +115,7 @@ for name in $NAMES; do
   program=${PROGRAM[$name]}
   json="$RESULTS/$name.json"
   command=("$BUILD_DIR/bin/$program" --json "$json")
+  [[ $CHAPTER/$name == ch06/staircase ]] && command+=(--staircase ch06)
   if [[ $QUICK == 1 ]]; then
     case "$program" in
       ch05_loader_bench) command+=(--quick) ;;
