@@ -68,6 +68,7 @@ BLOCK_THREADS = {
     "residual_forward_kernel": 256,
     "residual_backward_kernel": 256,
     "widen_tokens_kernel": 256,
+    "convert_kernel": 256,  # fp32 <-> bf16/fp16 (mixed precision)
     # ch06 lab 04 (classifier): a row per block of kRowThreads / kThreads = 512 (the promoted
     # fused_classifier_kernel<kVec> shares the core's name and block size); elementwise kernels kBlockSize.
     "softmax_three_pass_kernel": 512,
