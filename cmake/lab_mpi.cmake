@@ -13,8 +13,10 @@
 # job: starting mpirun costs about a second. A job whose every test skipped is reported as skipped. Nothing is
 # registered without LAB_WITH_MPI or LAB_WITH_TESTS.
 
-# mpirun refuses to start as root unless told twice; CI containers run as root.
-set(LAB_MPI_TEST_ENVIRONMENT OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+# mpirun refuses to start as root unless told twice; CI containers run as root. The ranks of a test share
+# few cores: one OpenMP thread per rank, since teams of threads spinning on oversubscribed cores made a
+# 4-rank job of 3 s take over 300 s.
+set(LAB_MPI_TEST_ENVIRONMENT OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1)
 
 function(lab_add_mpi_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "RANKS;COMMAND" ${ARGN})
