@@ -13,6 +13,7 @@
 #   - and the benchmarks listed below, which predate the convention:
 #       ch05  loader  ch05_loader_bench   loader throughput and data-stall fraction (--quick: its short run)
 #       ch06  staircase  gpt2_step_bench --staircase ch06   the chapter's training-step staircase
+#       ch07  memory  ch07_memory_bench   the memory staircase: peak bytes by category and step time per rung
 #       ch08  dist    ch08_dist_bench     the collectives, under mpirun -np 2 --oversubscribe
 #       ch10  step    gpt2_step_bench     one GPT-2 training step against its GEMM floor or the GPU's peak
 #
@@ -58,6 +59,7 @@ fi
 REGISTERED=(
   "ch05 loader ch05_loader_bench"
   "ch06 staircase gpt2_step_bench"
+  "ch07 memory ch07_memory_bench"
   "ch08 dist ch08_dist_bench"
   "ch10 step gpt2_step_bench"
 )
@@ -120,6 +122,7 @@ for name in $NAMES; do
     case "$program" in
       ch05_loader_bench) command+=(--quick) ;;
       ch08_dist_bench) command+=(--max-bytes 1048576 --repeats 3) ;;
+      ch07_memory_bench) command+=(--model small --steps 1) ;;
       gpt2_step_bench) command+=(--model small --steps 3 --warmup 1 --gemm-repeats 2) ;;
       *) command+=(--warmup 1 --repeats 5) ;;
     esac

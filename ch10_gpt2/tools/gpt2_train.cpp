@@ -36,6 +36,7 @@ int train(int argc, char** argv) {
       std::fflush(stdout);
       return 128 + s.stop_signal;
     }
+    if (options.find_max_batch) return 0;  // the search printed its result and trained nothing
     char val[32] = "none (no --data-val)";
     if (trainer.has_validation()) std::snprintf(val, sizeof val, "%.4f", s.last_val_loss);
     std::printf("done: %lld steps in %.1f s, final train loss %.4f, val loss %s\n", static_cast<long long>(s.steps),

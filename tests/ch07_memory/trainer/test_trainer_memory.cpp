@@ -1,7 +1,8 @@
-// gpt2_train's memory flags in process, on a tiny model: every step's log line carries mem_peak_by_category (each
-// category's peak at most the step's total peak, which is at most their sum), --memory-snapshot writes the first
-// step's timeline whose peak is that step's logged peak, --recompute block logs bitwise the losses of no
-// recompute, and a snapshot path holding a user's file is refused before any work.
+// gpt2_train's memory flags on a tiny model (in process; the last test runs the program): every step's log line carries
+// mem_peak_by_category (each category's peak at most the step's total peak, which is at most their sum),
+// --memory-snapshot writes the first step's timeline whose peak is that step's logged peak, --recompute block logs
+// bitwise the losses of no recompute, a snapshot path holding a user's file is refused before any work, and
+// --find-max-batch prints only its search.
 #include <gtest/gtest.h>
 
 #include "ch07_memory/memory_snapshot.h"
@@ -77,6 +78,16 @@ TEST(TrainerMemory, RefusesToOverwriteAUsersFileWithASnapshot) {
   write_file_atomic(o.memory_snapshot, "my notes");
   testing::expect_error([&] { Trainer t(o); }, ErrorKind::Io, {"--memory-snapshot", "notes.txt"});
   EXPECT_EQ(read_file(o.memory_snapshot), "my notes");
+}
+
+// The search is all such a run does: it prints its answer and no training summary (no "done: 0 steps ... nan").
+TEST(TrainerMemory, FindMaxBatchPrintsTheSearchAndNoTrainingSummary) {
+  const std::string dir = testing::scratch_directory();
+  const testing::ProcessResult r =
+      testing::run_gpt2_train(testing::tiny_flags(dir) + " --find-max-batch --memory-budget 96MiB");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("--find-max-batch: seq 16"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("done:"), std::string::npos) << r.out;
 }
 
 }  // namespace
