@@ -18,6 +18,11 @@ TrainingLoopResult TrainingLoop::run(int64_t first_step, int64_t end_step, const
       break;
     }
     const TrainStepResult r = step_.run(next_batch_, schedule_.at(step));
+    // Loss scaling scales only the backward: a forward pass that overflowed fp16 overflows again at any scale.
+    LAB_CHECK(std::isfinite(r.loss) || r.loss_scale == 0, Internal, "fp16 overflow in the forward pass at step ",
+              step + 1, ": the loss is ", r.loss,
+              " (a weight or activation beyond fp16's range, 65504, which loss scaling cannot fix); "
+              "train with --dtype bf16 (fp32's range) or a smaller learning rate");
     LAB_CHECK(std::isfinite(r.loss), Internal, "training diverged: loss is ", r.loss, " at step ", step + 1);
     result.last_loss = r.loss;
     result.steps = step + 1;

@@ -2,7 +2,8 @@
 // after each step (where the trainer logs, evaluates, samples and saves checkpoints) and a stop request polled
 // before each one (the trainer's SIGINT/SIGTERM handling; see ch10_gpt2/stop_signals.h).
 //
-// A loss that is not finite stops the loop with Error(Internal): "training diverged: loss is nan at step 12".
+// A loss that is not finite stops the loop with Error(Internal): "training diverged: loss is nan at step 12", or,
+// under fp16 loss scaling, a message that says the forward pass overflowed fp16 (no scale can help there).
 // Chapter benchmarks use it to run a few steps and collect what the callback sees, without the trainer.
 #pragma once
 

@@ -1,8 +1,8 @@
 // Mixed precision in the training step: the dynamic loss scaler's rules; an overflow injected into one gradient
-// skips exactly that step (weights, moments and AdamW's step count untouched) and halves the scale; the scale
-// grows after its interval; scaling by a power of two changes nothing but the scale; the 16-bit weight copy
-// follows the fp32 masters; and bf16 and fp16 training of a small model for 200 steps ends within 3% of fp32's
-// validation loss.
+// skips exactly that step (weights, moments and AdamW's step count untouched) and halves the scale; an overflow
+// in the forward pass stops the loop with a message that says so; the scale grows after its interval; scaling
+// by a power of two changes nothing but the scale; the 16-bit weight copy follows the fp32 masters; and bf16 and
+// fp16 training of a small model for 200 steps ends within 3% of fp32's validation loss.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -17,7 +17,9 @@
 #include "common/optim/adamw.h"
 #include "common/train/loss_scaler.h"
 #include "common/train/train_step.h"
+#include "common/train/training_loop.h"
 #include "common/util/rng.h"
+#include "tests/common/expect_error.h"
 
 namespace lab {
 namespace {
@@ -156,6 +158,24 @@ TEST(MixedPrecisionStep, AnOverflowSkipsExactlyThatStepAndHalvesTheScale) {
   EXPECT_EQ(after.loss_scale, 512.0);
   EXPECT_EQ(run.optimizer.steps_taken(), 3);
   EXPECT_NE(run.model.parameters().params().to_floats(), weights);
+}
+
+// A weight beyond fp16's range becomes inf in the 16-bit copy: the forward pass overflows whatever the scale,
+// and the loop says so rather than skipping steps forever or calling it a divergence.
+TEST(MixedPrecisionStep, AForwardOverflowStopsTheLoopWithAMessageThatSaysSo) {
+  TinyModel run(DType::F16);
+  MarkovText text(3);
+  const Tensor weight = run.model.parameters().value("h.0.mlp.c_fc.weight");
+  weight.copy_from(Tensor::from_floats(std::vector<float>(static_cast<size_t>(weight.numel()), 1e6f), weight.shape()));
+  run.model.refresh_matmul_weights();
+  TrainStep step(run.model, run.optimizer, {1, 1.0, false});
+  step.set_loss_scaling(LossScalerConfig{});
+  LrSchedule schedule;
+  schedule.kind = LrSchedule::Kind::Constant;
+  TrainingLoop loop(
+      step, [&] { return text.batch(4, 16); }, schedule);
+  testing::expect_error([&] { loop.run(0, 3); }, ErrorKind::Internal,
+                        {"fp16 overflow in the forward pass at step 1", "--dtype bf16"});
 }
 
 TEST(MixedPrecisionStep, TheScaleGrowsAfterItsInterval) {
