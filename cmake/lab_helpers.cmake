@@ -54,12 +54,14 @@ function(lab_add_executable name)
   lab_target_defaults(${name})
 endfunction()
 
-# lab_add_gtest(NAME SOURCES t.cpp ... [DEPS lib ...] [LABELS l ...] [ENVIRONMENT VAR=value ...] [TIMEOUT s])
+# lab_add_gtest(NAME SOURCES t.cpp ... [DEPS lib ...] [LABELS l ...] [ENVIRONMENT VAR=value ...] [TIMEOUT s]
+#               [NO_LEAK_CHECK])
 # Each TEST() becomes one CTest test; a GTEST_SKIP() shows as "skipped", never as passed. In the emulation
 # build every test sees two emulated GPUs (LAB_EMU_DEVICES=2; the emulator's default is one), so that the
-# tests of two-GPU code run too.
+# tests of two-GPU code run too. NO_LEAK_CHECK turns LeakSanitizer off for the tests of a binary whose leaks
+# are by design (say why where it is used); AddressSanitizer's other checks stay on.
 function(lab_add_gtest name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS;ENVIRONMENT" ${ARGN})
+  cmake_parse_arguments(ARG "NO_LEAK_CHECK" "TIMEOUT" "SOURCES;DEPS;LABELS;ENVIRONMENT" ${ARGN})
   if(NOT LAB_WITH_TESTS)
     return()
   endif()
@@ -87,6 +89,9 @@ function(lab_add_gtest name)
   endif()
   if(environment)
     string(APPEND properties " ENVIRONMENT \"${environment}\"")
+  endif()
+  if(ARG_NO_LEAK_CHECK AND LAB_SANITIZE MATCHES "address")
+    string(APPEND properties " ENVIRONMENT_MODIFICATION \"ASAN_OPTIONS=path_list_append:detect_leaks=0\"")
   endif()
   if(properties)
     set(script "${CMAKE_CURRENT_BINARY_DIR}/${name}_properties.cmake")

@@ -267,13 +267,14 @@ class CudaCachingAllocator final : public Allocator {
 CudaCachingAllocator& allocator_of(int device) {
   check_device_index(device);
   // One per visible device, created together on first use and never destroyed: blocks may be returned
-  // by static objects during exit, after any destructor of ours would have run.
-  static const std::vector<CudaCachingAllocator*> allocators = [] {
-    std::vector<CudaCachingAllocator*> all;
-    for (int d = 0; d < device_count(); ++d) all.push_back(new CudaCachingAllocator(d));
+  // by static objects during exit, after any destructor of ours would have run. The list itself is never
+  // destroyed either, so the allocators stay reachable from a global to the end (LeakSanitizer's rule).
+  static const std::vector<CudaCachingAllocator*>* const allocators = [] {
+    auto* all = new std::vector<CudaCachingAllocator*>;
+    for (int d = 0; d < device_count(); ++d) all->push_back(new CudaCachingAllocator(d));
     return all;
   }();
-  return *allocators[static_cast<size_t>(device)];
+  return *(*allocators)[static_cast<size_t>(device)];
 }
 
 }  // namespace
