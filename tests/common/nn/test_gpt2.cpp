@@ -52,7 +52,9 @@ TEST(GPT2, FiniteDifferenceGradientsOfEveryParameter) {
   for (const ParamInfo& p : model.parameters().infos()) {
     Tensor value = model.parameters().value(p.name);
     const std::vector<float> grad = model.parameters().grad(p.name).to_floats();
-    test::expect_gradient_close(loss, value, grad, p.name, 1e-3, 3e-4, 1e-2, 6, rng);
+    // eps 3e-3: the fp32 loss's rounding (about 2e-7 of a loss near 4) over 2 eps stays near 4e-5, well under
+    // atol; at eps 1e-3 that noise was a third of atol, and an -O2 build's summation order crossed it.
+    test::expect_gradient_close(loss, value, grad, p.name, 3e-3, 3e-4, 1e-2, 6, rng);
   }
 }
 
