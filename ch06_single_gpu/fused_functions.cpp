@@ -3,26 +3,14 @@
 #include "ch06_single_gpu/fused_classifier.h"
 #include "ch06_single_gpu/fused_residual_layernorm.h"
 #include "ch06_single_gpu/matmul_bias_gelu.h"
+#include "common/autograd/function_support.h"
 #include "common/ops/gelu.h"
 #include "common/ops/linear.h"
 
 namespace lab::ch06 {
 
-namespace {
-
-// A new activation with the given shape on the device of `like`, tagged as activation memory.
-Tensor new_activation(const Shape& shape, const Tensor& like) {
-  MemoryScope scope(MemCategory::Activations);
-  return Tensor::empty(shape, like.dtype(), like.device());
-}
-
-bool any_requires_grad(std::initializer_list<const Var*> vars) {
-  for (const Var* v : vars)
-    if (v->defined() && v->requires_grad()) return true;
-  return false;
-}
-
-}  // namespace
+using ag::any_requires_grad;
+using ag::new_activation;
 
 Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x) {
   // Mixed precision (16-bit matmul operands): the MLP's products are the mixed-precision linears, as in the

@@ -4,6 +4,7 @@
 // same order.
 #include "ch07_memory/recompute.h"
 
+#include "common/autograd/function_support.h"
 #include "common/core/error.h"
 #include "common/ops/attention.h"
 #include "common/ops/gelu.h"
@@ -13,10 +14,7 @@ namespace lab::ch07 {
 
 namespace {
 
-Tensor new_activation(const Shape& shape, const Tensor& like) {
-  MemoryScope scope(MemCategory::Activations);
-  return Tensor::empty(shape, like.dtype(), like.device());
-}
+using ag::new_activation;
 
 // Every parameter of a block, for the tape step that adds to all their gradients.
 std::vector<Var> block_parameters(const Block& b) {

@@ -2,16 +2,14 @@
 #include "ch08_distributed/tp/functions.h"
 
 #include "ch08_distributed/tp/vocab_parallel_ops.h"
+#include "common/autograd/function_support.h"
 #include "common/ops/residual.h"
 
 namespace lab::ch08::tp {
 
 namespace {
 
-Tensor new_activation(const Shape& shape, const Tensor& like) {
-  MemoryScope scope(MemCategory::Activations);
-  return Tensor::empty(shape, like.dtype(), like.device());
-}
+using ag::new_activation;
 
 bool requires_grad(const Var& v) {
   return v.defined() && v.requires_grad();

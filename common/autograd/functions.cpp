@@ -1,5 +1,6 @@
 #include "common/autograd/functions.h"
 
+#include "common/autograd/function_support.h"
 #include "common/ops/attention.h"
 #include "common/ops/classifier.h"
 #include "common/ops/embedding.h"
@@ -9,22 +10,6 @@
 #include "common/ops/residual.h"
 
 namespace lab::ag {
-
-namespace {
-
-// A new activation with the given shape on the device of `like`, tagged as activation memory.
-Tensor new_activation(const Shape& shape, const Tensor& like) {
-  MemoryScope scope(MemCategory::Activations);
-  return Tensor::empty(shape, like.dtype(), like.device());
-}
-
-bool any_requires_grad(std::initializer_list<const Var*> vars) {
-  for (const Var* v : vars)
-    if (v->defined() && v->requires_grad()) return true;
-  return false;
-}
-
-}  // namespace
 
 Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe) {
   const MemoryOpScope op("embedding");
