@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/ops/cpu/column_sums.h"
 #include "common/ops/cpu/vec_math.h"
 
 namespace lab::ch08::tp::cpu {
@@ -150,21 +151,8 @@ void add_bias(const Tensor& x, const Tensor& bias) {
 }
 
 void add_bias_grad(const Tensor& dbias, const Tensor& dout) {
-  const int64_t K = dbias.numel(), N = dout.numel() / K;
-  float* db = dbias.data<float>();
-  const float* d = dout.data<float>();
-  const int64_t slices = (K + kSlice - 1) / kSlice;
-#pragma omp parallel for schedule(static)
-  for (int64_t s = 0; s < slices; ++s) {
-    const int64_t k0 = s * kSlice, k1 = std::min(K, k0 + kSlice);
-    float acc[kSlice] = {};
-    for (int64_t n = 0; n < N; ++n) {
-      const float* row = d + n * K;
-#pragma omp simd
-      for (int64_t k = k0; k < k1; ++k) acc[k - k0] += row[k];
-    }
-    for (int64_t k = k0; k < k1; ++k) db[k] += acc[k - k0];
-  }
+  const int64_t K = dbias.numel();
+  ops::cpu::add_column_sums(dbias.data<float>(), dout.data<float>(), dout.numel() / K, K);
 }
 
 }  // namespace lab::ch08::tp::cpu

@@ -13,6 +13,7 @@
 
 #include "common/core/memory.h"
 #include "common/ops/convert.h"
+#include "common/ops/cpu/column_sums.h"
 #include "common/ops/cpu/gemm.h"
 
 namespace lab::ops::cpu {
@@ -76,22 +77,7 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
     GemmRecorder::note({true, false, OC, C, N, true});
     sgemm(true, false, OC, C, N, 1.0f, pd, OC, widened(inp).data<float>(), C, 1.0f, dweight.data<float>(), C);
   }
-  if (dbias.defined()) {
-    constexpr int64_t kSlice = 256;
-    float* db = dbias.data<float>();
-    const int64_t slices = (OC + kSlice - 1) / kSlice;
-#pragma omp parallel for schedule(static)
-    for (int64_t s = 0; s < slices; ++s) {
-      const int64_t j0 = s * kSlice, j1 = std::min(OC, j0 + kSlice);
-      float acc[kSlice] = {};
-      for (int64_t n = 0; n < N; ++n) {
-        const float* row = d + n * OC;
-#pragma omp simd
-        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
-      }
-      for (int64_t j = j0; j < j1; ++j) db[j] += acc[j - j0];
-    }
-  }
+  if (dbias.defined()) add_column_sums(dbias.data<float>(), d, N, OC);
 }
 
 }  // namespace lab::ops::cpu
