@@ -19,38 +19,18 @@
 #include "ch06_single_gpu/flat_adamw.h"
 #include "ch06_single_gpu/kernels/05_adamw/adamw_element.h"
 #include "ch06_single_gpu/vector_access.cuh"
+#include "common/ops/cuda/decay_table.cuh"
 #include "common/ops/cuda/launch.cuh"
 
 namespace lab::ch06::cuda {
 
 namespace {
 
+using ops::cuda::decays;
+using ops::cuda::DecayTable;
 using ops::cuda::grid_for;
 using ops::cuda::kBlockSize;
 using ops::cuda::LaunchScope;
-
-constexpr int kRangesPerLaunch = 64;
-
-// Sorted, disjoint [begin[r], end[r]) with weight decay: 1 KB of the 4 KB of a launch's arguments.
-struct DecayTable {
-  int count = 0;
-  int64_t begin[kRangesPerLaunch];
-  int64_t end[kRangesPerLaunch];
-};
-
-// ---------------------------------------------------------------- device helpers
-
-__device__ bool decays(const DecayTable& table, int64_t i) {
-  int lo = 0, hi = table.count;  // the number of ranges that begin at or before i
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (table.begin[mid] <= i)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo > 0 && i < table.end[lo - 1];
-}
 
 // The weights the update starts from: f32 parameters, or the master weights, or the bf16 parameters widened.
 template <int kVec>
@@ -138,26 +118,15 @@ void launch_flat_adamw(Param* params, float* master, const Grad* grads, float* m
                     aligned(grads, kVec * sizeof(Grad)) && aligned(m, kVec * sizeof(float)) &&
                     aligned(v, kVec * sizeof(float));
   for (const ElementRange& r : decay) vectorised = vectorised && r.begin % kVec == 0 && r.end % kVec == 0;
-  const size_t ranges = decay.size();
-  int64_t first = 0;
-  for (size_t r = 0; r == 0 || r < ranges; r += kRangesPerLaunch) {
-    DecayTable table;
-    for (size_t j = r; j < ranges && j < r + kRangesPerLaunch; ++j, ++table.count) {
-      table.begin[table.count] = decay[j].begin;
-      table.end[table.count] = decay[j].end;
-    }
-    const int64_t end = r + kRangesPerLaunch < ranges ? decay[r + kRangesPerLaunch].begin : n;
-    if (end > first) {
-      if (vectorised)
-        LAB_LAUNCH((flat_adamw_kernel<kVec, Param, Grad>),
-                   {grid_for((end - first) / kVec, kBlockSize), kBlockSize, 0, stream}, params, master, grads, m, v,
-                   first, end, k, weight_decay, table, rounding);
-      else
-        LAB_LAUNCH((flat_adamw_kernel<1, Param, Grad>), {grid_for(end - first, kBlockSize), kBlockSize, 0, stream},
-                   params, master, grads, m, v, first, end, k, weight_decay, table, rounding);
-    }
-    first = end;
-  }
+  ops::cuda::for_each_decay_stretch(decay, n, [&](int64_t first, int64_t end, const DecayTable& table) {
+    if (vectorised)
+      LAB_LAUNCH((flat_adamw_kernel<kVec, Param, Grad>),
+                 {grid_for((end - first) / kVec, kBlockSize), kBlockSize, 0, stream}, params, master, grads, m, v,
+                 first, end, k, weight_decay, table, rounding);
+    else
+      LAB_LAUNCH((flat_adamw_kernel<1, Param, Grad>), {grid_for(end - first, kBlockSize), kBlockSize, 0, stream},
+                 params, master, grads, m, v, first, end, k, weight_decay, table, rounding);
+  });
 }
 
 }  // namespace

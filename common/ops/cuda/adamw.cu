@@ -4,7 +4,7 @@
 // once and writes p, m, v once (coalesced), so the update runs at memory bandwidth. The bias corrections
 // depend only on the step and are computed on the host, in double, exactly as the CPU reference does.
 //
-// Weight decay by ranges: the decayed ranges travel in the kernel's arguments (a table of up to
+// Weight decay by ranges (decay_table.cuh): the decayed ranges travel in the kernel's arguments (a table of up to
 // kRangesPerLaunch), and each thread finds by binary search whether its element lies in one. Parameters start
 // at multiples of 32 elements, so the 32 threads of a warp nearly always agree and read the same entries
 // (a broadcast). A model with more ranges than a table holds (GPT-2 d12 has 49) takes one launch per table,
@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "common/ops/adamw.h"
+#include "common/ops/cuda/decay_table.cuh"
 #include "common/ops/cuda/launch.cuh"
 
 namespace lab::ops::cuda {
@@ -22,29 +23,6 @@ struct AdamWConstants {
   float lr, beta1, beta2, eps, weight_decay, grad_scale;
   float bias_correction1, bias_correction2;  // 1 - beta^t
 };
-
-constexpr int kRangesPerLaunch = 64;
-
-// Sorted, disjoint [begin[r], end[r]) with weight decay; 1 KB of the 4 KB of a launch's arguments.
-struct DecayTable {
-  int count = 0;
-  int64_t begin[kRangesPerLaunch];
-  int64_t end[kRangesPerLaunch];
-};
-
-// ---------------------------------------------------------------- kernel
-
-__device__ bool decays(const DecayTable& table, int64_t i) {
-  int lo = 0, hi = table.count;  // find the number of ranges that begin at or before i
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (table.begin[mid] <= i)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo > 0 && i < table.end[lo - 1];
-}
 
 // Elements [first, end) of the buffers.
 __global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, int64_t first, int64_t end,
@@ -81,21 +59,10 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
                          static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta1), t)),
                          static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta2), t))};
   LaunchScope scope(params);
-  const int64_t ranges = static_cast<int64_t>(decay.size());
-  int64_t first = 0;  // the first element of this launch's stretch
-  for (int64_t r = 0; r == 0 || r < ranges; r += kRangesPerLaunch) {
-    DecayTable table;
-    for (int64_t j = r; j < ranges && j < r + kRangesPerLaunch; ++j, ++table.count) {
-      table.begin[table.count] = decay[static_cast<size_t>(j)].begin;
-      table.end[table.count] = decay[static_cast<size_t>(j)].end;
-    }
-    const int64_t next = r + kRangesPerLaunch;
-    const int64_t end = next < ranges ? decay[static_cast<size_t>(next)].begin : n;
-    if (end > first)
-      LAB_LAUNCH(adamw_kernel, {grid_for(end - first, kBlockSize), kBlockSize, 0, scope.stream()}, params.data<float>(),
-                 grads.data<float>(), m.data<float>(), v.data<float>(), first, end, k, table);
-    first = end;
-  }
+  for_each_decay_stretch(decay, n, [&](int64_t first, int64_t end, const DecayTable& table) {
+    LAB_LAUNCH(adamw_kernel, {grid_for(end - first, kBlockSize), kBlockSize, 0, scope.stream()}, params.data<float>(),
+               grads.data<float>(), m.data<float>(), v.data<float>(), first, end, k, table);
+  });
 }
 
 }  // namespace lab::ops::cuda
