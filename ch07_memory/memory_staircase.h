@@ -4,13 +4,23 @@
 // timed steps, the allocator's peak of each category reset before each step.
 //
 // Every rung processes the same tokens per optimizer step (--total-batch-tokens = batch x seq), so the rungs
-// differ in memory and time only. Adding a rung is one line in memory_staircase() and, when its flag changes
-// the step rather than the model, one line in make_rung_step().
+// differ in memory and time only. Every rung trains without gradient clipping (--grad-clip 0 in the base flags):
+// the optimizer in backward cannot clip (optimizer_in_backward.h), and a staircase changes one setting at a
+// time. Adding a rung is one line in memory_staircase() and, when its flag changes the step rather than the
+// model, one line in make_rung_step().
+//
+// The optimizer in backward refuses gradient accumulation (every gradient would stay alive across the
+// micro-batches), so the rungs above block recompute go back to the whole batch in one pass first
+// ("block-one-pass"): block recompute is what leaves room for it.
+//
+// The measurement (measure_steps) is shared with the ZeRO staircase (zero_staircase.h), whose ranks time their
+// steps together.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "common/comm/communicator.h"
 #include "common/lab/staircase.h"
 #include "common/nn/gpt2.h"
 #include "common/optim/adamw.h"
@@ -30,11 +40,34 @@ struct MemoryBenchConfig {
 staircase::Staircase memory_staircase(const MemoryBenchConfig& config);
 
 // The training step of a rung's settings over `model` and `optimizer` (the rung's micro-batch count from its
-// --batch, --seq and --total-batch-tokens).
+// --batch, --seq and --total-batch-tokens; clipping from --grad-clip, gpt2_train's 1.0 when absent; the
+// optimizer in backward with --optimizer-in-backward).
 std::unique_ptr<TrainStep> make_rung_step(const staircase::Settings& settings, GPT2& model, AdamW& optimizer);
 
 // What one rung measures: "step_ms", "peak_MiB" (all categories together) and "<category>_MiB" for each
 // category's own peak, one sample per timed step.
 std::vector<staircase::Measurement> measure_rung(const staircase::Settings& settings, const MemoryBenchConfig& config);
+
+// ---- what the staircases share: reading settings, the batch, the measurement
+
+// The setting `name` ("" when absent: `absent`), and one that must be there as an integer (InvalidArgument
+// naming the flag otherwise).
+std::string setting_or(const staircase::Settings& settings, const std::string& name, const std::string& absent);
+int64_t int_setting(const staircase::Settings& settings, const std::string& name);
+
+// `rows` x `seq` random token ids and targets below `vocab_size`, the same at every call (a fixed seed): the
+// tokens of one optimizer step, alike for every rung and every rank.
+MicroBatch random_step_batch(int64_t vocab_size, int64_t rows, int64_t seq, Device device);
+
+// Hands out the rows of `step_rows`, `micro_rows` at a time, starting over after the last.
+BatchSource micro_batches_of(const MicroBatch& step_rows, int64_t micro_rows);
+
+// One untimed step of `step` (first-touch page faults, caches filled), then `steps` timed ones, the peaks of
+// `device`'s allocator reset before each. Measures "peak_MiB" (this rank's, all categories together),
+// "<category>_MiB" (this rank's peak of each category) and "step_ms", the slowest rank's step time; with more
+// than one rank in `group` also "max_rank_peak_MiB", the largest peak_MiB over the ranks. Collective over
+// `group` (the ranks that run `step` together).
+std::vector<staircase::Measurement> measure_steps(TrainStep& step, const BatchSource& source, Device device,
+                                                  int64_t steps, comm::Communicator& group);
 
 }  // namespace lab::ch07
