@@ -4,6 +4,7 @@
 #include "ch07_memory/offload_optimizer.h"
 #include "ch07_memory/optimizer_in_backward.h"
 #include "ch07_memory/zero/parameter_gather.h"
+#include "ch07_memory/zero/stage3_parameters.h"
 #include "ch07_memory/zero/zero_step.h"
 #include "ch08_distributed/make_train_step.h"
 #include "common/core/error.h"
@@ -11,9 +12,8 @@
 namespace lab::ch07 {
 
 void check_memory_steps(const MemoryStepOptions& options, const comm::ParallelLayout& layout) {
-  LAB_CHECK(options.zero >= 0 && options.zero <= 2, InvalidArgument, "--zero ", options.zero,
-            ": the stages are 1 (optimizer state) and 2 (also gradients), 0 for none; stage 3 (also parameters) is "
-            "not implemented");
+  LAB_CHECK(options.zero >= 0 && options.zero <= 3, InvalidArgument, "--zero ", options.zero,
+            ": the stages are 1 (optimizer state), 2 (also gradients) and 3 (also parameters), 0 for none");
   if (options.zero > 0) {
     LAB_CHECK(layout.tp == 1 && layout.pp == 1, InvalidArgument, "--zero ", options.zero,
               " shards over data-parallel ranks only; it is not combined with --tp or --pp (layout ", layout.str(),
@@ -39,7 +39,8 @@ std::unique_ptr<AdamW> make_optimizer(const MemoryStepOptions& options, const co
   check_memory_steps(options, context.layout());
   if (options.offload_optimizer) return make_offloaded_optimizer(model, config);
   if (options.zero == 0) return std::make_unique<AdamW>(model.parameters(), config);
-  const ZeroShards shards(model.parameters(), context.dp().size(), context.dp().rank(), parallel.bucket_bytes);
+  const ZeroShards shards =
+      zero_shards(options.zero, model.parameters(), context.dp().size(), context.dp().rank(), parallel.bucket_bytes);
   return std::make_unique<AdamW>(model.parameters(), config, shards.owned());
 }
 
@@ -49,10 +50,18 @@ std::unique_ptr<TrainStep> make_step(const MemoryStepOptions& options, const com
   check_memory_steps(options, context.layout());
   if (options.optimizer_in_backward) return std::make_unique<OptimizerInBackwardStep>(model, optimizer, config);
   if (options.zero > 0) {
-    const ZeroShards shards(model.parameters(), context.dp().size(), context.dp().rank(), parallel.bucket_bytes);
+    const ZeroShards shards =
+        zero_shards(options.zero, model.parameters(), context.dp().size(), context.dp().rank(), parallel.bucket_bytes);
     return make_zero_step(options.zero, context.dp(), shards, parallel.dp_stage, model, optimizer, config);
   }
   return ch08::make_train_step(context, parallel, model, optimizer, config);
+}
+
+void with_whole_model(TrainStep& step, const std::function<void()>& use) {
+  if (auto* stage3 = dynamic_cast<ZeroStage3Step*>(&step))
+    stage3->with_whole_model(use);
+  else
+    use();
 }
 
 std::unique_ptr<AdamW> whole_optimizer_for_checkpoint(const comm::ParallelContext& context, const AdamW& optimizer,

@@ -1,9 +1,9 @@
 // Where the trainer (ch10_gpt2) asks chapter 7 for its optimizer and training step: the rungs that change how
 // the optimizer state and the gradients are held (`--optimizer-in-backward`, `--offload optimizer`,
-// `--zero 1|2`), and the
-// combinations they refuse. Without them, the plain AdamW and chapter 8's step for the layout.
+// `--zero 1|2|3`), and the combinations they refuse. Without them, the plain AdamW and chapter 8's step for the layout.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "ch08_distributed/parallel_options.h"
@@ -21,8 +21,7 @@ struct MemoryStepOptions {
 
 // InvalidArgument, naming the flags, for a combination the rungs cannot train: --zero with tensor or
 // pipeline parallelism, with --optimizer-in-backward or with --offload, --offload with --optimizer-in-backward,
-// --optimizer-in-backward with more than one rank, a ZeRO stage other than 0, 1, 2 (stage 3 is not
-// implemented).
+// --optimizer-in-backward with more than one rank, a ZeRO stage other than 0, 1, 2, 3.
 void check_memory_steps(const MemoryStepOptions& options, const comm::ParallelLayout& layout);
 
 // AdamW over the model's parameters: with ZeRO, keeping moments for this data-parallel rank's shard only; with
@@ -31,10 +30,15 @@ std::unique_ptr<AdamW> make_optimizer(const MemoryStepOptions& options, const co
                                       const ch08::ParallelOptions& parallel, GPT2& model, const AdamWConfig& config);
 
 // The training step: the optimizer in backward, a ZeRO stage, or chapter 8's step for the layout. Collective
-// over the context's groups.
+// over the context's groups. ZeRO stage 3 shards the model's parameters as they are now: set or load the
+// weights first.
 std::unique_ptr<TrainStep> make_step(const MemoryStepOptions& options, const comm::ParallelContext& context,
                                      const ch08::ParallelOptions& parallel, GPT2& model, AdamW& optimizer,
                                      TrainStepConfig config);
+
+// Runs `use` with the model's parameters whole in their flat buffer: as they are, or gathered from ZeRO stage 3's
+// shards for the time of the call (collective over the data-parallel group then). For checkpoints.
+void with_whole_model(TrainStep& step, const std::function<void()>& use);
 
 // For a checkpoint: the whole model's optimizer state gathered from the data-parallel ranks' shards (every rank
 // calls it), or nullptr when `optimizer` is not sharded (it holds the whole state already).

@@ -47,7 +47,7 @@ RankTraining make_rank_training(const staircase::Settings& settings, comm::Commu
     t.step = std::make_unique<ch08::DataParallelStep>(group, ch08::DpStage::Bucketed, bucket_bytes, *t.model,
                                                       *t.optimizer, step_config);
   } else {
-    const ZeroShards shards(t.model->parameters(), group.size(), group.rank(), bucket_bytes);
+    const ZeroShards shards = zero_shards(stage, t.model->parameters(), group.size(), group.rank(), bucket_bytes);
     t.optimizer = std::make_unique<AdamW>(t.model->parameters(), AdamWConfig{}, shards.owned());
     t.step = make_zero_step(stage, group, shards, ch08::DpStage::Bucketed, *t.model, *t.optimizer, step_config);
   }

@@ -64,8 +64,8 @@ void TrainOptions::register_flags(Flags& f) {
                "optimizer: AdamW's moments and fp32 master weights in pinned host memory, the update on the CPU (a "
                "GPU run; on the CPU the state is in host memory already and nothing changes)");
   f.add_int("zero", &zero,
-            "ZeRO stage over the data-parallel ranks: 1 shards the optimizer state, 2 also the gradients (0: off; "
-            "stage 3 is not implemented)",
+            "ZeRO stage over the data-parallel ranks: 1 shards the optimizer state, 2 also the gradients, 3 also "
+            "the parameters, gathered per block when used (0: off)",
             0, 3);
   f.add_string("device", &device,
                "cpu, cuda, cuda:N or auto (a GPU when present; under mpirun, rank r takes GPU r "

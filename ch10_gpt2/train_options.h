@@ -52,7 +52,7 @@ struct TrainOptions {
   // how the step holds optimizer state and gradients (chapter 7)
   bool optimizer_in_backward = false;  // each parameter's update as soon as its gradient is final
   std::string offload = "none";        // none, or optimizer: AdamW's state in host memory, the update on the CPU
-  int64_t zero = 0;                    // ZeRO stage over the data-parallel ranks (1, 2); 0: none
+  int64_t zero = 0;                    // ZeRO stage over the data-parallel ranks (1, 2, 3); 0: none
   // execution
   std::string device = "auto";
   std::string dtype = "fp32";          // fp32, tf32, bf16 or fp16 (common/train/math_mode.h)

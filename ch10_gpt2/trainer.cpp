@@ -114,6 +114,9 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   // An update made inside backward cannot be skipped when the gradients overflow.
   LAB_CHECK(math_mode_ != MathMode::FP16 || !options_.optimizer_in_backward, Unsupported,
             "--dtype fp16 with --optimizer-in-backward: an overflowing step could not be skipped");
+  // Mixed precision's 16-bit weight copy is the whole model's, which stage 3 never holds.
+  LAB_CHECK(options_.zero < 3 || math_mode_ == MathMode::FP32 || math_mode_ == MathMode::TF32, Unsupported, "--dtype ",
+            options_.dtype, " with --zero 3: stage 3 shards the fp32 weights only (use fp32 or tf32)");
 
   // The outputs first: a destination that cannot be written, or that holds a user's files, stops the run
   // before any data is read or any model is built. Rank 0 alone writes them.
@@ -160,8 +163,6 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   optimizer_ = ch07::make_optimizer(memory_steps, *context_, parallel_, *model_,
                                     AdamWConfig{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
                                                 1e-8f, static_cast<float>(options_.weight_decay)});
-  step_ = ch07::make_step(memory_steps, *context_, parallel_, *model_, *optimizer_,
-                          TrainStepConfig{accum_steps_, options_.grad_clip, false});
   sample_rng_.reseed(static_cast<uint64_t>(options_.seed) ^ 0x5a5a5a5aull);
   if (!options_.resume.empty()) {
     if (optimizer_->sharded()) {  // ZeRO: the checkpoint's whole state, then this rank's shard of it
@@ -178,6 +179,9 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   } else {
     model_->init_weights(static_cast<uint64_t>(options_.seed));
   }
+  // After the weights: ZeRO stage 3's step shards them as they are.
+  step_ = ch07::make_step(memory_steps, *context_, parallel_, *model_, *optimizer_,
+                          TrainStepConfig{accum_steps_, options_.grad_clip, false});
   // Mixed precision: the model's 16-bit matrix products (a copy of the weights just set) and, for fp16, loss
   // scaling, from the checkpoint's scale when it has one.
   apply_math_mode(math_mode_, *step_, LossScalerConfig{options_.loss_scale, 2.0, 0.5, options_.loss_scale_interval});
@@ -364,7 +368,9 @@ void Trainer::save_checkpoint_at(int64_t step) {
   if (step_->loss_scaler()) s.loss_scaler = step_->loss_scaler()->state();
   // ZeRO: every rank's shard of the optimizer state, gathered whole (the checkpoint holds the whole model's).
   const std::unique_ptr<AdamW> gathered = ch07::whole_optimizer_for_checkpoint(*context_, *optimizer_, *model_);
-  save_checkpoint(options_.save, *model_, gathered ? *gathered : *optimizer_, s, context_.get());
+  ch07::with_whole_model(*step_, [&] {  // ZeRO-3: the parameters gathered from the shards meanwhile
+    save_checkpoint(options_.save, *model_, gathered ? *gathered : *optimizer_, s, context_.get());
+  });
   if (leader()) std::printf("checkpoint: step %lld saved to %s\n", static_cast<long long>(step), options_.save.c_str());
   world_->barrier();
 }

@@ -31,6 +31,9 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
+# Each phase's header says how long the run has taken so far.
+phase() { echo "== $* [$((SECONDS / 60)) min $((SECONDS % 60)) s]"; }
+
 source scripts/install_deps.sh
 
 # CUDA toolkits install nvcc outside the default PATH.
@@ -43,21 +46,21 @@ fi
 export OMP_WAIT_POLICY=passive
 
 if command -v clang-format >/dev/null 2>&1; then
-  echo "== format check"
+  phase "format check"
   scripts/format.sh --check
 fi
 
-echo "== configure ($BUILD_DIR)"
+phase "configure ($BUILD_DIR)"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
-echo "== build"
+phase "build"
 cmake --build "$BUILD_DIR" -j "$JOBS"
-echo "== test"
+phase "test"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
 
 # Every kernel's registers, spills and occupancy on sm_90 from ptxas: fails on a kernel that spills without a
 # reason in scripts/kernel_resources_allowlist.txt, or that has no block size in the script's table.
 if command -v nvcc >/dev/null 2>&1; then
-  echo "== kernel resources (sm_90)"
+  phase "kernel resources (sm_90)"
   python3 scripts/kernel_resources.py --out "$BUILD_DIR/kernel_resources.md" >/dev/null
   echo "kernel resources: $(grep -c '^| `' "$BUILD_DIR/kernel_resources.md") kernels, table in $BUILD_DIR/kernel_resources.md"
 fi
@@ -71,23 +74,23 @@ test_emulation_build() {
 }
 
 EMU_DIR="$BUILD_DIR-emu"
-echo "== configure ($EMU_DIR: CUDA emulation, the CUDA sources run on the CPU)"
+phase "configure ($EMU_DIR: CUDA emulation, the CUDA sources run on the CPU)"
 cmake -S . -B "$EMU_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAB_CUDA_EMULATION=ON -DLAB_WITH_BENCHMARK=OFF
-echo "== build (emulation)"
+phase "build (emulation)"
 cmake --build "$EMU_DIR" -j "$JOBS"
-echo "== test (emulation)"
+phase "test (emulation)"
 test_emulation_build "$EMU_DIR"
 
 if [[ $SANITIZE == 1 ]]; then
   SAN_DIR="$BUILD_DIR-asan"
-  echo "== configure ($SAN_DIR: CUDA emulation, -fsanitize=address,undefined)"
+  phase "configure ($SAN_DIR: CUDA emulation, -fsanitize=address,undefined)"
   cmake -S . -B "$SAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAB_CUDA_EMULATION=ON \
     -DLAB_SANITIZE=address,undefined -DLAB_WITH_BENCHMARK=OFF
-  echo "== build (sanitized)"
+  phase "build (sanitized)"
   cmake --build "$SAN_DIR" -j "$JOBS"
-  echo "== test (sanitized)"
+  phase "test (sanitized)"
   # OpenMP's runtime keeps thread-local blocks alive at exit; they are not leaks of ours.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     test_emulation_build "$SAN_DIR"
 fi
-echo "== all tests passed"
+phase "all tests passed"

@@ -2,15 +2,37 @@
 #include "ch07_memory/zero/shards.h"
 
 #include <algorithm>
+#include <string>
 
 #include "common/core/error.h"
 
 namespace lab::ch07 {
 
+namespace {
+
+// The block a parameter belongs to: <i> of "h.<i>.", -1 for the others.
+int block_of(const ParamInfo& p) {
+  if (p.name.rfind("h.", 0) != 0) return -1;
+  return std::stoi(p.name.substr(2, p.name.find('.', 2) - 2));
+}
+
+}  // namespace
+
 ZeroShards::ZeroShards(const ParameterStore& params, int ranks, int rank, int64_t bucket_bytes)
+    : ZeroShards(ranks, rank, bucket_bytes, ch08::make_buckets(params, bucket_bytes)) {}
+
+ZeroShards ZeroShards::per_block(const ParameterStore& params, int ranks, int rank) {
+  const std::vector<ParamInfo>& infos = params.infos();
+  return ZeroShards(ranks, rank, 0,
+                    ch08::cut_buckets(params, [&](const ch08::GradientBucket& current, const ParamInfo& next) {
+                      return block_of(next) < 0 || block_of(infos[current.params.front()]) != block_of(next);
+                    }));
+}
+
+ZeroShards::ZeroShards(int ranks, int rank, int64_t bucket_bytes, std::vector<ch08::GradientBucket> buckets)
     : ranks_(ranks), rank_(rank), bucket_bytes_(bucket_bytes) {
   LAB_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, InvalidArgument, "ZeroShards: rank ", rank, " of ", ranks);
-  for (ch08::GradientBucket& b : ch08::make_buckets(params, bucket_bytes)) {
+  for (ch08::GradientBucket& b : buckets) {
     ShardedBucket s;
     s.block = (b.range.size() + ranks - 1) / ranks;
     const int64_t begin = std::min(b.range.begin + rank * s.block, b.range.end);

@@ -8,8 +8,12 @@
 // that each bucket's gradients can be reduce-scattered, and its parameters all-gathered, as soon as the bucket
 // is complete (DeepSpeed's ZeRO cuts its partitions the same way from its buckets).
 //
-// A rank's moments (AdamW constructed with owned()) and its gradient shard hold its blocks' real elements one
-// after the other, in buffer order.
+// Stage 3 cuts the buffer into other buckets (per_block): one per transformer block and one per parameter
+// outside the blocks, the units it gathers whole when they are used; each is cut into per-rank blocks the same
+// way.
+//
+// A rank's moments (AdamW constructed with owned()) and its gradient shard (and under stage 3 its parameter
+// shard) hold its blocks' real elements one after the other, in buffer order.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +35,10 @@ class ZeroShards {
  public:
   // The shards of `params` over `ranks` ranks, seen from `rank`, with buckets of at most `bucket_bytes`.
   ZeroShards(const ParameterStore& params, int ranks, int rank, int64_t bucket_bytes);
+  // The shards of ZeRO stage 3, whose buckets are the units it gathers: one per transformer block (`h.<i>.`),
+  // and one per other parameter (GPT-2's ln_f weight and bias, wpe, wte: the tied wte, the largest, is then
+  // reduce-scattered where it lies, with no packed copy). bucket_bytes() is 0.
+  static ZeroShards per_block(const ParameterStore& params, int ranks, int rank);
 
   const std::vector<ShardedBucket>& buckets() const { return buckets_; }
   // This rank's owned ranges, in buffer order (empty ones left out): what AdamW keeps moments for.
@@ -41,6 +49,8 @@ class ZeroShards {
   int rank() const { return rank_; }
 
  private:
+  ZeroShards(int ranks, int rank, int64_t bucket_bytes, std::vector<ch08::GradientBucket> buckets);
+
   int ranks_, rank_;
   int64_t bucket_bytes_;
   std::vector<ShardedBucket> buckets_;

@@ -41,6 +41,9 @@ class ZeroStage2Step : public TrainStep {
   const Tensor& gradient_shard() const { return gradient_shard_; }
 
  protected:
+  comm::Communicator& group() const { return group_; }
+  const ZeroShards& shards() const { return shards_; }
+
   void zero_grads() override;
   void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) override;
   double forward_backward(const MicroBatch& batch, TrainStepResult& result) override;

@@ -3,6 +3,7 @@
 
 #include "ch07_memory/zero/stage1_optimizer_state.h"
 #include "ch07_memory/zero/stage2_gradients.h"
+#include "ch07_memory/zero/stage3_parameters.h"
 #include "common/core/error.h"
 
 namespace lab::ch07 {
@@ -12,8 +13,13 @@ std::unique_ptr<TrainStep> make_zero_step(int stage, comm::Communicator& group, 
                                           TrainStepConfig config) {
   if (stage == 1) return std::make_unique<ZeroStage1Step>(group, shards, dp_stage, model, optimizer, config);
   if (stage == 2) return std::make_unique<ZeroStage2Step>(group, shards, model, optimizer, config);
-  fail(ErrorKind::InvalidArgument, "--zero ", stage, ": the ZeRO stages here are 1 (optimizer state) and 2 (also ",
-       "gradients); stage 3 (also parameters) is not implemented");
+  if (stage == 3) return std::make_unique<ZeroStage3Step>(group, shards, model, optimizer, config);
+  fail(ErrorKind::InvalidArgument, "--zero ", stage, ": the ZeRO stages are 1 (optimizer state), 2 (also ",
+       "gradients) and 3 (also parameters)");
+}
+
+ZeroShards zero_shards(int stage, const ParameterStore& params, int ranks, int rank, int64_t bucket_bytes) {
+  return stage == 3 ? ZeroShards::per_block(params, ranks, rank) : ZeroShards(params, ranks, rank, bucket_bytes);
 }
 
 void check_sharding(const comm::Communicator& group, const ZeroShards& shards, const AdamW& optimizer) {

@@ -4,7 +4,7 @@
 //   0      nothing (data parallelism)        4Ψ + 4Ψ + 8Ψ = 16Ψ                           ch08 dp/
 //   1      optimizer moments                 4Ψ + 4Ψ + 8Ψ/D                               stage1_optimizer_state.h
 //   2      moments and gradients             4Ψ + 4Ψ/D + 8Ψ/D                             stage2_gradients.h
-//   3      moments, gradients, parameters    16Ψ/D                                        not implemented
+//   3      moments, gradients, parameters    16Ψ/D (+ the root unit, one block gathered)  stage3_parameters.h
 //
 // (The paper's 16Ψ is mixed-precision Adam: 2Ψ fp16 parameters, 2Ψ fp16 gradients, 12Ψ fp32 master weights and
 // moments; with fp32 training the moments are 8Ψ and the parameters are their own master copy.) Every stage
@@ -14,7 +14,9 @@
 // Which stage is the right one: stage 1 costs one all-gather of the parameters per step beside data
 // parallelism's all-reduce and saves most of the memory (the moments are half of fp32 training's state);
 // stage 2 moves no more bytes than stage 1 (a reduce-scatter instead of the all-reduce) and also divides the
-// gradients, but reduces every micro-batch's gradients (accumulation multiplies its traffic). With one rank
+// gradients, but reduces every micro-batch's gradients (accumulation multiplies its traffic); stage 3 also
+// divides the parameters, for half as much traffic again (each block gathered for its forward and its
+// backward), and is the one that lets a model too large for one GPU's memory train at all. With one rank
 // nothing is saved.
 #pragma once
 
@@ -27,9 +29,12 @@
 
 namespace lab::ch07 {
 
-// The step of ZeRO stage `stage` (1 or 2; InvalidArgument otherwise) over `group`, the data-parallel ranks.
-// `optimizer` must be built with shards.owned(); stage 1 averages the gradients with the data-parallel
-// `dp_stage`'s reducer. Collective over `group`.
+// The shards a stage cuts: buckets of `bucket_bytes` for stages 1 and 2, ZeroShards::per_block for stage 3.
+ZeroShards zero_shards(int stage, const ParameterStore& params, int ranks, int rank, int64_t bucket_bytes);
+
+// The step of ZeRO stage `stage` (1, 2 or 3; InvalidArgument otherwise) over `group`, the data-parallel ranks.
+// `shards` must be zero_shards(stage, ...)'s and `optimizer` built with shards.owned(); stage 1 averages the
+// gradients with the data-parallel `dp_stage`'s reducer. Collective over `group`.
 std::unique_ptr<TrainStep> make_zero_step(int stage, comm::Communicator& group, const ZeroShards& shards,
                                           ch08::DpStage dp_stage, GPT2& model, AdamW& optimizer,
                                           TrainStepConfig config);

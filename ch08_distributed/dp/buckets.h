@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "common/nn/parameters.h"
@@ -22,5 +23,13 @@ struct GradientBucket {
 
 // InvalidArgument unless bucket_bytes > 0.
 std::vector<GradientBucket> make_buckets(const ParameterStore& params, int64_t bucket_bytes);
+
+// The buffer cut into buckets the same way, with a new bucket started before each parameter (in buffer order)
+// for which `starts_bucket(current, next)` holds: `current` is the bucket being filled (its range's end not
+// set yet), `next` the parameter that would join it. make_buckets cuts at the byte cap; ZeRO stage 3 (chapter
+// 7) at the boundaries of transformer blocks.
+std::vector<GradientBucket> cut_buckets(
+    const ParameterStore& params,
+    const std::function<bool(const GradientBucket& current, const ParamInfo& next)>& starts_bucket);
 
 }  // namespace lab::ch08

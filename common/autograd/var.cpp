@@ -46,6 +46,13 @@ void Var::bind_grad(Tensor g) const {
   node_->grad = std::move(g);
 }
 
+void Var::bind_value(Tensor v) const {
+  LAB_CHECK(node_ && node_->parameter, InvalidArgument, "bind_value on a Var that is not a parameter");
+  LAB_CHECK(!v.defined() || v.shape() == node_->value.shape() || !node_->value.defined(), InvalidArgument,
+            "bind_value: shape ", shape_str(v.shape()), " for a parameter of shape ", shape_str(node_->value.shape()));
+  node_->value = std::move(v);
+}
+
 void Var::set_gradient_hook(std::function<void()> hook) const {
   LAB_CHECK(requires_grad(), InvalidArgument, "set_gradient_hook on a Var that does not require a gradient");
   node_->gradient_hook = std::move(hook);

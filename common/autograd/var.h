@@ -39,6 +39,12 @@ class Var {
   // Makes `g` the gradient buffer (used by the fused classifier, which computes dlogits in place); an undefined
   // `g` releases it (a consumer done with a parameter's gradient: chapter 7's optimizer in backward).
   void bind_grad(Tensor g) const;
+  // Makes `v` a parameter's value (same shape), or releases it (undefined `v`): ZeRO stage 3 (chapter 7)
+  // binds a block's gathered weights just before they are used and releases them after. Functions read a
+  // parameter's value when they run, forward or backward, so a rebinding is seen by every copy of this Var.
+  void bind_value(Tensor v) const;
+  // The same Var: copies share one value and gradient.
+  bool operator==(const Var& other) const { return node_ == other.node_; }
 
   // Runs `hook` whenever the tape has run the last recorded step that adds to this Var's gradient (see above);
   // an empty function removes it. Shared by every copy of this Var.

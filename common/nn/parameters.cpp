@@ -40,6 +40,8 @@ void ParameterStore::declare(const std::string& name, const Shape& shape, bool d
 void ParameterStore::allocate(Device device, ParameterOrder order) {
   LAB_CHECK(!allocated(), InvalidArgument, "parameters allocated twice");
   order_ = order;
+  device_ = device;
+  allocated_ = true;
   infos_ = lay_out(std::move(infos_), order, total_);
   {
     MemoryScope scope(MemCategory::Params);
@@ -109,6 +111,20 @@ void ParameterStore::release_flat_grads() {
   LAB_CHECK(allocated(), InvalidArgument, "release_flat_grads(): parameters not allocated yet");
   grads_ = Tensor();
   for (const Var& v : vars_) v.bind_grad(Tensor());
+}
+
+void ParameterStore::release_flat_params() {
+  LAB_CHECK(allocated(), InvalidArgument, "release_flat_params(): parameters not allocated yet");
+  params_ = Tensor();
+  for (const Var& v : vars_) v.bind_value(Tensor());
+}
+
+void ParameterStore::restore_flat_params(Tensor flat) {
+  LAB_CHECK(allocated() && flat.numel() == total_ && flat.dtype() == DType::F32 && flat.device() == device_,
+            InvalidArgument, "restore_flat_params(): a buffer of ", flat.numel(), " elements on ", flat.device().str(),
+            " for a store of ", total_, " on ", device_.str());
+  params_ = std::move(flat);
+  for (size_t i = 0; i < infos_.size(); ++i) vars_[i].bind_value(params_.view(infos_[i].offset, infos_[i].shape));
 }
 
 int64_t ParameterStore::num_parameters() const {

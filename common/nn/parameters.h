@@ -50,7 +50,7 @@ class ParameterStore {
   // Zero-filled params (MemCategory::Params) and grads (MemCategory::Grads), laid out in `order`.
   void allocate(Device device, ParameterOrder order = ParameterOrder::Backward);
 
-  bool allocated() const { return params_.defined(); }
+  bool allocated() const { return allocated_; }
   // The parameter as a Var: its value and its bound gradient. Always the same Var for one name, so a gradient
   // hook set on it (var.h) is seen by every module that computes with it.
   const Var& var(const std::string& name) const;
@@ -69,7 +69,7 @@ class ParameterStore {
   // DecayFirst layouts only: [0, decay_numel) get weight decay, nothing after it. InvalidArgument otherwise.
   int64_t decay_numel() const;
   int64_t num_parameters() const;  // real parameters, padding excluded
-  Device device() const { return params_.device(); }
+  Device device() const { return device_; }
 
   // Zeroes the flat gradient buffer or, once it is released, releases every parameter's own gradient.
   void zero_grad();
@@ -78,6 +78,12 @@ class ParameterStore {
   // undefined tensor), so that gradients need not all be alive at once (chapter 7: optimizer in backward,
   // ZeRO-2). grads() is undefined afterwards.
   void release_flat_grads();
+  // Releases the flat parameter buffer too, for ZeRO stage 3 (chapter 7), which keeps this rank's shard of it
+  // and binds each parameter's value (Var::bind_value) only while it is used: every value is unbound now, and
+  // params() is undefined afterwards. `restore_flat_params` takes a whole buffer back (a checkpoint's gather)
+  // and binds every value to its views again.
+  void release_flat_params();
+  void restore_flat_params(Tensor flat);
 
  private:
   const ParamInfo* find(const std::string& name) const;
@@ -88,6 +94,8 @@ class ParameterStore {
   int64_t total_ = 0;
   std::vector<ElementRange> decay_ranges_;
   Tensor params_, grads_;
+  bool allocated_ = false;
+  Device device_ = Device::cpu();
 };
 
 }  // namespace lab

@@ -96,7 +96,7 @@ void AdamW::step(float lr, float grad_scale) {
   }
   int64_t state_offset = 0;
   for (const ElementRange& r : owned_) {
-    update_range(r, state_offset, params_.grads().view(r.begin, {r.size()}), hyper(lr), grad_scale);
+    update_range(r, flat_params(r), state_offset, params_.grads().view(r.begin, {r.size()}), hyper(lr), grad_scale);
     state_offset += r.size();
   }
 }
@@ -112,12 +112,20 @@ void AdamW::host_step(float lr, float grad_scale) {
 }
 
 void AdamW::step(float lr, float grad_scale, const Tensor& owned_grads) {
-  LAB_CHECK(owned_grads.numel() == m_.numel(), InvalidArgument, "AdamW::step: ", owned_grads.numel(), " gradients for ",
-            m_.numel(), " owned elements");
+  step(lr, grad_scale, owned_grads, Tensor());
+}
+
+void AdamW::step(float lr, float grad_scale, const Tensor& owned_grads, const Tensor& owned_params) {
+  LAB_CHECK(owned_grads.numel() == m_.numel() && (!owned_params.defined() || owned_params.numel() == m_.numel()),
+            InvalidArgument, "AdamW::step: ", owned_grads.numel(), " gradients and ",
+            owned_params.defined() ? owned_params.numel() : m_.numel(), " parameters for ", m_.numel(),
+            " owned elements");
   ++step_;
   int64_t state_offset = 0;
   for (const ElementRange& r : owned_) {
-    update_range(r, state_offset, owned_grads.view(state_offset, {r.size()}), hyper(lr), grad_scale);
+    const Shape shape{r.size()};
+    update_range(r, owned_params.defined() ? owned_params.view(state_offset, shape) : flat_params(r), state_offset,
+                 owned_grads.view(state_offset, shape), hyper(lr), grad_scale);
     state_offset += r.size();
   }
 }
@@ -127,15 +135,20 @@ void AdamW::update(const std::string& name, const Tensor& grad, float lr) {
             "'): a sharded or offloaded optimizer updates whole steps only");
   LAB_CHECK(step_ >= 1, InvalidArgument, "AdamW::update('", name, "') before begin_step()");
   const ParamInfo& p = params_.info(name);
-  update_range({p.offset, p.offset + p.numel()}, p.offset, grad.view(0, {p.numel()}), hyper(lr), 1.0f);
+  const ElementRange range{p.offset, p.offset + p.numel()};
+  update_range(range, flat_params(range), p.offset, grad.view(0, {p.numel()}), hyper(lr), 1.0f);
 }
 
-void AdamW::update_range(const ElementRange& range, int64_t state_offset, const Tensor& grads,
+Tensor AdamW::flat_params(const ElementRange& range) const {
+  return params_.params().view(range.begin, {range.size()});
+}
+
+void AdamW::update_range(const ElementRange& range, const Tensor& params, int64_t state_offset, const Tensor& grads,
                          const ops::AdamWHyper& hyper, float grad_scale) {
   if (range.size() == 0) return;
   const Shape shape{range.size()};
-  ops::adamw_update(params_.params().view(range.begin, shape), grads, m_.view(state_offset, shape),
-                    v_.view(state_offset, shape), hyper, grad_scale, decay_within(params_.decay_ranges(), range));
+  ops::adamw_update(params, grads, m_.view(state_offset, shape), v_.view(state_offset, shape), hyper, grad_scale,
+                    decay_within(params_.decay_ranges(), range));
 }
 
 Tensor AdamW::m(const std::string& name) const {

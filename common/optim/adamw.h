@@ -49,6 +49,9 @@ class AdamW {
   void step(float lr, float grad_scale = 1.0f);
   // The same with the owned ranges' gradients given as one buffer laid out as m and v (ZeRO-2's gradient shard).
   void step(float lr, float grad_scale, const Tensor& owned_grads);
+  // The same with the owned ranges' parameters given as one buffer laid out as m and v too (ZeRO-3's parameter
+  // shard: the store's flat parameter buffer is released); an undefined `owned_params` means the flat buffer's.
+  void step(float lr, float grad_scale, const Tensor& owned_grads, const Tensor& owned_params);
 
   // One parameter at a time: begin_step() starts the next step, update() applies it to the parameter `name`
   // with its gradient `grad` (InvalidArgument on a sharded optimizer).
@@ -71,9 +74,12 @@ class AdamW {
   bool offloaded() const { return master_.defined(); }
 
  private:
-  // Updates params[range] with `grads` (range.size() elements) and the moments at state_offset.
-  void update_range(const ElementRange& range, int64_t state_offset, const Tensor& grads, const ops::AdamWHyper& hyper,
-                    float grad_scale);
+  // Updates `params`, the parameters of the flat buffer's `range`, with `grads` (range.size() elements each) and
+  // the moments at state_offset.
+  void update_range(const ElementRange& range, const Tensor& params, int64_t state_offset, const Tensor& grads,
+                    const ops::AdamWHyper& hyper, float grad_scale);
+  // The flat buffer's `range` of the parameters.
+  Tensor flat_params(const ElementRange& range) const;
   ops::AdamWHyper hyper(float lr) const;
   // The offloaded step: gradients down, the update on the CPU, parameters up.
   void host_step(float lr, float grad_scale);

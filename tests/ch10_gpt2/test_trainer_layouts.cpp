@@ -4,7 +4,8 @@
 // validation losses and sample the same text, and the ranks other than 0 print nothing. Checkpoints cross layouts: a
 // run stopped at step 2 under one layout and resumed under another logs at steps 3 and 4 what the resuming layout's
 // uninterrupted run logs (tp 2 -> one process, one process -> tp 2, pp 2 -> one process, tp 2 x pp 2 -> dp 2),
-// and a --save under tp writes one checkpoint that holds the whole model.
+// and a --save under tp writes one checkpoint that holds the whole model. ZeRO stage 3 over dp 2 (chapter 7) logs
+// the one process's losses and sample too, and its checkpoints resume in one process and the reverse.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -68,6 +69,12 @@ TEST(TrainerLayouts, DataParallelLogsTheLossesOfOneProcessWithTheWholeBatch) {
   testing::expect_strategy_matches_one_process(dir, "cpu", testing::data_parallel());
 }
 
+TEST(TrainerLayouts, ZeroStage3LogsTheLossesOfOneProcessWithTheWholeBatch) {
+  const std::string dir = testing::scratch_directory();
+  testing::expect_strategy_matches_one_process(
+      dir, "cpu", {{"zero3", 2, "--batch 2 --dp 2 --zero 3"}, {"one_process", 1, "--batch 4"}});
+}
+
 // `from` trains 2 of 4 steps and saves; `to` resumes the checkpoint and trains steps 3 and 4, which log the
 // losses of `to`'s uninterrupted run (and its validation loss at step 4).
 void expect_resume_across(const Layout& from, const Layout& to) {
@@ -93,6 +100,12 @@ TEST(CheckpointsAcrossLayouts, OneProcessResumesUnderTensorParallelism) {
 TEST(CheckpointsAcrossLayouts, PipelineResumesInOneProcessAccumulating) {
   expect_resume_across({"pp2", 2, "--batch 2 --pp 2 --micro-batches 2"},
                        {"one_process", 1, "--batch 2 --total-batch-tokens 64"});
+}
+
+TEST(CheckpointsAcrossLayouts, ZeroStage3ResumesInOneProcessAndTheReverse) {
+  const Layout zero3{"zero3", 2, "--batch 2 --dp 2 --zero 3"}, one{"one_process", 1, "--batch 4"};
+  expect_resume_across(zero3, one);
+  expect_resume_across(one, zero3);
 }
 
 // 4 ranks: tp 2 x pp 2 (a step of 2 micro-batches of 2 rows), resumed by dp 2 (1 row per rank, 2 micro-batches

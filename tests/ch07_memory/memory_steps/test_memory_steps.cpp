@@ -24,14 +24,20 @@ TEST(MemorySteps, AcceptsWhatTheRungsTrain) {
   EXPECT_NO_THROW(check_memory_steps({false, true, 0}, layout(2, 1, 1)));
   EXPECT_NO_THROW(check_memory_steps({false, false, 1}, layout(4, 1, 1)));
   EXPECT_NO_THROW(check_memory_steps({false, false, 2}, layout(1, 1, 1)));
+  EXPECT_NO_THROW(check_memory_steps({false, false, 3}, layout(2, 1, 1)));
 }
 
 TEST(MemorySteps, RefusesWhatTheyCannotTrain) {
   expect_error(
       [] {
-        check_memory_steps({false, false, 3}, layout(2, 1, 1));
+        check_memory_steps({false, false, 4}, layout(2, 1, 1));
       },
-      ErrorKind::InvalidArgument, {"--zero 3", "not implemented"});
+      ErrorKind::InvalidArgument, {"--zero 4", "3 (also parameters)"});
+  expect_error(
+      [] {
+        check_memory_steps({false, false, 3}, layout(2, 1, 2));
+      },
+      ErrorKind::InvalidArgument, {"--zero 3", "--pp"});
   expect_error(
       [] {
         check_memory_steps({false, false, 1}, layout(2, 2, 1));

@@ -2,7 +2,8 @@
 // mem_peak_by_category (each category's peak at most the step's total peak, which is at most their sum),
 // --memory-snapshot writes the first step's timeline whose peak is that step's logged peak, --recompute block logs
 // bitwise the losses of no recompute, a snapshot path holding a user's file is refused before any work, and
-// --find-max-batch prints only its search.
+// --find-max-batch prints only its search. --zero 3 in one process (its whole machinery, over one rank) logs
+// the losses of the ordinary step, saves a checkpoint that resumes, and refuses mixed precision.
 #include <gtest/gtest.h>
 
 #include "ch07_memory/memory_snapshot.h"
@@ -78,6 +79,45 @@ TEST(TrainerMemory, RefusesToOverwriteAUsersFileWithASnapshot) {
   write_file_atomic(o.memory_snapshot, "my notes");
   testing::expect_error([&] { Trainer t(o); }, ErrorKind::Io, {"--memory-snapshot", "notes.txt"});
   EXPECT_EQ(read_file(o.memory_snapshot), "my notes");
+}
+
+TEST(TrainerMemory, ZeroStage3InOneProcessTrainsAsTheOrdinaryStepAndResumes) {
+  const std::string dir = testing::scratch_directory();
+  TrainOptions o = testing::tiny_options(dir);
+  o.steps = 4;
+  o.eval_every = 2;
+  o.val_batches = 1;
+  o.log_json = dir + "/plain.jsonl";
+  Trainer(o).run();
+  o.zero = 3;
+  o.log_json = dir + "/zero3.jsonl";
+  Trainer(o).run();
+  o.steps = 2;
+  o.save = dir + "/checkpoint";
+  o.log_json = dir + "/saved.jsonl";
+  Trainer(o).run();
+  o.steps = 4;
+  o.save = "";
+  o.resume = dir + "/checkpoint";
+  o.log_json = dir + "/resumed.jsonl";
+  Trainer(o).run();
+  const std::vector<Json> plain = step_records(dir + "/plain.jsonl"), zero3 = step_records(dir + "/zero3.jsonl"),
+                          resumed = step_records(dir + "/resumed.jsonl");
+  ASSERT_EQ(plain.size(), 4u);
+  ASSERT_EQ(zero3.size(), 4u);
+  ASSERT_EQ(resumed.size(), 2u);
+  for (size_t i = 0; i < plain.size(); ++i)
+    EXPECT_NEAR(zero3[i].at("loss").as_number(), plain[i].at("loss").as_number(), 1e-5) << "step " << i + 1;
+  for (size_t i = 0; i < resumed.size(); ++i)
+    EXPECT_NEAR(resumed[i].at("loss").as_number(), plain[i + 2].at("loss").as_number(), 1e-5) << "step " << i + 3;
+}
+
+TEST(TrainerMemory, ZeroStage3RefusesMixedPrecision) {
+  const std::string dir = testing::scratch_directory();
+  TrainOptions o = testing::tiny_options(dir);
+  o.zero = 3;
+  o.dtype = "bf16";
+  testing::expect_error([&] { Trainer t(o); }, ErrorKind::Unsupported, {"--dtype bf16 with --zero 3"});
 }
 
 // The search is all such a run does: it prints its answer and no training summary (no "done: 0 steps ... nan").

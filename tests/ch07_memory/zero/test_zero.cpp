@@ -1,6 +1,7 @@
-// ZeRO stages 1 and 2 under mpirun (2, 3 and 4 ranks; 3 pads the buckets) against plain data parallelism on
+// ZeRO stages 1, 2 and 3 under mpirun (2, 3 and 4 ranks; 3 pads the buckets) against plain data parallelism on
 // the same global batches: the same losses, gradient norms and weights (within 1e-5) with gradient accumulation
-// and clipping; per-rank bytes of parameters, gradients and optimizer state within 10% of the stage's theory;
+// and clipping, and stage 3 around block recompute too; per-rank bytes of parameters, gradients and optimizer
+// state within 10% of the stage's theory;
 // the optimizer state gathered whole for a checkpoint equal to data parallelism's, and sharded back from it; a
 // checkpoint written from a ZeRO run resumes in one process, and one written by one process resumes under ZeRO,
 // continuing as data parallelism does.
@@ -9,8 +10,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
+#include "ch07_memory/memory_steps.h"
+#include "ch07_memory/recompute.h"
 #include "ch07_memory/zero/parameter_gather.h"
+#include "ch07_memory/zero/stage3_parameters.h"
 #include "ch07_memory/zero/zero_step.h"
 #include "ch08_distributed/dp/data_parallel_step.h"
 #include "ch10_gpt2/checkpoint.h"
@@ -41,22 +46,36 @@ struct RankRun {
   std::vector<TrainStepResult> results;
 };
 
-// A model and optimizer on this rank; `zero_stage` 0 is plain (bucketed) data parallelism.
-RankRun make_run(comm::Communicator& group, int zero_stage, int64_t accum_steps, double grad_clip) {
+// A model and optimizer on this rank; `zero_stage` 0 is plain (bucketed) data parallelism. `load`, when given,
+// sets the weights and optimizer state before the step is made (stage 3 shards the weights it finds).
+RankRun make_run(comm::Communicator& group, int zero_stage, int64_t accum_steps, double grad_clip,
+                 const std::function<void(RankRun&)>& load = {}, RecomputePolicy recompute = RecomputePolicy::None) {
   RankRun run;
-  run.model = std::make_unique<GPT2>(small_step_config(), Device::cpu());
+  ModelOptions options;
+  apply_recompute(options, recompute);
+  run.model = std::make_unique<GPT2>(small_step_config(), Device::cpu(), options);
   run.model->init_weights(11);
   const TrainStepConfig config = step_test_config(accum_steps, grad_clip);
   if (zero_stage == 0) {
     run.optimizer = std::make_unique<AdamW>(run.model->parameters(), step_test_adamw());
+    if (load) load(run);
     run.step = std::make_unique<ch08::DataParallelStep>(group, ch08::DpStage::Bucketed, kBucketBytes, *run.model,
                                                         *run.optimizer, config);
   } else {
-    const ZeroShards shards(run.model->parameters(), group.size(), group.rank(), kBucketBytes);
+    const ZeroShards shards =
+        zero_shards(zero_stage, run.model->parameters(), group.size(), group.rank(), kBucketBytes);
     run.optimizer = std::make_unique<AdamW>(run.model->parameters(), step_test_adamw(), shards.owned());
+    if (load) load(run);
     run.step = make_zero_step(zero_stage, group, shards, ch08::DpStage::Bucketed, *run.model, *run.optimizer, config);
   }
   return run;
+}
+
+// The run's whole flat parameter buffer (gathered from the shards under stage 3: collective), a copy.
+Tensor whole_parameters(RankRun& run) {
+  Tensor out;
+  with_whole_model(*run.step, [&] { out = run.model->parameters().params().clone(); });
+  return out;
 }
 
 // Steps [first, last) of the run on this rank's share of each global batch; `alone` reads the whole global
@@ -83,6 +102,7 @@ struct ZeroCase {
   int stage;
   int64_t accum_steps;
   double grad_clip;
+  RecomputePolicy recompute = RecomputePolicy::None;
 };
 
 class ZeroTest : public ::testing::TestWithParam<ZeroCase> {};
@@ -92,14 +112,14 @@ TEST_P(ZeroTest, TrainsAsDataParallelism) {
   set_num_threads(1);  // the ranks share the machine's cores
   const std::unique_ptr<comm::Communicator> group = testing::fresh_communicator();
   RankRun dp = make_run(*group, 0, c.accum_steps, c.grad_clip);
-  RankRun zero = make_run(*group, c.stage, c.accum_steps, c.grad_clip);
+  RankRun zero = make_run(*group, c.stage, c.accum_steps, c.grad_clip, {}, c.recompute);
   train_steps(dp, *group, 0, kSteps);
   train_steps(zero, *group, 0, kSteps);
   for (int s = 0; s < kSteps; ++s) {
     EXPECT_NEAR(zero.results[s].loss, dp.results[s].loss, 1e-5) << "step " << s;
     EXPECT_NEAR(zero.results[s].grad_norm, dp.results[s].grad_norm, 1e-5 * dp.results[s].grad_norm) << "step " << s;
   }
-  EXPECT_LT(max_abs_difference(zero.model->parameters().params(), dp.model->parameters().params()), 1e-5);
+  EXPECT_LT(max_abs_difference(whole_parameters(zero), dp.model->parameters().params()), 1e-5);
   // The steps must have trained: the loss moved.
   EXPECT_NE(dp.results.front().loss, dp.results.back().loss);
 
@@ -117,28 +137,49 @@ TEST_P(ZeroTest, TrainsAsDataParallelism) {
 
 INSTANTIATE_TEST_SUITE_P(Stages, ZeroTest,
                          ::testing::Values(ZeroCase{1, 1, 0.0}, ZeroCase{1, 2, 0.5}, ZeroCase{2, 1, 0.0},
-                                           ZeroCase{2, 2, 0.5}),
+                                           ZeroCase{2, 2, 0.5}, ZeroCase{3, 1, 0.0}, ZeroCase{3, 2, 0.5},
+                                           ZeroCase{3, 2, 0.5, RecomputePolicy::Block}),
                          [](const auto& info) {
                            return cat("stage", info.param.stage, "_accum", info.param.accum_steps,
-                                      info.param.grad_clip > 0 ? "_clipped" : "");
+                                      info.param.grad_clip > 0 ? "_clipped" : "",
+                                      info.param.recompute == RecomputePolicy::Block ? "_block_recompute" : "");
                          });
 
+// Elements of the parameters whose name starts with `prefix` ("h.0."), or of those outside the blocks ("").
+double elements_of(const ParameterStore& params, const std::string& prefix) {
+  double n = 0;
+  for (const ParamInfo& p : params.infos())
+    if (prefix.empty() ? p.name.rfind("h.", 0) != 0 : p.name.rfind(prefix, 0) == 0) n += static_cast<double>(p.numel());
+  return n;
+}
+
 // Peak bytes of parameters + gradients + optimizer state over one step, against the stage's theory for fp32
-// AdamW with Ψ the flat buffer's elements: 4Ψ + 4Ψ + 8Ψ (plain data parallelism), 4Ψ + 4Ψ + 8Ψ/D, 4Ψ + 4Ψ/D + 8Ψ/D.
+// AdamW with Ψ the flat buffer's elements: 4Ψ + 4Ψ + 8Ψ (plain data parallelism), 4Ψ + 4Ψ + 8Ψ/D, 4Ψ + 4Ψ/D + 8Ψ/D,
+// and for stage 3 16Ψ/D plus what it holds whole: the root unit (embeddings, final LayerNorm) and its gradients
+// (the tied embedding's lives through backward), one block's weights and gradients (while it runs backward).
 TEST(ZeroMemory, PerRankBytesWithinTenPercentOfTheory) {
   set_num_threads(1);  // the ranks share the machine's cores
   const std::unique_ptr<comm::Communicator> group = testing::fresh_communicator();
   const double ranks = group->size();
-  for (int stage = 0; stage <= 2; ++stage) {
+  double previous = 0;
+  for (int stage = 0; stage <= 3; ++stage) {
     RankRun run = make_run(*group, stage, 1, 1.0);
     const double psi = static_cast<double>(run.model->parameters().numel());
-    const double theory = 4 * psi + (stage >= 2 ? 4 * psi / ranks : 4 * psi) + (stage >= 1 ? 8 * psi / ranks : 8 * psi);
+    const double whole =
+        8 * elements_of(run.model->parameters(), "") + 8 * elements_of(run.model->parameters(), "h.0.");
+    const double theory =
+        stage == 3 ? 16 * psi / ranks + whole
+                   : 4 * psi + (stage >= 2 ? 4 * psi / ranks : 4 * psi) + (stage >= 1 ? 8 * psi / ranks : 8 * psi);
     allocator_for(Device::cpu()).reset_peak();
     train_steps(run, *group, 0, 1);
     const MemoryStats stats = memory_stats(Device::cpu());
     const double measured = static_cast<double>(stats.peak_of(MemCategory::Params) + stats.peak_of(MemCategory::Grads) +
                                                 stats.peak_of(MemCategory::Optimizer));
     EXPECT_NEAR(measured, theory, 0.1 * theory) << "stage " << stage << " on " << group->size() << " ranks";
+    if (stage > 0) {
+      EXPECT_LT(measured, previous) << "stage " << stage << " saves nothing on stage " << stage - 1;
+    }
+    previous = measured;
     if (group->rank() == 0)
       std::printf("ZeRO stage %d, %d ranks: %.0f bytes of params + grads + optimizer, theory %.0f (%+.1f%%)\n", stage,
                   group->size(), measured, theory, 100 * (measured / theory - 1));
@@ -179,13 +220,15 @@ TEST(ZeroCheckpoint, SavedUnderZeroResumesInOneProcessAndTheReverse) {
   const std::unique_ptr<comm::Communicator> group = testing::fresh_communicator();
   RankRun dp = make_run(*group, 0, 1, 0.5);
   train_steps(dp, *group, 0, 4);
-  for (int stage = 1; stage <= 2; ++stage) {
+  for (int stage = 1; stage <= 3; ++stage) {
     // ZeRO trains 2 steps and saves the whole state (rank 0 writes); one process resumes for steps 3 and 4.
     const std::string saved_by_zero = checkpoint_path(*group, cat("stage", stage, "_to_one"));
     RankRun zero = make_run(*group, stage, 1, 0.5);
     train_steps(zero, *group, 0, 2);
     const std::unique_ptr<AdamW> whole = gather_whole_optimizer(*group, *zero.optimizer, zero.model->parameters());
-    if (group->rank() == 0) save_checkpoint(saved_by_zero, *zero.model, *whole, state_at(2));
+    with_whole_model(*zero.step, [&] {
+      if (group->rank() == 0) save_checkpoint(saved_by_zero, *zero.model, *whole, state_at(2));
+    });
     group->barrier();
     RankRun one = make_single_process_run();
     load_checkpoint(saved_by_zero, *one.model, *one.optimizer);
@@ -199,16 +242,17 @@ TEST(ZeroCheckpoint, SavedUnderZeroResumesInOneProcessAndTheReverse) {
     train_steps(alone, *group, 0, 2, true);
     if (group->rank() == 0) save_checkpoint(saved_alone, *alone.model, *alone.optimizer, state_at(2));
     group->barrier();
-    RankRun resumed = make_run(*group, stage, 1, 0.5);
-    AdamW loaded(resumed.model->parameters(), step_test_adamw());
-    load_checkpoint(saved_alone, *resumed.model, loaded);
-    load_optimizer_shard(loaded, *resumed.optimizer);
+    RankRun resumed = make_run(*group, stage, 1, 0.5, [&](RankRun& run) {
+      AdamW loaded(run.model->parameters(), step_test_adamw());
+      load_checkpoint(saved_alone, *run.model, loaded);
+      load_optimizer_shard(loaded, *run.optimizer);
+    });
     train_steps(resumed, *group, 2, 4);
     for (int s = 0; s < 2; ++s)
       EXPECT_NEAR(resumed.results[s].loss, dp.results[2 + s].loss, 1e-5) << "one process -> stage " << stage;
     // The first two steps ran in one process on the whole batch, in another order of additions than data
     // parallelism's: Adam's normalised update of a near-zero gradient turns that into steps of a fraction of lr.
-    EXPECT_LT(max_abs_difference(resumed.model->parameters().params(), dp.model->parameters().params()), 0.05 * kLr);
+    EXPECT_LT(max_abs_difference(whole_parameters(resumed), dp.model->parameters().params()), 0.05 * kLr);
   }
 }
 
@@ -219,11 +263,14 @@ TEST(ZeroStep, RefusesAStageItDoesNotHave) {
   const ZeroShards shards(model.parameters(), group->size(), group->rank(), kBucketBytes);
   AdamW sharded(model.parameters(), step_test_adamw(), shards.owned()), whole(model.parameters(), step_test_adamw());
   try {
-    make_zero_step(3, *group, shards, ch08::DpStage::Bucketed, model, sharded, step_test_config(1, 0.0));
-    ADD_FAILURE() << "stage 3 accepted";
+    make_zero_step(4, *group, shards, ch08::DpStage::Bucketed, model, sharded, step_test_config(1, 0.0));
+    ADD_FAILURE() << "stage 4 accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("stage 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--zero 4"), std::string::npos) << e.what();
   }
+  EXPECT_THROW(make_zero_step(3, *group, shards, ch08::DpStage::Bucketed, model, sharded, step_test_config(1, 0.0)),
+               Error)
+      << "stage 3 with buckets of bytes instead of whole blocks";
   EXPECT_THROW(make_zero_step(1, *group, shards, ch08::DpStage::Bucketed, model, whole, step_test_config(1, 0.0)),
                Error)
       << "an optimizer that is not sharded";

@@ -1,0 +1,151 @@
+// ZeRO stage 3: parameters gathered per block around its forward and its backward (see stage3_parameters.h).
+#include "ch07_memory/zero/stage3_parameters.h"
+
+#include "common/core/error.h"
+#include "common/core/memory.h"
+
+namespace lab::ch07 {
+
+ZeroStage3Step::ZeroStage3Step(comm::Communicator& group, const ZeroShards& shards, GPT2& model, AdamW& optimizer,
+                               TrainStepConfig config)
+    : ZeroStage2Step(group, shards, model, optimizer, config) {
+  LAB_CHECK(shards.bucket_bytes() == 0, InvalidArgument,
+            "ZeRO stage 3 gathers whole blocks: its shards are ZeroShards::per_block's, not buckets of bytes");
+  LAB_CHECK(model.matmul_dtype() == DType::F32, InvalidArgument,
+            "ZeRO stage 3 shards the fp32 weights only, not mixed precision's 16-bit copy: train in fp32 or tf32");
+  ParameterStore& params = model.parameters();
+  const Tensor& flat = params.params();
+  LAB_CHECK(flat.defined(), InvalidArgument, "ZeRO stage 3: the model's parameters are sharded already");
+  {
+    MemoryScope scope(MemCategory::Params);
+    parameter_shard_ = Tensor::empty({shards.shard_numel()}, DType::F32, params.device());
+  }
+  for (const ShardedBucket& b : shards.buckets()) {
+    if (b.owned.size() > 0)
+      parameter_shard_.view(b.shard_offset, {b.owned.size()}).copy_from(flat.view(b.owned.begin, {b.owned.size()}));
+    Unit unit;
+    unit.root = params.infos()[b.bucket.params.front()].name.rfind("h.", 0) != 0;
+    if (unit.root) {  // kept whole: a copy of it now, which every rank has
+      MemoryScope scope(MemCategory::Params);
+      unit.whole = Tensor::zeros({b.block * shards.ranks()}, DType::F32, params.device());
+      unit.whole.view(0, {b.bucket.range.size()}).copy_from(flat.view(b.bucket.range.begin, {b.bucket.range.size()}));
+    }
+    units_.push_back(std::move(unit));
+  }
+  params.release_flat_params();
+  bind_root_units();
+  previous_block_ = model.options().block;
+  model.options().block = [this](Tape& tape, const Block& block, const Var& x, const ModelOptions& options) {
+    return gathered_block(tape, block, x, options);
+  };
+}
+
+ZeroStage3Step::~ZeroStage3Step() {
+  model().options().block = previous_block_;
+}
+
+void ZeroStage3Step::bind_root_units() {
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (units_[u].root) bind_unit(u, units_[u].whole);
+}
+
+size_t ZeroStage3Step::unit_of(const Block& block) {
+  const ParameterStore& params = model().parameters();
+  for (size_t u = 0; u < units_.size(); ++u)
+    for (const size_t i : shards().buckets()[u].bucket.params)
+      if (params.var(params.infos()[i].name) == block.ln_1.weight) return u;
+  fail(ErrorKind::InvalidArgument, "ZeRO stage 3: a block that is not this model's");
+}
+
+void ZeroStage3Step::all_gather_unit(size_t u, const Tensor& into) {
+  const ShardedBucket& b = shards().buckets()[u];
+  if (b.owned.size() > 0)
+    into.view(b.block * shards().rank(), {b.owned.size()})
+        .copy_from(parameter_shard_.view(b.shard_offset, {b.owned.size()}));
+  group().all_gather(into);
+}
+
+void ZeroStage3Step::bind_unit(size_t u, const Tensor& whole) {
+  const ch08::GradientBucket& b = shards().buckets()[u].bucket;
+  const ParameterStore& params = model().parameters();
+  for (const size_t i : b.params) {
+    const ParamInfo& p = params.infos()[i];
+    params.var(p.name).bind_value(whole.defined() ? whole.view(p.offset - b.range.begin, p.shape) : Tensor());
+  }
+}
+
+void ZeroStage3Step::gather(size_t u) {
+  Unit& unit = units_[u];
+  if (unit.whole.defined()) return;  // a root unit, or gathered already
+  const ShardedBucket& b = shards().buckets()[u];
+  {
+    MemoryScope scope(MemCategory::Params);
+    // Zeros: the last rank's block may reach past the unit into padding, which its shard does not hold.
+    unit.whole = Tensor::zeros({b.block * shards().ranks()}, DType::F32, model().device());
+  }
+  all_gather_unit(u, unit.whole);
+  bind_unit(u, unit.whole);
+}
+
+void ZeroStage3Step::release(size_t u) {
+  Unit& unit = units_[u];
+  if (unit.root) return;
+  bind_unit(u, Tensor());
+  unit.whole = Tensor();
+}
+
+Var ZeroStage3Step::gathered_block(Tape& tape, const Block& block, const Var& x, const ModelOptions& options) {
+  const MemoryOpScope op("zero3 block");
+  const size_t u = unit_of(block);
+  gather(u);
+  // Recorded before the block's ops, so run after all of them in backward: the weights are released once the
+  // block's backward is done (its gradients were reduce-scattered by then, as their hooks ran).
+  if (tape.recording()) tape.record("zero3 release", std::vector<Tensor>{}, [this, u] { release(u); });
+  ModelOptions inner = options;
+  inner.block = previous_block_;
+  const Var y = previous_block_ ? previous_block_(tape, block, x, inner) : block_forward(tape, block, x, inner);
+  // Recorded after them, so run first: the weights gathered again just before the block's backward.
+  if (tape.recording()) tape.record("zero3 gather", std::vector<Tensor>{}, [this, u] { gather(u); });
+  release(u);
+  return y;
+}
+
+void ZeroStage3Step::optimizer_step(double lr, float clip_coefficient) {
+  optimizer().step(static_cast<float>(lr), clip_coefficient, gradient_shard(), parameter_shard_);
+  for (size_t u = 0; u < units_.size(); ++u)                  // the root units, whole again from the updated shards
+    if (units_[u].root) all_gather_unit(u, units_[u].whole);  // bound to it already
+}
+
+void ZeroStage3Step::with_whole_model(const std::function<void()>& use) {
+  ParameterStore& params = model().parameters();
+  Tensor flat;
+  {
+    MemoryScope scope(MemCategory::Params);
+    flat = Tensor::zeros({params.numel()}, DType::F32, params.device());
+  }
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const ShardedBucket& b = shards().buckets()[u];
+    Tensor padded;
+    {
+      MemoryScope scope(MemCategory::Comm);
+      padded = Tensor::zeros({b.block * shards().ranks()}, DType::F32, params.device());
+    }
+    all_gather_unit(u, padded);
+    flat.view(b.bucket.range.begin, {b.bucket.range.size()}).copy_from(padded.view(0, {b.bucket.range.size()}));
+  }
+  params.restore_flat_params(flat);
+  flat = Tensor();
+  const auto shard_again = [&] {
+    params.release_flat_params();
+    bind_root_units();
+  };
+  try {
+    use();
+  } catch (...) {
+    shard_again();
+    throw;
+  }
+  shard_again();
+}
+
+}  // namespace lab::ch07
