@@ -14,6 +14,8 @@ namespace lab::ch07 {
 void check_memory_steps(const MemoryStepOptions& options, const comm::ParallelLayout& layout) {
   LAB_CHECK(options.zero >= 0 && options.zero <= 3, InvalidArgument, "--zero ", options.zero,
             ": the stages are 1 (optimizer state), 2 (also gradients) and 3 (also parameters), 0 for none");
+  LAB_CHECK(!options.zero_prefetch || options.zero == 3, InvalidArgument,
+            "--zero-prefetch gathers stage 3's blocks ahead: it needs --zero 3, not --zero ", options.zero);
   if (options.zero > 0) {
     LAB_CHECK(layout.tp == 1 && layout.pp == 1, InvalidArgument, "--zero ", options.zero,
               " shards over data-parallel ranks only; it is not combined with --tp or --pp (layout ", layout.str(),
@@ -52,7 +54,8 @@ std::unique_ptr<TrainStep> make_step(const MemoryStepOptions& options, const com
   if (options.zero > 0) {
     const ZeroShards shards =
         zero_shards(options.zero, model.parameters(), context.dp().size(), context.dp().rank(), parallel.bucket_bytes);
-    return make_zero_step(options.zero, context.dp(), shards, parallel.dp_stage, model, optimizer, config);
+    return make_zero_step(options.zero, context.dp(), shards, parallel.dp_stage, model, optimizer, config,
+                          options.zero_prefetch);
   }
   return ch08::make_train_step(context, parallel, model, optimizer, config);
 }

@@ -16,12 +16,14 @@ namespace lab::ch07 {
 struct MemoryStepOptions {
   bool optimizer_in_backward = false;
   bool offload_optimizer = false;
-  int zero = 0;  // ZeRO stage; 0: none
+  int zero = 0;                // ZeRO stage; 0: none
+  bool zero_prefetch = false;  // stage 3 gathers the next block while the current one computes
 };
 
 // InvalidArgument, naming the flags, for a combination the rungs cannot train: --zero with tensor or
 // pipeline parallelism, with --optimizer-in-backward or with --offload, --offload with --optimizer-in-backward,
-// --optimizer-in-backward with more than one rank, a ZeRO stage other than 0, 1, 2, 3.
+// --optimizer-in-backward with more than one rank, a ZeRO stage other than 0, 1, 2, 3, --zero-prefetch without
+// --zero 3.
 void check_memory_steps(const MemoryStepOptions& options, const comm::ParallelLayout& layout);
 
 // AdamW over the model's parameters: with ZeRO, keeping moments for this data-parallel rank's shard only; with

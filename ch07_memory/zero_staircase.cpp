@@ -49,7 +49,8 @@ RankTraining make_rank_training(const staircase::Settings& settings, comm::Commu
   } else {
     const ZeroShards shards = zero_shards(stage, t.model->parameters(), group.size(), group.rank(), bucket_bytes);
     t.optimizer = std::make_unique<AdamW>(t.model->parameters(), AdamWConfig{}, shards.owned());
-    t.step = make_zero_step(stage, group, shards, ch08::DpStage::Bucketed, *t.model, *t.optimizer, step_config);
+    t.step = make_zero_step(stage, group, shards, ch08::DpStage::Bucketed, *t.model, *t.optimizer, step_config,
+                            setting_or(settings, "zero-prefetch", "false") == "true");
   }
   return t;
 }
@@ -80,6 +81,9 @@ staircase::Staircase zero_staircase(const ZeroBenchConfig& config, int ranks) {
                {"--zero", "1"}},
               {"zero2", "gradients sharded too: each bucket reduce-scattered into its owner's shard", {"--zero", "2"}},
               {"zero3", "parameters sharded too: each layer's gathered for its forward and backward", {"--zero", "3"}},
+              {"zero3-prefetch",
+               "the next layer's gather overlapped with the current layer, on a second communicator",
+               {"--zero", "3", "--zero-prefetch"}},
           }};
 }
 

@@ -7,6 +7,7 @@
 //   zero1  1       AdamW's moments                    4Ψ + 4Ψ + 8Ψ/D    = 8Ψ + 8Ψ/D
 //   zero2  2       moments and gradients              4Ψ + 4Ψ/D + 8Ψ/D  = 4Ψ + 12Ψ/D
 //   zero3  3       moments, gradients, parameters     16Ψ/D
+//   zero3-prefetch  the same, the next block gathered while the current one computes (one more block whole)
 //
 // (Ψ: the elements of the model's flat parameter buffer.) The workload is the memory staircase's accumulation
 // rung spread over the ranks: the same global batch of `batch` rows per step, each rank training on its own
@@ -21,9 +22,10 @@
 // Where the measurement exceeds the theory: ZeRO-2 and 3 reduce-scatter a bucket's gradients once the bucket is
 // complete, so the bucket being filled is whole meanwhile; GPT-2's tied token embedding [vocabulary, C] is one
 // parameter, a bucket of its own, complete only when backward ends (the LM head adds to it first, the embedding
-// last), so its whole gradient lives through backward beside the shard. Stage 3 likewise gathers that unit's
-// parameters whole. The smaller the embedding's share of Ψ (d12: about a third; the named tiny and small: nearly
-// all), the closer the stages come to their theory.
+// last), so its whole gradient lives through backward beside the shard. Stage 3 also keeps the embeddings and
+// the final LayerNorm whole (its root unit, zero/stage3_parameters.h) and holds one block gathered at a time.
+// The smaller the embedding's share of Ψ (d12: about a third; the named tiny and small: nearly all), the closer
+// the stages come to their theory.
 #pragma once
 
 #include <functional>

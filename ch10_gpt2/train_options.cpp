@@ -67,6 +67,9 @@ void TrainOptions::register_flags(Flags& f) {
             "ZeRO stage over the data-parallel ranks: 1 shards the optimizer state, 2 also the gradients, 3 also "
             "the parameters, gathered per block when used (0: off)",
             0, 3);
+  f.add_bool("zero-prefetch", &zero_prefetch,
+             "with --zero 3: all-gather the next block's weights on a second communicator while the current block "
+             "computes (two blocks whole at once)");
   f.add_string("device", &device,
                "cpu, cuda, cuda:N or auto (a GPU when present; under mpirun, rank r takes GPU r "
                "mod the GPUs visible)");

@@ -53,6 +53,7 @@ struct TrainOptions {
   bool optimizer_in_backward = false;  // each parameter's update as soon as its gradient is final
   std::string offload = "none";        // none, or optimizer: AdamW's state in host memory, the update on the CPU
   int64_t zero = 0;                    // ZeRO stage over the data-parallel ranks (1, 2, 3); 0: none
+  bool zero_prefetch = false;          // ZeRO-3: gather the next block while the current one computes
   // execution
   std::string device = "auto";
   std::string dtype = "fp32";          // fp32, tf32, bf16 or fp16 (common/train/math_mode.h)

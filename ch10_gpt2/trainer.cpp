@@ -159,7 +159,7 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   ch07::apply_recompute(model_->options(), ch07::parse_recompute_policy(options_.recompute));
   // Chapter 7's rungs choose the optimizer (sharded under ZeRO) and the step, chapter 8's layout otherwise.
   const ch07::MemoryStepOptions memory_steps{options_.optimizer_in_backward, options_.offload == "optimizer",
-                                             static_cast<int>(options_.zero)};
+                                             static_cast<int>(options_.zero), options_.zero_prefetch};
   optimizer_ = ch07::make_optimizer(memory_steps, *context_, parallel_, *model_,
                                     AdamWConfig{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
                                                 1e-8f, static_cast<float>(options_.weight_decay)});

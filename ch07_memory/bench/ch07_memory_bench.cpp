@@ -198,7 +198,8 @@ int run(int argc, char** argv) {
 
   std::optional<ch07::ZeroStaircaseReport> zero;
   if (!zero_stairs) {
-    std::printf("\nZeRO rungs (dp, zero1, zero2, zero3): not run, they need mpirun -np N with N >= 2\n");
+    std::printf(
+        "\nZeRO rungs (dp, zero1, zero2, zero3, zero3-prefetch): not run, they need mpirun -np N with N >= 2\n");
   } else {
     const std::unique_ptr<comm::Communicator> group = comm::communicator_for(world.comm(), config.device);
     if (printer) std::printf("\nch07_memory_bench: %s\n", zero_stairs->description.c_str());

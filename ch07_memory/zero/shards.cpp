@@ -8,15 +8,10 @@
 
 namespace lab::ch07 {
 
-namespace {
-
-// The block a parameter belongs to: <i> of "h.<i>.", -1 for the others.
 int block_of(const ParamInfo& p) {
   if (p.name.rfind("h.", 0) != 0) return -1;
   return std::stoi(p.name.substr(2, p.name.find('.', 2) - 2));
 }
-
-}  // namespace
 
 ZeroShards::ZeroShards(const ParameterStore& params, int ranks, int rank, int64_t bucket_bytes)
     : ZeroShards(ranks, rank, bucket_bytes, ch08::make_buckets(params, bucket_bytes)) {}

@@ -31,6 +31,9 @@ struct ShardedBucket {
   int64_t shard_offset = 0;     // where `owned` starts in this rank's shard (moments, gradient shard)
 };
 
+// The transformer block a parameter belongs to: <i> of "h.<i>.", -1 for the others.
+int block_of(const ParamInfo& p);
+
 class ZeroShards {
  public:
   // The shards of `params` over `ranks` ranks, seen from `rank`, with buckets of at most `bucket_bytes`.

@@ -6,8 +6,17 @@
 
 namespace lab::ch07 {
 
+namespace {
+
+// The block of a unit (its first parameter's), -1 for the root's.
+int block_of_unit(const ParameterStore& params, const ShardedBucket& b) {
+  return block_of(params.infos()[b.bucket.params.front()]);
+}
+
+}  // namespace
+
 ZeroStage3Step::ZeroStage3Step(comm::Communicator& group, const ZeroShards& shards, GPT2& model, AdamW& optimizer,
-                               TrainStepConfig config)
+                               TrainStepConfig config, bool prefetch)
     : ZeroStage2Step(group, shards, model, optimizer, config) {
   LAB_CHECK(shards.bucket_bytes() == 0, InvalidArgument,
             "ZeRO stage 3 gathers whole blocks: its shards are ZeroShards::per_block's, not buckets of bytes");
@@ -24,7 +33,7 @@ ZeroStage3Step::ZeroStage3Step(comm::Communicator& group, const ZeroShards& shar
     if (b.owned.size() > 0)
       parameter_shard_.view(b.shard_offset, {b.owned.size()}).copy_from(flat.view(b.owned.begin, {b.owned.size()}));
     Unit unit;
-    unit.root = params.infos()[b.bucket.params.front()].name.rfind("h.", 0) != 0;
+    unit.root = block_of_unit(params, b) < 0;
     if (unit.root) {  // kept whole: a copy of it now, which every rank has
       MemoryScope scope(MemCategory::Params);
       unit.whole = Tensor::zeros({b.block * shards.ranks()}, DType::F32, params.device());
@@ -32,8 +41,18 @@ ZeroStage3Step::ZeroStage3Step(comm::Communicator& group, const ZeroShards& shar
     }
     units_.push_back(std::move(unit));
   }
+  // Which block runs after which: block i's unit is followed by block i+1's in forward and i-1's in backward.
+  std::vector<size_t> unit_of_block(static_cast<size_t>(model.config().n_layer), kNone);
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (const int i = block_of_unit(params, shards.buckets()[u]); i >= 0) unit_of_block[static_cast<size_t>(i)] = u;
+  for (size_t i = 0; i < unit_of_block.size(); ++i) {
+    if (unit_of_block[i] == kNone) continue;
+    if (i + 1 < unit_of_block.size()) units_[unit_of_block[i]].next_in_forward = unit_of_block[i + 1];
+    if (i > 0) units_[unit_of_block[i]].next_in_backward = unit_of_block[i - 1];
+  }
   params.release_flat_params();
   bind_root_units();
+  if (prefetch) prefetcher_ = std::make_unique<BlockPrefetcher>(group);
   previous_block_ = model.options().block;
   model.options().block = [this](Tape& tape, const Block& block, const Var& x, const ModelOptions& options) {
     return gathered_block(tape, block, x, options);
@@ -74,17 +93,34 @@ void ZeroStage3Step::bind_unit(size_t u, const Tensor& whole) {
   }
 }
 
-void ZeroStage3Step::gather(size_t u) {
-  Unit& unit = units_[u];
-  if (unit.whole.defined()) return;  // a root unit, or gathered already
+Tensor ZeroStage3Step::own_part(size_t u) {
   const ShardedBucket& b = shards().buckets()[u];
+  Tensor buffer;
   {
     MemoryScope scope(MemCategory::Params);
     // Zeros: the last rank's block may reach past the unit into padding, which its shard does not hold.
-    unit.whole = Tensor::zeros({b.block * shards().ranks()}, DType::F32, model().device());
+    buffer = Tensor::zeros({b.block * shards().ranks()}, DType::F32, model().device());
   }
-  all_gather_unit(u, unit.whole);
+  if (b.owned.size() > 0)
+    buffer.view(b.block * shards().rank(), {b.owned.size()})
+        .copy_from(parameter_shard_.view(b.shard_offset, {b.owned.size()}));
+  return buffer;
+}
+
+void ZeroStage3Step::gather(size_t u) {
+  Unit& unit = units_[u];
+  if (unit.whole.defined()) return;  // a root unit, or gathered already
+  if (prefetcher_) unit.whole = prefetcher_->take(u);
+  if (!unit.whole.defined()) {
+    unit.whole = own_part(u);
+    group().all_gather(unit.whole);
+  }
   bind_unit(u, unit.whole);
+}
+
+void ZeroStage3Step::prefetch(size_t u) {
+  if (!prefetcher_ || u == kNone || units_[u].whole.defined()) return;
+  prefetcher_->start(u, own_part(u));
 }
 
 void ZeroStage3Step::release(size_t u) {
@@ -98,6 +134,7 @@ Var ZeroStage3Step::gathered_block(Tape& tape, const Block& block, const Var& x,
   const MemoryOpScope op("zero3 block");
   const size_t u = unit_of(block);
   gather(u);
+  prefetch(units_[u].next_in_forward);
   // Recorded before the block's ops, so run after all of them in backward: the weights are released once the
   // block's backward is done (its gradients were reduce-scattered by then, as their hooks ran).
   if (tape.recording()) tape.record("zero3 release", std::vector<Tensor>{}, [this, u] { release(u); });
@@ -105,18 +142,24 @@ Var ZeroStage3Step::gathered_block(Tape& tape, const Block& block, const Var& x,
   inner.block = previous_block_;
   const Var y = previous_block_ ? previous_block_(tape, block, x, inner) : block_forward(tape, block, x, inner);
   // Recorded after them, so run first: the weights gathered again just before the block's backward.
-  if (tape.recording()) tape.record("zero3 gather", std::vector<Tensor>{}, [this, u] { gather(u); });
+  if (tape.recording())
+    tape.record("zero3 gather", std::vector<Tensor>{}, [this, u] {
+      gather(u);
+      prefetch(units_[u].next_in_backward);
+    });
   release(u);
   return y;
 }
 
 void ZeroStage3Step::optimizer_step(double lr, float clip_coefficient) {
+  if (prefetcher_) prefetcher_->drop();  // a gather of the weights before this update would be stale
   optimizer().step(static_cast<float>(lr), clip_coefficient, gradient_shard(), parameter_shard_);
   for (size_t u = 0; u < units_.size(); ++u)                  // the root units, whole again from the updated shards
     if (units_[u].root) all_gather_unit(u, units_[u].whole);  // bound to it already
 }
 
 void ZeroStage3Step::with_whole_model(const std::function<void()>& use) {
+  if (prefetcher_) prefetcher_->drop();
   ParameterStore& params = model().parameters();
   Tensor flat;
   {

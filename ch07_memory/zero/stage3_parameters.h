@@ -19,9 +19,10 @@
 // 4Ψ_root for the whole root, plus one block's weights while it runs (with its gradients and the
 // reduce-scatter's buffer during its backward). What it costs: every block's weights are all-gathered twice per
 // micro-batch (forward and backward), 2Ψ_blocks elements received per micro-batch on top of stage 2's
-// reduce-scatter; the gathers run on the training thread, not overlapped with compute (a prefetching version
-// would gather block i+1 on a second communicator while block i computes). When not to use it: when the
-// parameters fit; stage 2 moves about two thirds of the bytes (2Ψ per step against 3Ψ).
+// reduce-scatter; the gathers run on the training thread, not overlapped with compute, unless prefetch
+// (`--zero-prefetch`, block_prefetcher.h) gathers the next block on a second communicator while the current one
+// computes. When not to use it: when the parameters fit; stage 2 moves about two thirds of the bytes (2Ψ per
+// step against 3Ψ).
 //
 // Training is unchanged: the same ops on the same values in the same order as stage 2, so the losses, norms and
 // weights are data parallelism's up to the order of floating-point additions (tests/ch07_memory/zero). Mixed
@@ -29,8 +30,10 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
+#include "ch07_memory/zero/block_prefetcher.h"
 #include "ch07_memory/zero/stage2_gradients.h"
 
 namespace lab::ch07 {
@@ -39,9 +42,10 @@ class ZeroStage3Step : public ZeroStage2Step {
  public:
   // `shards` must be ZeroShards::per_block's for the group, `optimizer` sharded as they say. Takes this rank's
   // shard of the model's parameters as they are now (load or initialise weights before) and releases the flat
-  // buffer for good; installs the gathering block hook in model.options().
+  // buffer for good; installs the gathering block hook in model.options(). With `prefetch`, the next block's
+  // gather overlaps the current block (block_prefetcher.h; collective then: it splits the group).
   ZeroStage3Step(comm::Communicator& group, const ZeroShards& shards, GPT2& model, AdamW& optimizer,
-                 TrainStepConfig config);
+                 TrainStepConfig config, bool prefetch = false);
   // Puts the previous block hook back. The model's parameters stay sharded: gather them first to keep them.
   ~ZeroStage3Step() override;
 
@@ -59,20 +63,28 @@ class ZeroStage3Step : public ZeroStage2Step {
   struct Unit {
     bool root = false;  // kept whole (not a transformer block)
     Tensor whole;       // the gathered unit, padded to a multiple of the ranks; undefined while released
+    // The units of the blocks that run after this one's in forward and in backward (kNone: none).
+    size_t next_in_forward = kNone, next_in_backward = kNone;
   };
+  static constexpr size_t kNone = static_cast<size_t>(-1);
   Var gathered_block(Tape& tape, const Block& block, const Var& x, const ModelOptions& options);
   size_t unit_of(const Block& block);
   // All-gathers unit u's parameters from the ranks' shards into `into` (the padded unit).
   void all_gather_unit(size_t u, const Tensor& into);
   // Binds the values of unit u's parameters to their places in `whole` (the padded unit), or unbinds them.
   void bind_unit(size_t u, const Tensor& whole);
+  // A zeroed padded buffer for unit u holding this rank's part of it.
+  Tensor own_part(size_t u);
   void gather(size_t u);
+  // With prefetch, starts gathering unit u (kNone: nothing) on the prefetcher.
+  void prefetch(size_t u);
   void release(size_t u);
   void bind_root_units();
 
   Tensor parameter_shard_;
   std::vector<Unit> units_;  // per bucket of the shards
   ModelOptions::BlockFn previous_block_;
+  std::unique_ptr<BlockPrefetcher> prefetcher_;  // with prefetch only
 };
 
 }  // namespace lab::ch07

@@ -9,11 +9,13 @@
 namespace lab::ch07 {
 
 std::unique_ptr<TrainStep> make_zero_step(int stage, comm::Communicator& group, const ZeroShards& shards,
-                                          ch08::DpStage dp_stage, GPT2& model, AdamW& optimizer,
-                                          TrainStepConfig config) {
+                                          ch08::DpStage dp_stage, GPT2& model, AdamW& optimizer, TrainStepConfig config,
+                                          bool prefetch) {
+  LAB_CHECK(!prefetch || stage == 3, InvalidArgument, "--zero-prefetch gathers stage 3's blocks ahead: it needs ",
+            "--zero 3, not --zero ", stage);
   if (stage == 1) return std::make_unique<ZeroStage1Step>(group, shards, dp_stage, model, optimizer, config);
   if (stage == 2) return std::make_unique<ZeroStage2Step>(group, shards, model, optimizer, config);
-  if (stage == 3) return std::make_unique<ZeroStage3Step>(group, shards, model, optimizer, config);
+  if (stage == 3) return std::make_unique<ZeroStage3Step>(group, shards, model, optimizer, config, prefetch);
   fail(ErrorKind::InvalidArgument, "--zero ", stage, ": the ZeRO stages are 1 (optimizer state), 2 (also ",
        "gradients) and 3 (also parameters)");
 }

@@ -34,10 +34,11 @@ ZeroShards zero_shards(int stage, const ParameterStore& params, int ranks, int r
 
 // The step of ZeRO stage `stage` (1, 2 or 3; InvalidArgument otherwise) over `group`, the data-parallel ranks.
 // `shards` must be zero_shards(stage, ...)'s and `optimizer` built with shards.owned(); stage 1 averages the
-// gradients with the data-parallel `dp_stage`'s reducer. Collective over `group`.
+// gradients with the data-parallel `dp_stage`'s reducer; `prefetch` is stage 3's (block_prefetcher.h;
+// InvalidArgument for the other stages). Collective over `group`.
 std::unique_ptr<TrainStep> make_zero_step(int stage, comm::Communicator& group, const ZeroShards& shards,
-                                          ch08::DpStage dp_stage, GPT2& model, AdamW& optimizer,
-                                          TrainStepConfig config);
+                                          ch08::DpStage dp_stage, GPT2& model, AdamW& optimizer, TrainStepConfig config,
+                                          bool prefetch = false);
 
 // InvalidArgument unless `shards` are the shards of `group` and `optimizer` owns exactly them.
 void check_sharding(const comm::Communicator& group, const ZeroShards& shards, const AdamW& optimizer);

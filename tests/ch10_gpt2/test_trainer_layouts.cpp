@@ -5,7 +5,8 @@
 // run stopped at step 2 under one layout and resumed under another logs at steps 3 and 4 what the resuming layout's
 // uninterrupted run logs (tp 2 -> one process, one process -> tp 2, pp 2 -> one process, tp 2 x pp 2 -> dp 2),
 // and a --save under tp writes one checkpoint that holds the whole model. ZeRO stage 3 over dp 2 (chapter 7) logs
-// the one process's losses and sample too, and its checkpoints resume in one process and the reverse.
+// the one process's losses and sample too (with --zero-prefetch), and its checkpoints resume in one process and
+// the reverse.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -69,10 +70,10 @@ TEST(TrainerLayouts, DataParallelLogsTheLossesOfOneProcessWithTheWholeBatch) {
   testing::expect_strategy_matches_one_process(dir, "cpu", testing::data_parallel());
 }
 
-TEST(TrainerLayouts, ZeroStage3LogsTheLossesOfOneProcessWithTheWholeBatch) {
+TEST(TrainerLayouts, ZeroStage3WithPrefetchLogsTheLossesOfOneProcessWithTheWholeBatch) {
   const std::string dir = testing::scratch_directory();
   testing::expect_strategy_matches_one_process(
-      dir, "cpu", {{"zero3", 2, "--batch 2 --dp 2 --zero 3"}, {"one_process", 1, "--batch 4"}});
+      dir, "cpu", {{"zero3", 2, "--batch 2 --dp 2 --zero 3 --zero-prefetch"}, {"one_process", 1, "--batch 4"}});
 }
 
 // `from` trains 2 of 4 steps and saves; `to` resumes the checkpoint and trains steps 3 and 4, which log the

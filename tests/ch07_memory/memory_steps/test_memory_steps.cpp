@@ -25,6 +25,7 @@ TEST(MemorySteps, AcceptsWhatTheRungsTrain) {
   EXPECT_NO_THROW(check_memory_steps({false, false, 1}, layout(4, 1, 1)));
   EXPECT_NO_THROW(check_memory_steps({false, false, 2}, layout(1, 1, 1)));
   EXPECT_NO_THROW(check_memory_steps({false, false, 3}, layout(2, 1, 1)));
+  EXPECT_NO_THROW(check_memory_steps({false, false, 3, true}, layout(2, 1, 1)));
 }
 
 TEST(MemorySteps, RefusesWhatTheyCannotTrain) {
@@ -38,6 +39,11 @@ TEST(MemorySteps, RefusesWhatTheyCannotTrain) {
         check_memory_steps({false, false, 3}, layout(2, 1, 2));
       },
       ErrorKind::InvalidArgument, {"--zero 3", "--pp"});
+  expect_error(
+      [] {
+        check_memory_steps({false, false, 2, true}, layout(2, 1, 1));
+      },
+      ErrorKind::InvalidArgument, {"--zero-prefetch", "--zero 3"});
   expect_error(
       [] {
         check_memory_steps({false, false, 1}, layout(2, 2, 1));

@@ -49,7 +49,8 @@ struct RankRun {
 // A model and optimizer on this rank; `zero_stage` 0 is plain (bucketed) data parallelism. `load`, when given,
 // sets the weights and optimizer state before the step is made (stage 3 shards the weights it finds).
 RankRun make_run(comm::Communicator& group, int zero_stage, int64_t accum_steps, double grad_clip,
-                 const std::function<void(RankRun&)>& load = {}, RecomputePolicy recompute = RecomputePolicy::None) {
+                 const std::function<void(RankRun&)>& load = {}, RecomputePolicy recompute = RecomputePolicy::None,
+                 bool prefetch = false) {
   RankRun run;
   ModelOptions options;
   apply_recompute(options, recompute);
@@ -66,7 +67,8 @@ RankRun make_run(comm::Communicator& group, int zero_stage, int64_t accum_steps,
         zero_shards(zero_stage, run.model->parameters(), group.size(), group.rank(), kBucketBytes);
     run.optimizer = std::make_unique<AdamW>(run.model->parameters(), step_test_adamw(), shards.owned());
     if (load) load(run);
-    run.step = make_zero_step(zero_stage, group, shards, ch08::DpStage::Bucketed, *run.model, *run.optimizer, config);
+    run.step = make_zero_step(zero_stage, group, shards, ch08::DpStage::Bucketed, *run.model, *run.optimizer, config,
+                              prefetch);
   }
   return run;
 }
@@ -103,6 +105,7 @@ struct ZeroCase {
   int64_t accum_steps;
   double grad_clip;
   RecomputePolicy recompute = RecomputePolicy::None;
+  bool prefetch = false;
 };
 
 class ZeroTest : public ::testing::TestWithParam<ZeroCase> {};
@@ -112,7 +115,7 @@ TEST_P(ZeroTest, TrainsAsDataParallelism) {
   set_num_threads(1);  // the ranks share the machine's cores
   const std::unique_ptr<comm::Communicator> group = testing::fresh_communicator();
   RankRun dp = make_run(*group, 0, c.accum_steps, c.grad_clip);
-  RankRun zero = make_run(*group, c.stage, c.accum_steps, c.grad_clip, {}, c.recompute);
+  RankRun zero = make_run(*group, c.stage, c.accum_steps, c.grad_clip, {}, c.recompute, c.prefetch);
   train_steps(dp, *group, 0, kSteps);
   train_steps(zero, *group, 0, kSteps);
   for (int s = 0; s < kSteps; ++s) {
@@ -138,11 +141,14 @@ TEST_P(ZeroTest, TrainsAsDataParallelism) {
 INSTANTIATE_TEST_SUITE_P(Stages, ZeroTest,
                          ::testing::Values(ZeroCase{1, 1, 0.0}, ZeroCase{1, 2, 0.5}, ZeroCase{2, 1, 0.0},
                                            ZeroCase{2, 2, 0.5}, ZeroCase{3, 1, 0.0}, ZeroCase{3, 2, 0.5},
-                                           ZeroCase{3, 2, 0.5, RecomputePolicy::Block}),
+                                           ZeroCase{3, 2, 0.5, RecomputePolicy::Block},
+                                           ZeroCase{3, 2, 0.5, RecomputePolicy::None, true},
+                                           ZeroCase{3, 1, 0.0, RecomputePolicy::Block, true}),
                          [](const auto& info) {
                            return cat("stage", info.param.stage, "_accum", info.param.accum_steps,
                                       info.param.grad_clip > 0 ? "_clipped" : "",
-                                      info.param.recompute == RecomputePolicy::Block ? "_block_recompute" : "");
+                                      info.param.recompute == RecomputePolicy::Block ? "_block_recompute" : "",
+                                      info.param.prefetch ? "_prefetch" : "");
                          });
 
 // Elements of the parameters whose name starts with `prefix` ("h.0."), or of those outside the blocks ("").
@@ -156,7 +162,8 @@ double elements_of(const ParameterStore& params, const std::string& prefix) {
 // Peak bytes of parameters + gradients + optimizer state over one step, against the stage's theory for fp32
 // AdamW with Ψ the flat buffer's elements: 4Ψ + 4Ψ + 8Ψ (plain data parallelism), 4Ψ + 4Ψ + 8Ψ/D, 4Ψ + 4Ψ/D + 8Ψ/D,
 // and for stage 3 16Ψ/D plus what it holds whole: the root unit (embeddings, final LayerNorm) and its gradients
-// (the tied embedding's lives through backward), one block's weights and gradients (while it runs backward).
+// (the tied embedding's lives through backward), one block's weights and gradients (while it runs backward);
+// with prefetch, one block's weights more.
 TEST(ZeroMemory, PerRankBytesWithinTenPercentOfTheory) {
   set_num_threads(1);  // the ranks share the machine's cores
   const std::unique_ptr<comm::Communicator> group = testing::fresh_communicator();
@@ -183,6 +190,23 @@ TEST(ZeroMemory, PerRankBytesWithinTenPercentOfTheory) {
     if (group->rank() == 0)
       std::printf("ZeRO stage %d, %d ranks: %.0f bytes of params + grads + optimizer, theory %.0f (%+.1f%%)\n", stage,
                   group->size(), measured, theory, 100 * (measured / theory - 1));
+  }
+  // Stage 3 with prefetch: one block's weights more, the next one gathered while the current one runs.
+  {
+    RankRun run = make_run(*group, 3, 1, 1.0, {}, RecomputePolicy::None, true);
+    const double psi = static_cast<double>(run.model->parameters().numel());
+    const double theory = 16 * psi / ranks + 8 * elements_of(run.model->parameters(), "") +
+                          12 * elements_of(run.model->parameters(), "h.0.");
+    allocator_for(Device::cpu()).reset_peak();
+    train_steps(run, *group, 0, 1);
+    const MemoryStats stats = memory_stats(Device::cpu());
+    const double measured = static_cast<double>(stats.peak_of(MemCategory::Params) + stats.peak_of(MemCategory::Grads) +
+                                                stats.peak_of(MemCategory::Optimizer));
+    EXPECT_NEAR(measured, theory, 0.1 * theory) << "stage 3 with prefetch on " << group->size() << " ranks";
+    if (group->rank() == 0)
+      std::printf(
+          "ZeRO stage 3 with prefetch, %d ranks: %.0f bytes of params + grads + optimizer, theory %.0f (%+.1f%%)\n",
+          group->size(), measured, theory, 100 * (measured / theory - 1));
   }
 }
 
@@ -271,6 +295,9 @@ TEST(ZeroStep, RefusesAStageItDoesNotHave) {
   EXPECT_THROW(make_zero_step(3, *group, shards, ch08::DpStage::Bucketed, model, sharded, step_test_config(1, 0.0)),
                Error)
       << "stage 3 with buckets of bytes instead of whole blocks";
+  EXPECT_THROW(
+      make_zero_step(2, *group, shards, ch08::DpStage::Bucketed, model, sharded, step_test_config(1, 0.0), true), Error)
+      << "prefetch below stage 3";
   EXPECT_THROW(make_zero_step(1, *group, shards, ch08::DpStage::Bucketed, model, whole, step_test_config(1, 0.0)),
                Error)
       << "an optimizer that is not sharded";
