@@ -9,8 +9,10 @@
 // first step, so weights loaded before it (--init, --resume) are the ones trained.
 //
 // What it costs: two transfers of the whole model per step (4 bytes per parameter each way) and an update at
-// the CPU's memory bandwidth instead of the GPU's; this rung runs them one after the other, without overlapping
-// them with the next step's work. When not to use it: when the state fits on the GPU.
+// the CPU's memory bandwidth instead of the GPU's. The step cuts them into chunks (common/optim/
+// offload_pipeline.h): the CPU updates each chunk as soon as its gradients are down while the next ones come
+// down and the previous ones go up on a copy stream, and the step returns while the last chunks go up, the
+// next step's kernels waiting for them on the GPU. When not to use it: when the state fits on the GPU.
 //
 // With parameters on the CPU (a CPU run) the state is in host memory already: offloading changes nothing, and
 // the optimizer is the ordinary one. The training result is unchanged either way (tests/ch07_memory/offload:
@@ -24,6 +26,8 @@
 
 namespace lab::ch07 {
 
-std::unique_ptr<AdamW> make_offloaded_optimizer(GPT2& model, const AdamWConfig& config);
+// The transfers in chunks of `chunk_elements` (common/optim/offload_pipeline.h).
+std::unique_ptr<AdamW> make_offloaded_optimizer(GPT2& model, const AdamWConfig& config,
+                                                int64_t chunk_elements = kOffloadChunkElements);
 
 }  // namespace lab::ch07

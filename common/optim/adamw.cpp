@@ -48,7 +48,7 @@ std::vector<ElementRange> decay_within(const std::vector<ElementRange>& decay, c
 
 AdamW::AdamW(ParameterStore& params, const AdamWConfig& config) : AdamW(params, config, OptimizerState::Device) {}
 
-AdamW::AdamW(ParameterStore& params, const AdamWConfig& config, OptimizerState state)
+AdamW::AdamW(ParameterStore& params, const AdamWConfig& config, OptimizerState state, int64_t offload_chunk_elements)
     : params_(params), config_(config) {
   LAB_CHECK(params.allocated(), InvalidArgument, "AdamW needs allocated parameters");
   owned_ = {{0, params.numel()}};
@@ -57,6 +57,7 @@ AdamW::AdamW(ParameterStore& params, const AdamWConfig& config, OptimizerState s
     v_ = pinned_host_zeros(params.numel());
     master_ = pinned_host_zeros(params.numel());
     host_grads_ = pinned_host_zeros(params.numel());
+    pipeline_ = std::make_unique<OffloadPipeline>(params.device(), params.numel(), offload_chunk_elements);
     return;
   }
   // On the parameters' device; with parameters on the CPU that is host memory already, offloaded or not.
@@ -64,6 +65,8 @@ AdamW::AdamW(ParameterStore& params, const AdamWConfig& config, OptimizerState s
   m_ = Tensor::zeros({params.numel()}, DType::F32, params.device());
   v_ = Tensor::zeros({params.numel()}, DType::F32, params.device());
 }
+
+AdamW::~AdamW() = default;
 
 AdamW::AdamW(ParameterStore& params, const AdamWConfig& config, std::vector<ElementRange> owned)
     : params_(params), config_(config), owned_(std::move(owned)), sharded_(true) {
@@ -106,9 +109,12 @@ void AdamW::host_step(float lr, float grad_scale) {
     master_.copy_from(params_.params());
     master_current_ = true;
   }
-  host_grads_.copy_from(params_.grads());
-  ops::adamw_update(master_, host_grads_, m_, v_, hyper(lr), grad_scale, params_.decay_ranges());
-  params_.params().copy_from(master_);
+  const ops::AdamWHyper h = hyper(lr);
+  pipeline_->step(params_.params(), params_.grads(), master_, host_grads_, [&](const ElementRange& r) {
+    const Shape shape{r.size()};
+    ops::adamw_update(master_.view(r.begin, shape), host_grads_.view(r.begin, shape), m_.view(r.begin, shape),
+                      v_.view(r.begin, shape), h, grad_scale, decay_within(params_.decay_ranges(), r));
+  });
 }
 
 void AdamW::step(float lr, float grad_scale, const Tensor& owned_grads) {

@@ -11,15 +11,17 @@
 //     ranges one after the other in m and v; step() updates the owned ranges of the parameters;
 //   - with its state in host memory (CPU offload, OptimizerState::Host): the moments and an fp32 master copy of
 //     the parameters live in pinned host memory and step() runs on the CPU: the gradients are copied down, the
-//     master copy updated, and the parameters copied up. With parameters on the CPU the state is in host memory
-//     already, and nothing changes.
+//     master copy updated, and the parameters copied up, in chunks that overlap the transfers with the update
+//     (offload_pipeline.h). With parameters on the CPU the state is in host memory already, and nothing changes.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/nn/parameters.h"
 #include "common/ops/adamw.h"
+#include "common/optim/offload_pipeline.h"
 
 namespace lab {
 
@@ -41,8 +43,12 @@ class AdamW {
   // otherwise), stored one after the other.
   AdamW(ParameterStore& params, const AdamWConfig& config, std::vector<ElementRange> owned);
   // Moments for the whole flat buffer, on the parameters' device or in host memory (see above). The master copy
-  // is taken from the parameters at the first step, so weights loaded before it are the ones trained.
-  AdamW(ParameterStore& params, const AdamWConfig& config, OptimizerState state);
+  // is taken from the parameters at the first step, so weights loaded before it are the ones trained. Offloaded,
+  // the step moves the buffers in chunks of `offload_chunk_elements`, overlapped with the CPU's update
+  // (offload_pipeline.h).
+  AdamW(ParameterStore& params, const AdamWConfig& config, OptimizerState state,
+        int64_t offload_chunk_elements = kOffloadChunkElements);
+  ~AdamW();
 
   // One update with learning rate `lr`; gradients are multiplied by grad_scale first (clipping). Reads the
   // gradients of the owned ranges from the store's flat gradient buffer.
@@ -72,6 +78,8 @@ class AdamW {
   bool sharded() const { return sharded_; }
   // True when the state lives in host memory while the parameters are on a GPU.
   bool offloaded() const { return master_.defined(); }
+  // Offloaded: the chunks a step's transfers are cut into (0 otherwise).
+  int64_t offload_chunks() const { return pipeline_ ? pipeline_->chunks() : 0; }
 
  private:
   // Updates `params`, the parameters of the flat buffer's `range`, with `grads` (range.size() elements each) and
@@ -81,7 +89,7 @@ class AdamW {
   // The flat buffer's `range` of the parameters.
   Tensor flat_params(const ElementRange& range) const;
   ops::AdamWHyper hyper(float lr) const;
-  // The offloaded step: gradients down, the update on the CPU, parameters up.
+  // The offloaded step: gradients down, the update on the CPU, parameters up, chunk by chunk.
   void host_step(float lr, float grad_scale);
 
   ParameterStore& params_;
@@ -91,6 +99,7 @@ class AdamW {
   Tensor m_, v_;
   Tensor master_, host_grads_;   // offloaded only: the fp32 master parameters and the gradients' host copy
   bool master_current_ = false;  // offloaded: master_ holds the parameters (taken at the first step)
+  std::unique_ptr<OffloadPipeline> pipeline_;  // offloaded only
   int64_t step_ = 0;
 };
 

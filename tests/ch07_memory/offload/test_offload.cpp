@@ -1,7 +1,8 @@
 // The offloaded optimizer (ch07_memory/offload_optimizer.h) against AdamW on the device: on CUDA (the emulation
 // build runs it; without a GPU it is skipped) the same losses, norms, weights and moments after three steps
 // while the GPU holds no optimizer bytes, and the master copy taken from weights loaded after construction; on
-// the CPU the state is in host memory already and the optimizer is the ordinary one.
+// the CPU the state is in host memory already and the optimizer is the ordinary one. The transfers in one chunk
+// and in many (the update of each overlapping the others' transfers) give the same result.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,15 +39,17 @@ double max_abs_difference(const Tensor& a, const Tensor& b) {
   return d;
 }
 
-TEST(OffloadOptimizer, OnCudaTrainsAsTheDeviceOptimizerWithNoOptimizerBytesOnTheGpu) {
-  LAB_REQUIRE_GPU();
+// Three steps offloaded with transfers in chunks of `chunk_elements` against AdamW on the device.
+void expect_offloaded_steps_match_the_device(int64_t chunk_elements) {
   const Device gpu = test::kGpu;
   GPT2 reference(small_step_config(), gpu), model(small_step_config(), gpu);
   reference.init_weights(5);
   AdamW device_adamw(reference.parameters(), step_test_adamw());
   const int64_t gpu_optimizer_before = memory_stats(gpu).live_of(MemCategory::Optimizer);
-  const std::unique_ptr<AdamW> offloaded = ch07::make_offloaded_optimizer(model, step_test_adamw());
+  const std::unique_ptr<AdamW> offloaded = ch07::make_offloaded_optimizer(model, step_test_adamw(), chunk_elements);
   EXPECT_TRUE(offloaded->offloaded());
+  const int64_t numel = model.parameters().numel();
+  EXPECT_EQ(offloaded->offload_chunks(), (numel + chunk_elements - 1) / chunk_elements);
   EXPECT_TRUE(offloaded->m().device().is_cpu());
   EXPECT_EQ(memory_stats(gpu).live_of(MemCategory::Optimizer), gpu_optimizer_before)
       << "the offloaded moments must not take GPU memory";
@@ -66,6 +69,18 @@ TEST(OffloadOptimizer, OnCudaTrainsAsTheDeviceOptimizerWithNoOptimizerBytesOnThe
   EXPECT_LT(max_abs_difference(offloaded->m(), device_adamw.m()), 1e-6);
   EXPECT_LT(max_abs_difference(offloaded->v(), device_adamw.v()), 1e-8);
   EXPECT_EQ(offloaded->steps_taken(), kSteps);
+}
+
+TEST(OffloadOptimizer, OnCudaTrainsAsTheDeviceOptimizerWithNoOptimizerBytesOnTheGpu) {
+  LAB_REQUIRE_GPU();
+  expect_offloaded_steps_match_the_device(kOffloadChunkElements);  // the small model in one chunk
+}
+
+// Many chunks, the last one partial: each chunk's update overlaps the other chunks' transfers, with the same
+// result.
+TEST(OffloadOptimizer, OnCudaTheChunkedPipelineTrainsAsTheDeviceOptimizer) {
+  LAB_REQUIRE_GPU();
+  expect_offloaded_steps_match_the_device(5000);
 }
 
 TEST(OffloadOptimizer, OnTheCpuTheStateIsInHostMemoryAlreadyAndNothingChanges) {
