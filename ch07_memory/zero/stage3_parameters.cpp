@@ -34,12 +34,14 @@ ZeroStage3Step::ZeroStage3Step(comm::Communicator& group, const ZeroShards& shar
       parameter_shard_.view(b.shard_offset, {b.owned.size()}).copy_from(flat.view(b.owned.begin, {b.owned.size()}));
     Unit unit;
     unit.root = block_of_unit(params, b) < 0;
-    if (unit.root) {  // kept whole: a copy of it now, which every rank has
-      MemoryScope scope(MemCategory::Params);
-      unit.whole = Tensor::zeros({b.block * shards.ranks()}, DType::F32, params.device());
-      unit.whole.view(0, {b.bucket.range.size()}).copy_from(flat.view(b.bucket.range.begin, {b.bucket.range.size()}));
-    }
+    for (const size_t i : b.bucket.params) unit.vars.push_back(params.var(params.infos()[i].name));
     units_.push_back(std::move(unit));
+    if (units_.back().root) {  // kept whole: a copy of it now, which every rank has
+      units_.back().whole = padded_unit(units_.size() - 1, MemCategory::Params);
+      units_.back()
+          .whole.view(0, {b.bucket.range.size()})
+          .copy_from(flat.view(b.bucket.range.begin, {b.bucket.range.size()}));
+    }
   }
   // Which block runs after which: block i's unit is followed by block i+1's in forward and i-1's in backward.
   std::vector<size_t> unit_of_block(static_cast<size_t>(model.config().n_layer), kNone);
@@ -68,43 +70,39 @@ void ZeroStage3Step::bind_root_units() {
     if (units_[u].root) bind_unit(u, units_[u].whole);
 }
 
-size_t ZeroStage3Step::unit_of(const Block& block) {
-  const ParameterStore& params = model().parameters();
+size_t ZeroStage3Step::unit_of(const Block& block) const {
   for (size_t u = 0; u < units_.size(); ++u)
-    for (const size_t i : shards().buckets()[u].bucket.params)
-      if (params.var(params.infos()[i].name) == block.ln_1.weight) return u;
+    for (const Var& v : units_[u].vars)
+      if (v == block.ln_1.weight) return u;
   fail(ErrorKind::InvalidArgument, "ZeRO stage 3: a block that is not this model's");
 }
 
-void ZeroStage3Step::all_gather_unit(size_t u, const Tensor& into) {
+Tensor ZeroStage3Step::padded_unit(size_t u, MemCategory category) const {
+  const ShardedBucket& b = shards().buckets()[u];
+  MemoryScope scope(category);
+  // Zeros: the last rank's block may reach past the unit into padding, which its shard does not hold.
+  return Tensor::zeros({b.block * shards().ranks()}, DType::F32, parameter_shard_.device());
+}
+
+void ZeroStage3Step::copy_own_part(size_t u, const Tensor& into) const {
   const ShardedBucket& b = shards().buckets()[u];
   if (b.owned.size() > 0)
     into.view(b.block * shards().rank(), {b.owned.size()})
         .copy_from(parameter_shard_.view(b.shard_offset, {b.owned.size()}));
+}
+
+void ZeroStage3Step::all_gather_unit(size_t u, const Tensor& into) {
+  copy_own_part(u, into);
   group().all_gather(into);
 }
 
 void ZeroStage3Step::bind_unit(size_t u, const Tensor& whole) {
   const ch08::GradientBucket& b = shards().buckets()[u].bucket;
   const ParameterStore& params = model().parameters();
-  for (const size_t i : b.params) {
-    const ParamInfo& p = params.infos()[i];
-    params.var(p.name).bind_value(whole.defined() ? whole.view(p.offset - b.range.begin, p.shape) : Tensor());
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    const ParamInfo& p = params.infos()[b.params[k]];
+    units_[u].vars[k].bind_value(whole.defined() ? whole.view(p.offset - b.range.begin, p.shape) : Tensor());
   }
-}
-
-Tensor ZeroStage3Step::own_part(size_t u) {
-  const ShardedBucket& b = shards().buckets()[u];
-  Tensor buffer;
-  {
-    MemoryScope scope(MemCategory::Params);
-    // Zeros: the last rank's block may reach past the unit into padding, which its shard does not hold.
-    buffer = Tensor::zeros({b.block * shards().ranks()}, DType::F32, model().device());
-  }
-  if (b.owned.size() > 0)
-    buffer.view(b.block * shards().rank(), {b.owned.size()})
-        .copy_from(parameter_shard_.view(b.shard_offset, {b.owned.size()}));
-  return buffer;
 }
 
 void ZeroStage3Step::gather(size_t u) {
@@ -112,15 +110,17 @@ void ZeroStage3Step::gather(size_t u) {
   if (unit.whole.defined()) return;  // a root unit, or gathered already
   if (prefetcher_) unit.whole = prefetcher_->take(u);
   if (!unit.whole.defined()) {
-    unit.whole = own_part(u);
-    group().all_gather(unit.whole);
+    unit.whole = padded_unit(u, MemCategory::Params);
+    all_gather_unit(u, unit.whole);
   }
   bind_unit(u, unit.whole);
 }
 
 void ZeroStage3Step::prefetch(size_t u) {
   if (!prefetcher_ || u == kNone || units_[u].whole.defined()) return;
-  prefetcher_->start(u, own_part(u));
+  Tensor buffer = padded_unit(u, MemCategory::Params);
+  copy_own_part(u, buffer);
+  prefetcher_->start(u, std::move(buffer));
 }
 
 void ZeroStage3Step::release(size_t u) {
@@ -168,11 +168,7 @@ void ZeroStage3Step::with_whole_model(const std::function<void()>& use) {
   }
   for (size_t u = 0; u < units_.size(); ++u) {
     const ShardedBucket& b = shards().buckets()[u];
-    Tensor padded;
-    {
-      MemoryScope scope(MemCategory::Comm);
-      padded = Tensor::zeros({b.block * shards().ranks()}, DType::F32, params.device());
-    }
+    const Tensor padded = padded_unit(u, MemCategory::Comm);
     all_gather_unit(u, padded);
     flat.view(b.bucket.range.begin, {b.bucket.range.size()}).copy_from(padded.view(0, {b.bucket.range.size()}));
   }

@@ -61,20 +61,23 @@ class ZeroStage3Step : public ZeroStage2Step {
 
  private:
   struct Unit {
-    bool root = false;  // kept whole (not a transformer block)
-    Tensor whole;       // the gathered unit, padded to a multiple of the ranks; undefined while released
+    bool root = false;      // kept whole (not a transformer block)
+    std::vector<Var> vars;  // its parameters, in the bucket's order
+    Tensor whole;           // the gathered unit, padded to a multiple of the ranks; undefined while released
     // The units of the blocks that run after this one's in forward and in backward (kNone: none).
     size_t next_in_forward = kNone, next_in_backward = kNone;
   };
   static constexpr size_t kNone = static_cast<size_t>(-1);
   Var gathered_block(Tape& tape, const Block& block, const Var& x, const ModelOptions& options);
-  size_t unit_of(const Block& block);
-  // All-gathers unit u's parameters from the ranks' shards into `into` (the padded unit).
+  size_t unit_of(const Block& block) const;
+  // A zeroed buffer of unit u padded to a multiple of the ranks, counted as `category`.
+  Tensor padded_unit(size_t u, MemCategory category) const;
+  // Copies this rank's part of unit u from its parameter shard into its block of `into` (the padded unit).
+  void copy_own_part(size_t u, const Tensor& into) const;
+  // The same, then all-gathers the other ranks' parts into `into`.
   void all_gather_unit(size_t u, const Tensor& into);
   // Binds the values of unit u's parameters to their places in `whole` (the padded unit), or unbinds them.
   void bind_unit(size_t u, const Tensor& whole);
-  // A zeroed padded buffer for unit u holding this rank's part of it.
-  Tensor own_part(size_t u);
   void gather(size_t u);
   // With prefetch, starts gathering unit u (kNone: nothing) on the prefetcher.
   void prefetch(size_t u);

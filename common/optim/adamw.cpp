@@ -111,9 +111,8 @@ void AdamW::host_step(float lr, float grad_scale) {
   }
   const ops::AdamWHyper h = hyper(lr);
   pipeline_->step(params_.params(), params_.grads(), master_, host_grads_, [&](const ElementRange& r) {
-    const Shape shape{r.size()};
-    ops::adamw_update(master_.view(r.begin, shape), host_grads_.view(r.begin, shape), m_.view(r.begin, shape),
-                      v_.view(r.begin, shape), h, grad_scale, decay_within(params_.decay_ranges(), r));
+    // The master copy stands in for the parameters; the moments are whole, so their offset is the range's.
+    update_range(r, master_.view(r.begin, {r.size()}), r.begin, host_grads_.view(r.begin, {r.size()}), h, grad_scale);
   });
 }
 
