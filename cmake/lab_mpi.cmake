@@ -32,8 +32,13 @@ function(lab_add_mpi_test name)
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} --oversubscribe --bind-to none
                      ${MPIEXEC_PREFLAGS} ${program} ${MPIEXEC_POSTFLAGS} ${ARG_COMMAND}
              WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+    set(environment ${LAB_MPI_TEST_ENVIRONMENT})
+    if(LAB_CUDA_EMULATION)
+      # The ranks of a job share one machine, and NCCL wants a GPU of its own for each: one emulated GPU per rank.
+      list(APPEND environment LAB_EMU_DEVICES=${ranks})
+    endif()
     set_tests_properties(${name}.np${ranks} PROPERTIES
-      LABELS mpi TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${ranks} ENVIRONMENT "${LAB_MPI_TEST_ENVIRONMENT}")
+      LABELS mpi TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${ranks} ENVIRONMENT "${environment}")
     if(LAB_SANITIZE MATCHES "address")
       # Open MPI leaks at exit from components it has already unloaded, which leaves LeakSanitizer no
       # symbol to suppress them by: leak checking is off in these processes (every other check stays on).

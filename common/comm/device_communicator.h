@@ -10,7 +10,8 @@
 //   MPI, no NCCL         cuda    the MPI backend, which stages CUDA tensors through pinned host memory;
 //                                rank 0 says so on stderr, since it is much slower than NCCL on a GPU
 //
-// Each rank passes its own GPU; NCCL wants a different GPU for every rank of a node.
+// Each rank passes its own GPU; NCCL wants a different GPU for every rank of a node, and two ranks on one
+// GPU are refused before NCCL starts, with a line that says how many GPUs the node has and what to do.
 #pragma once
 
 #include <memory>
@@ -22,7 +23,7 @@ namespace lab::comm {
 
 // A new communicator over the ranks of `world` for tensors on `device` (see above), with the world's
 // timeout. Collective over `world`. Error(Unsupported) for a CUDA device in a build without CUDA,
-// InvalidArgument for a GPU that is not visible.
+// InvalidArgument for a GPU that is not visible, or (NCCL) for a GPU that another rank uses too.
 std::unique_ptr<Communicator> communicator_for(Communicator& world, Device device);
 
 }  // namespace lab::comm

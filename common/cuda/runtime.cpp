@@ -63,6 +63,13 @@ std::string device_name(int device) {
   return prop.name;
 }
 
+PciLocation pci_location(int device) {
+  check_device_index(device);
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return {prop.pciDomainID, prop.pciBusID, prop.pciDeviceID};
+}
+
 int driver_version() {
   int version = 0;
   if (cudaDriverGetVersion(&version) != cudaSuccess) {

@@ -39,6 +39,13 @@ class DeviceGuard {
 // The device's marketing name as the driver reports it, e.g. "NVIDIA H100 80GB HBM3".
 std::string device_name(int device);
 
+// Where a GPU sits on the PCI bus: the same numbers in every process of a machine, whatever the process's
+// CUDA_VISIBLE_DEVICES, so processes can tell whether their GPUs are one and the same.
+struct PciLocation {
+  int domain = 0, bus = 0, device = 0;
+};
+PciLocation pci_location(int device);
+
 // The newest CUDA version the installed driver supports, as 1000 * major + 10 * minor (13000 for 13.0);
 // 0 when there is no driver (never throws). runtime_version() is the CUDA runtime this build links.
 int driver_version();

@@ -2,10 +2,15 @@
 // parallelism (--pp 2 --micro-batches 2) and data parallelism (--dp 2) communicate through the NCCL backend and
 // log the training and validation losses of one process on the GPU with the same global batch, and so does ZeRO
 // stage 3 with prefetch over dp 2 (its gathers on a thread, after an event of the compute stream); ranks other
-// than 0 print nothing. Skipped without a GPU; the emulation build runs it (two emulated GPUs, one per rank,
-// and the NCCL stand-in over MPI).
+// than 0 print nothing. Each layout runs two ranks, and NCCL wants a GPU of its own for each: skipped with fewer
+// than two GPUs; the emulation build runs it (two emulated GPUs, one per rank, and the NCCL stand-in over MPI).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "common/cuda/runtime.h"
 #include "tests/ch10_gpt2/layout_launch.h"
 #include "tests/common/cuda/gpu_test.h"
 #include "tests/common/expect_error.h"
@@ -13,26 +18,73 @@
 namespace lab {
 namespace {
 
+constexpr int kRanks = 2;
+
+#define LAB_REQUIRE_A_GPU_PER_RANK()                                                                    \
+  do {                                                                                                  \
+    LAB_REQUIRE_GPU();                                                                                  \
+    if (cuda::device_count() < kRanks)                                                                  \
+      GTEST_SKIP() << "needs " << kRanks << " GPUs (NCCL wants one per rank), " << cuda::device_count() \
+                   << " visible: skipped";                                                              \
+  } while (0)
+
 TEST(TrainerLayoutsOnCuda, TensorParallelLogsTheLossesOfOneProcess) {
-  LAB_REQUIRE_GPU();
+  LAB_REQUIRE_A_GPU_PER_RANK();
   testing::expect_strategy_matches_one_process(testing::scratch_directory(), "cuda", testing::tensor_parallel());
 }
 
 TEST(TrainerLayoutsOnCuda, PipelineParallelLogsTheLossesOfOneProcessAccumulating) {
-  LAB_REQUIRE_GPU();
+  LAB_REQUIRE_A_GPU_PER_RANK();
   testing::expect_strategy_matches_one_process(testing::scratch_directory(), "cuda", testing::pipeline_parallel());
 }
 
 TEST(TrainerLayoutsOnCuda, DataParallelLogsTheLossesOfOneProcessWithTheWholeBatch) {
-  LAB_REQUIRE_GPU();
+  LAB_REQUIRE_A_GPU_PER_RANK();
   testing::expect_strategy_matches_one_process(testing::scratch_directory(), "cuda", testing::data_parallel());
 }
 
 TEST(TrainerLayoutsOnCuda, ZeroStage3WithPrefetchLogsTheLossesOfOneProcessWithTheWholeBatch) {
-  LAB_REQUIRE_GPU();
+  LAB_REQUIRE_A_GPU_PER_RANK();
   testing::expect_strategy_matches_one_process(
       testing::scratch_directory(), "cuda",
       {{"zero3", 2, "--batch 2 --dp 2 --zero 3 --zero-prefetch"}, {"one_process", 1, "--batch 4"}});
+}
+
+// Sets an environment variable for the scope (the ranks mpirun starts inherit it), then restores it.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnvironment() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Two ranks shown one GPU (CUDA_VISIBLE_DEVICES on a GPU machine, one emulated GPU in the emulation build):
+// gpt2_train stops before NCCL starts, with one line per rank that says what to do.
+TEST(TrainerLayoutsOnCuda, TwoRanksOnOneGpuAreRefusedSayingWhatToDo) {
+  LAB_REQUIRE_GPU();
+  const std::string dir = testing::scratch_directory();
+  const ScopedEnvironment one_gpu("CUDA_VISIBLE_DEVICES", "0"), one_emulated_gpu("LAB_EMU_DEVICES", "1");
+  const testing::LaunchResult r = testing::launch_trainer(
+      dir, "one_gpu", 2, testing::layout_run_flags(dir, "cuda") + " --batch 2 --dp 2 --steps 1");
+  EXPECT_NE(r.exit_code, 0);
+  for (const std::string& err : r.err) {
+    EXPECT_NE(err.find("ranks 0 and 1 would share one GPU"), std::string::npos) << err;
+    EXPECT_NE(err.find("2 ranks run on one node, which shows 1 GPU"), std::string::npos) << err;
+    EXPECT_NE(err.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << err;
+  }
 }
 
 }  // namespace

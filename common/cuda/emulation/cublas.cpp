@@ -129,7 +129,7 @@ cublasStatus_t cublasCreate(cublasHandle_t* handle) {
 // Waits for the device, as cublasDestroy does, before letting the handle go.
 cublasStatus_t cublasDestroy(cublasHandle_t handle) {
   if (!live(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
-  synchronize_device(handle->device);
+  synchronize_device(handle->device, "cublasDestroy");
   std::lock_guard<std::mutex> lock(g_handles_mutex);
   g_handles.erase(handle);
   delete handle;

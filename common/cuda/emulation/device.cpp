@@ -234,7 +234,7 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
 cudaError_t cudaDeviceSynchronize() {
   const int device = current_device();
   if (!valid_device(device)) return record(cudaErrorNoDevice);
-  synchronize_device(device);
+  synchronize_device(device, "cudaDeviceSynchronize");
   return record(sticky_error(device));
 }
 
@@ -243,7 +243,7 @@ cudaError_t cudaDeviceSynchronize() {
 cudaError_t cudaDeviceReset() {
   const int device = current_device();
   if (!valid_device(device)) return record(cudaErrorNoDevice);
-  synchronize_device(device);
+  synchronize_device(device, "cudaDeviceReset");
   clear_fault(device);
   take_last_error();
   return cudaSuccess;

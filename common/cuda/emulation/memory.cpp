@@ -61,8 +61,8 @@ bool unregister(const void* ptr, MemoryKind kind) {
   return true;
 }
 
-void synchronize_all_devices() {
-  for (int d = 0; d < device_count(); ++d) synchronize_device(d);
+void synchronize_all_devices(const char* call) {
+  for (int d = 0; d < device_count(); ++d) synchronize_device(d, call);
 }
 
 // Where a copy's pointer lands: its allocation, if any, must hold the whole range.
@@ -140,12 +140,15 @@ cudaError_t cudaFree(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   const int device = current_device();
   if (!valid_device(device)) return record(cudaErrorNoDevice);
-  synchronize_all_devices();
+  synchronize_all_devices("cudaFree");
   if (!unregister(ptr, MemoryKind::Device)) return record(cudaErrorInvalidValue);
   std::free(ptr);
   return record(sticky_error(device));
 }
 
+// Waits for every device first: a page-locked allocation is one of the CUDA programming guide's implicit
+// synchronisations (work of different streams cannot overlap across it), and drivers wait for the device
+// there. Code that allocates pinned memory while a stream waits for the host would hang on a GPU.
 cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int flags) {
   constexpr unsigned kKnown = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
   if (ptr == nullptr || (flags & ~kKnown) != 0) return record(cudaErrorInvalidValue);
@@ -154,6 +157,7 @@ cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int flags) {
   if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) return record(sticky);
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;
+  synchronize_all_devices("cudaHostAlloc");
   auto* memory = static_cast<std::byte*>(std::aligned_alloc(kPinnedAlignment, round_up(bytes, kPinnedAlignment)));
   if (memory == nullptr) return record(cudaErrorMemoryAllocation);
   Registry& r = registry();
@@ -170,7 +174,7 @@ cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
 // Waits for every device first, as cudaFreeHost does: queued copies may still read the buffer.
 cudaError_t cudaFreeHost(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
-  synchronize_all_devices();
+  synchronize_all_devices("cudaFreeHost");
   if (!unregister(ptr, MemoryKind::Pinned)) return record(cudaErrorInvalidValue);
   std::free(ptr);
   return cudaSuccess;
@@ -204,7 +208,9 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
 
 // A copy runs on the stream's thread in order with the stream's other work. When either side is pageable
 // host memory, the call returns only after the copy has run, as on a GPU (where such a copy is staged
-// through a driver buffer); from and to pinned memory it returns at once.
+// through a driver buffer); from and to pinned memory it returns at once. A copy from the device into
+// pageable memory is completed by the runtime's host-function thread (streams.h), so it waits for a host
+// function that is running on any stream.
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t handle) {
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return record(cudaErrorInvalidMemcpyDirection);
   CUstream_st* stream = resolve_stream(handle);
@@ -219,8 +225,15 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   const bool wants_device_src = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if ((wants_device_dst && !is_device(to)) || (wants_device_src && !is_device(from)))
     return record(cudaErrorInvalidValue);
-  const uint64_t ticket = enqueue(*stream, [dst, src, bytes] { std::memmove(dst, src, bytes); });
-  if (is_pageable(to) || is_pageable(from)) wait_for(*stream, ticket);
+  const bool to_pageable = is_pageable(to) && is_device(from);
+  const uint64_t ticket = enqueue(*stream, [dst, src, bytes, to_pageable] {
+    if (to_pageable)
+      run_on_runtime_thread([&] { std::memmove(dst, src, bytes); });
+    else
+      std::memmove(dst, src, bytes);
+  });
+  if (is_pageable(to) || is_pageable(from))
+    wait_for(*stream, ticket, "cudaMemcpy(Async) from or to pageable host memory");
   return cudaSuccess;
 }
 

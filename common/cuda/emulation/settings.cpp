@@ -76,6 +76,8 @@ Settings read_settings() {
   s.device_memory_bytes = read("LAB_EMU_MEMORY", kDefaultDeviceMemory, 1 << 20, uint64_t{1} << 50, true,
                                "a size between 1M and 1024T (bytes, or with a K/M/G/T suffix)");
   s.device_count = static_cast<int>(read("LAB_EMU_DEVICES", 1, 0, 64, false, "a device count in [0, 64]"));
+  s.deadlock_seconds =
+      static_cast<int>(read("LAB_EMU_DEADLOCK_SECONDS", 30, 0, 86400, false, "a number of seconds in [0, 86400]"));
   return s;
 }
 

@@ -5,6 +5,8 @@
 //   LAB_EMU_STACK_KB  the stack of one fiber (default 64 KiB, 256 KiB under AddressSanitizer)
 //   LAB_EMU_MEMORY    the emulated device memory, in bytes or with a K/M/G/T suffix (default 80G)
 //   LAB_EMU_DEVICES   the number of emulated GPUs (default 1)
+//   LAB_EMU_DEADLOCK_SECONDS  how long a host thread waits on work held by a running host function before the
+//                     emulator calls it a deadlock and ends the process (default 30; 0: wait forever)
 //
 // A malformed value is one clear line on stderr and exit status 2: the emulator cannot run as asked.
 #pragma once
@@ -21,6 +23,7 @@ struct Settings {
   size_t fiber_stack_bytes = 0;
   size_t device_memory_bytes = 0;
   int device_count = 1;
+  int deadlock_seconds = 30;
 };
 
 const Settings& settings();

@@ -1,17 +1,24 @@
 // Streams and events (see streams.h), and their runtime calls.
 #include "common/cuda/emulation/streams.h"
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "common/cuda/emulation/device.h"
+#include "common/cuda/emulation/settings.h"
 
 using lab::cuda::emu::record;
 
@@ -62,6 +69,13 @@ namespace lab::cuda::emu {
 
 namespace {
 
+// The host function running now on the runtime's host-function thread, for the deadlock report.
+struct RunningHostFunction {
+  cudaHostFn_t fn = nullptr;
+  const CUstream_st* stream = nullptr;
+  Clock::time_point since{};
+};
+
 // One lock for all queues: enqueues are short, and the legacy stream's rules need a consistent view of all.
 struct Engine {
   std::mutex mutex;
@@ -69,6 +83,10 @@ struct Engine {
   std::map<CUstream_st*, std::shared_ptr<CUstream_st>> streams;  // created streams
   std::vector<std::shared_ptr<CUstream_st>> legacy;              // per device, created on first use
   std::map<CUevent_st*, std::unique_ptr<CUevent_st>> events;
+  // The runtime's host-function thread: held while a host function, or the host side of a copy to pageable
+  // memory, runs. `running` (under `mutex`) says which host function holds it.
+  std::mutex runtime_thread;
+  std::optional<RunningHostFunction> running;
 };
 
 // Never destroyed: stream threads wait on its mutex until the process ends.
@@ -144,6 +162,57 @@ uint64_t enqueue_locked(Engine& e, CUstream_st& stream, std::function<void()> wo
   return ++stream.queued;
 }
 
+// "lab::test::StreamGate::wait(void*)" when the symbol is visible to the dynamic linker, else its address.
+std::string host_function_name(cudaHostFn_t fn) {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(fn), &info) != 0 && info.dli_sname != nullptr) return info.dli_sname;
+  char address[32];
+  std::snprintf(address, sizeof(address), "%p", reinterpret_cast<void*>(fn));
+  return std::string("at ") + address;
+}
+
+std::string stream_name(const CUstream_st& stream) {
+  char text[96];
+  if (stream.legacy)
+    std::snprintf(text, sizeof(text), "the legacy default stream of device %d", stream.device);
+  else
+    std::snprintf(text, sizeof(text), "%s stream %p of device %d", stream.blocking ? "blocking" : "non-blocking",
+                  static_cast<const void*>(&stream), stream.device);
+  return text;
+}
+
+// The host thread's waits: until `ready`, unless a host function holds the runtime's thread for longer than
+// LAB_EMU_DEADLOCK_SECONDS while this thread waits. On a GPU such a wait may never end: the host function
+// waits for the host program (which is here, waiting), and the work waited for needs the runtime's thread
+// or comes after the host function. The emulator says so and ends the process, as a hung GPU program would
+// have to be ended (callers hold the engine's mutex).
+template <typename Ready>
+void wait_watching_for_deadlock(Engine& e, std::unique_lock<std::mutex>& lock, const char* call, Ready ready) {
+  const int limit = settings().deadlock_seconds;
+  if (limit == 0) {
+    e.progress.wait(lock, ready);
+    return;
+  }
+  const auto began = Clock::now();
+  const auto patience = std::chrono::seconds(limit);
+  while (!e.progress.wait_for(lock, std::chrono::milliseconds(200), ready)) {
+    const auto now = Clock::now();
+    if (!e.running || now - began < patience || now - e.running->since < patience) continue;
+    const auto held = std::chrono::duration_cast<std::chrono::seconds>(now - e.running->since).count();
+    std::fprintf(stderr,
+                 "lab cuda emulation: deadlock: %s has waited %d s, and all that time host function %s, queued on "
+                 "%s, has not returned (%lld s). Host functions run on the runtime's own thread, one at a time, "
+                 "and the work waited for needs that thread or comes after the host function: on a GPU this call "
+                 "never returns if the host function waits for this thread. A host function must not wait for "
+                 "the host program; release it before making a synchronous call "
+                 "(LAB_EMU_DEADLOCK_SECONDS sets the wait).\n",
+                 call, limit, host_function_name(e.running->fn).c_str(), stream_name(*e.running->stream).c_str(),
+                 static_cast<long long>(held));
+    std::fflush(stderr);
+    std::abort();
+  }
+}
+
 CUevent_st* resolve_event(Engine& e, cudaEvent_t handle) {
   const auto it = e.events.find(handle);
   return it == e.events.end() ? nullptr : it->second.get();
@@ -174,25 +243,47 @@ uint64_t enqueue(CUstream_st& stream, std::function<void()> work) {
   return enqueue_locked(e, stream, std::move(work), {});
 }
 
-void wait_for(CUstream_st& stream, uint64_t ticket) {
+void wait_for(CUstream_st& stream, uint64_t ticket, const char* call) {
   Engine& e = engine();
   std::unique_lock<std::mutex> lock(e.mutex);
-  e.progress.wait(lock, [&] { return done(stream, ticket); });
+  wait_watching_for_deadlock(e, lock, call, [&] { return done(stream, ticket); });
 }
 
-void synchronize_device(int device) {
+void synchronize_device(int device, const char* call) {
   Engine& e = engine();
   std::unique_lock<std::mutex> lock(e.mutex);
   std::vector<Dependency> pending;
   for (const auto& [handle, stream] : e.streams)
     if (stream->device == device) pending.push_back({stream, stream->queued});
   if (const auto& legacy = e.legacy[static_cast<size_t>(device)]) pending.push_back({legacy, legacy->queued});
-  e.progress.wait(lock, [&] {
+  wait_watching_for_deadlock(e, lock, call, [&] {
     for (const Dependency& d : pending)
       if (!done(*d.stream, d.ticket)) return false;
     return true;
   });
 }
+
+void run_on_runtime_thread(const std::function<void()>& work) {
+  std::lock_guard<std::mutex> held(engine().runtime_thread);
+  work();
+}
+
+namespace {
+
+// A host function's item: it takes the runtime's host-function thread for as long as it runs.
+void run_host_function(const CUstream_st& stream, cudaHostFn_t fn, void* user_data) {
+  Engine& e = engine();
+  std::lock_guard<std::mutex> held(e.runtime_thread);
+  {
+    std::lock_guard<std::mutex> lock(e.mutex);
+    e.running = RunningHostFunction{fn, &stream, Clock::now()};
+  }
+  fn(user_data);
+  std::lock_guard<std::mutex> lock(e.mutex);
+  e.running.reset();
+}
+
+}  // namespace
 
 }  // namespace lab::cuda::emu
 
@@ -241,7 +332,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t handle) {
   if (stream == nullptr) return record(cudaErrorInvalidResourceHandle);
   // An empty item waits for everything the stream's rules order before it (for the legacy stream: the
   // blocking streams' work too), so waiting for it is waiting for all that.
-  wait_for(*stream, enqueue(*stream, [] {}));
+  wait_for(*stream, enqueue(*stream, [] {}), "cudaStreamSynchronize");
   return record(sticky_error(stream->device));
 }
 
@@ -262,7 +353,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t handle, cudaHostFn_t fn, void* user_
   CUstream_st* stream = resolve_stream(handle);
   if (stream == nullptr) return record(cudaErrorInvalidResourceHandle);
   if (const cudaError_t sticky = sticky_error(stream->device); sticky != cudaSuccess) return record(sticky);
-  enqueue(*stream, [fn, user_data] { fn(user_data); });
+  enqueue(*stream, [stream, fn, user_data] { run_host_function(*stream, fn, user_data); });
   return cudaSuccess;
 }
 
@@ -325,7 +416,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t handle) {
   if (event == nullptr) return record(cudaErrorInvalidResourceHandle);
   const std::shared_ptr<EventRecord> rec = event->last;
   const int device = event->device;
-  if (rec) e.progress.wait(lock, [&] { return done(*rec->stream, rec->ticket); });
+  if (rec) wait_watching_for_deadlock(e, lock, "cudaEventSynchronize", [&] { return done(*rec->stream, rec->ticket); });
   lock.unlock();
   return record(sticky_error(device));
 }

@@ -1,7 +1,8 @@
 // The NCCL backend's collectives against the single-process truth (collective_checks.h, the MPI backend's
 // checks on CUDA tensors): every collective, dtype and reduction, in place and out of place, at zero, one,
 // odd and larger sizes; the world helper; and the stream order of a collective: it sees the work queued
-// before it on the caller's stream. Skipped on every rank when a rank sees no GPU.
+// before it on the caller's stream; two ranks on one GPU refused, by NCCL and, first and in the program's
+// terms, by communicator_for. Skipped on every rank unless every rank has a GPU of its own.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "tests/common/comm/collective_checks.h"
 #include "tests/common/comm/nccl_test.h"
 #include "tests/common/cuda/stream_gate.h"
+#include "tests/common/expect_error.h"
 
 namespace lab::comm {
 namespace {
@@ -91,6 +93,24 @@ TEST(NcclCollectives, ACollectiveSeesTheWorkQueuedBeforeItOnTheCallersStream) {
   cuda::copy_async(host.data(), Device::cpu(), tensor.raw(), gpu, host.bytes());
   producer.synchronize();
   for (int64_t i = 0; i < kCount; ++i) ASSERT_EQ(host.as<float>()[i], n * (n + 1) / 2.0f) << "element " << i;
+}
+
+// NCCL refuses a communicator whose ranks share a GPU ("Duplicate GPU detected"), on every rank; the
+// emulation's stand-in does too.
+TEST(NcclCollectives, NcclRefusesTwoRanksOnOneGpu) {
+  LAB_REQUIRE_GPU_ON_EVERY_RANK();
+  lab::testing::expect_error(
+      [] { NcclCommunicator(dynamic_cast<MpiCommunicator&>(lab::testing::mpi_world()), Device::cuda(0)); },
+      ErrorKind::Comm, {"ncclInvalidUsage"});
+}
+
+// communicator_for says it before NCCL starts, with what to do.
+TEST(NcclCollectives, TheWorldHelperRefusesTwoRanksOnOneGpuSayingWhatToDo) {
+  LAB_REQUIRE_GPU_ON_EVERY_RANK();
+  lab::testing::expect_error([] { communicator_for(lab::testing::mpi_world(), Device::cuda(0)); },
+                             ErrorKind::InvalidArgument,
+                             {"ranks 0 and 1 would share one GPU (cuda:0", "NCCL needs a GPU of its own for every rank",
+                              "--device cpu", "CUDA_VISIBLE_DEVICES"});
 }
 
 }  // namespace

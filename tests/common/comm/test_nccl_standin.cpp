@@ -14,17 +14,24 @@
 #include "common/cuda/runtime.h"
 #include "common/cuda/stream.h"
 #include "tests/common/comm/mpi_test.h"
+#include "tests/common/comm/nccl_test.h"
 
 namespace lab::comm {
 namespace {
 
 using lab::testing::mpi_world;
 
-// An NCCL communicator over the world's ranks on cuda:0 (each rank is its own process, with its own
-// emulated GPU), destroyed with the test.
+// This rank's GPU: the ranks share one machine, whose emulated GPUs are the same in every process, and NCCL
+// wants one GPU per rank.
+Device gpu() {
+  return lab::testing::rank_gpu();
+}
+
+// An NCCL communicator over the world's ranks, each on its own GPU, which is the current device while the
+// communicator lives; destroyed with the test.
 class NcclWorld {
  public:
-  NcclWorld() {
+  NcclWorld() : on_(gpu().index) {
     Tensor id = Tensor::zeros({sizeof(ncclUniqueId) / sizeof(int32_t)}, DType::I32);
     if (mpi_world().rank() == 0) {
       ncclUniqueId made;
@@ -46,24 +53,24 @@ class NcclWorld {
   ncclComm_t release() { return std::exchange(comm_, nullptr); }
 
  private:
+  cuda::DeviceGuard on_;
   ncclComm_t comm_ = nullptr;
 };
 
-const Device kGpu = Device::cuda(0);
-
-// The tests queue their calls on the current stream of cuda:0 (the legacy stream), behind the copies and
-// memsets that fill their tensors; the abort test takes a stream of its own, which nothing else waits for.
+// The tests queue their calls on the current stream of the rank's GPU (the legacy stream), behind the copies
+// and memsets that fill their tensors; the abort test takes a stream of its own, which nothing else waits for.
 
 // Both ring neighbours' messages are larger than MPI sends eagerly, so each send completes only once its
 // receive is posted: queued one after the other (without a group), every rank's send would wait for a
 // receive queued behind its peer's own send.
 TEST(NcclStandIn, AGroupPostsItsSendsAndReceivesTogether) {
+  LAB_REQUIRE_GPU_ON_EVERY_RANK();
   NcclWorld nccl;
   const int n = mpi_world().size(), rank = mpi_world().rank();
   constexpr int64_t kCount = int64_t{1} << 18;
-  const Tensor outgoing = Tensor::from_floats(std::vector<float>(kCount, static_cast<float>(rank)), {kCount}).to(kGpu);
-  const Tensor incoming = Tensor::zeros({kCount}, DType::F32, kGpu);
-  const cudaStream_t stream = cuda::current_stream(0);
+  const Tensor outgoing = Tensor::from_floats(std::vector<float>(kCount, static_cast<float>(rank)), {kCount}).to(gpu());
+  const Tensor incoming = Tensor::zeros({kCount}, DType::F32, gpu());
+  const cudaStream_t stream = cuda::current_stream(gpu().index);
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   ASSERT_EQ(ncclSend(outgoing.raw(), kCount, ncclFloat32, (rank + 1) % n, nccl.get(), stream), ncclSuccess);
   ASSERT_EQ(ncclRecv(incoming.raw(), kCount, ncclFloat32, (rank + n - 1) % n, nccl.get(), stream), ncclSuccess);
@@ -79,11 +86,12 @@ TEST(NcclStandIn, AGroupPostsItsSendsAndReceivesTogether) {
 // once, the result is round(1 + (n - 1) 2^-8); adding one rank at a time in bf16 could round each half
 // unit away.
 TEST(NcclStandIn, SixteenBitSumsAccumulateInFloatAndRoundOnce) {
+  LAB_REQUIRE_GPU_ON_EVERY_RANK();
   NcclWorld nccl;
   const int n = mpi_world().size();
   const float mine = mpi_world().rank() == 0 ? 1.0f : 0x1p-8f;
-  const Tensor tensor = Tensor::from_floats(std::vector<float>(3, mine), {3}).to_dtype(DType::BF16).to(kGpu);
-  const cudaStream_t stream = cuda::current_stream(0);
+  const Tensor tensor = Tensor::from_floats(std::vector<float>(3, mine), {3}).to_dtype(DType::BF16).to(gpu());
+  const cudaStream_t stream = cuda::current_stream(gpu().index);
   ASSERT_EQ(ncclAllReduce(tensor.raw(), tensor.raw(), 3, ncclBfloat16, ncclSum, nccl.get(), stream), ncclSuccess);
   cuda::synchronize();
   const float expected = bf16_bits_to_float(float_to_bf16_bits(1.0f + static_cast<float>(n - 1) * 0x1p-8f));
@@ -92,13 +100,14 @@ TEST(NcclStandIn, SixteenBitSumsAccumulateInFloatAndRoundOnce) {
 
 // NCCL's in-place reduce-scatter: recvbuff is block `rank` of sendbuff.
 TEST(NcclStandIn, ReduceScatterInPlaceIntoItsOwnBlock) {
+  LAB_REQUIRE_GPU_ON_EVERY_RANK();
   NcclWorld nccl;
   const int n = mpi_world().size(), rank = mpi_world().rank();
   std::vector<int32_t> values(static_cast<size_t>(2 * n));
   for (int i = 0; i < 2 * n; ++i) values[static_cast<size_t>(i)] = 100 * rank + i;
-  const Tensor buffer = Tensor::from_ints(values, {2 * n}).to(kGpu);
+  const Tensor buffer = Tensor::from_ints(values, {2 * n}).to(gpu());
   const Tensor block = buffer.view(2 * rank, {2});
-  const cudaStream_t stream = cuda::current_stream(0);
+  const cudaStream_t stream = cuda::current_stream(gpu().index);
   ASSERT_EQ(ncclReduceScatter(buffer.raw(), block.raw(), 2, ncclInt32, ncclSum, nccl.get(), stream), ncclSuccess);
   cuda::synchronize();
   const int32_t rank_sum = 100 * n * (n - 1) / 2;
@@ -108,10 +117,11 @@ TEST(NcclStandIn, ReduceScatterInPlaceIntoItsOwnBlock) {
 // Rank 0 starts an all-reduce that nobody else calls: its stream stays busy until ncclCommAbort gives the
 // operation up; then the stream moves on. No error was recorded: the operation never failed, it waited.
 TEST(NcclStandIn, AbortReleasesTheStreamOfAnOperationThatWaitsForever) {
+  LAB_REQUIRE_GPU_ON_EVERY_RANK();
   NcclWorld nccl;
   if (mpi_world().rank() == 0) {
-    const Tensor tensor = Tensor::zeros({16}, DType::F32, kGpu);
-    cuda::Stream stream(0);
+    const Tensor tensor = Tensor::zeros({16}, DType::F32, gpu());
+    cuda::Stream stream(gpu().index);
     ASSERT_EQ(ncclAllReduce(tensor.raw(), tensor.raw(), 16, ncclFloat32, ncclSum, nccl.get(), stream.get()),
               ncclSuccess);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -126,10 +136,11 @@ TEST(NcclStandIn, AbortReleasesTheStreamOfAnOperationThatWaitsForever) {
 }
 
 TEST(NcclStandIn, ArgumentsNcclRefusesAreRefusedWithAMessage) {
+  LAB_REQUIRE_GPU_ON_EVERY_RANK();
   NcclWorld nccl;
-  const Tensor tensor = Tensor::zeros({4}, DType::F32, kGpu);
+  const Tensor tensor = Tensor::zeros({4}, DType::F32, gpu());
   std::vector<float> host(4);
-  const cudaStream_t stream = cuda::current_stream(0);
+  const cudaStream_t stream = cuda::current_stream(gpu().index);
   const auto expect_refused = [](ncclResult_t result, ncclResult_t expected, const std::string& message) {
     EXPECT_EQ(result, expected) << message;
     const std::string last = ncclGetLastError(nullptr);

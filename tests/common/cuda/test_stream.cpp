@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/core/tensor.h"
+#include "common/cuda/check.h"
 #include "common/cuda/pinned.h"
 #include "common/cuda/runtime.h"
 #include "common/cuda/stream.h"
@@ -37,6 +38,7 @@ TEST(CudaStream, OpsRunOnTheCurrentStream) {
   LAB_REQUIRE_GPU();
   const Tensor x = Tensor::from_floats(std::vector<float>(1000, 1.0f), {1000}, kGpu);
   const Tensor out = Tensor::zeros({1000}, DType::F32, kGpu);
+  cuda::PinnedBuffer seen(out.nbytes());  // allocated before the gate: a pinned allocation waits for the device
   cuda::Stream side;
   StreamGate gate(side);
   {
@@ -44,8 +46,14 @@ TEST(CudaStream, OpsRunOnTheCurrentStream) {
     ops::gelu_forward(out, x);  // queued behind the gate
   }
   // The side stream is non-blocking, so this read on the default stream does not wait for it: the GELU
-  // cannot have run yet if it went to the side stream.
-  EXPECT_EQ(out.to_floats(), std::vector<float>(1000, 0.0f)) << "the op did not wait on the current stream";
+  // cannot have run yet if it went to the side stream. The read goes to pinned memory: a copy into pageable
+  // memory (to_floats) is completed by the runtime's host-function thread, which the gate holds, and would
+  // never return (it hung on an H100; the emulator reports it as a deadlock).
+  cuda::copy_async(seen.data(), Device::cpu(), out.raw(), kGpu, out.nbytes());
+  CUDA_CHECK(cudaStreamSynchronize(cuda::current_stream()));
+  const auto values = seen.as<float>();
+  EXPECT_EQ(std::vector<float>(values.begin(), values.end()), std::vector<float>(1000, 0.0f))
+      << "the op did not wait on the current stream";
   EXPECT_FALSE(side.query());
   gate.release();
   side.synchronize();

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/cuda/emulation/fault.h"
@@ -92,29 +93,38 @@ class PinnedBuffer {
 };
 
 // Holds a stream at a host function until open() (or the end of the scope): what is queued behind it
-// cannot run yet. The host function only spins on a flag. The flag lives on the heap and the host function
-// frees it: the gate may be gone before its host function even starts (when the stream has work before it).
+// cannot run yet. The host function only spins on a flag. The flags live on the heap and the host function
+// frees them: the gate may be gone before its host function even starts (when the stream has work before it).
 class StreamGate {
  public:
-  explicit StreamGate(cudaStream_t stream) : flag_(new std::atomic<bool>(false)) {
-    EXPECT_EQ(cudaLaunchHostFunc(stream, &StreamGate::wait, flag_), cudaSuccess);
+  explicit StreamGate(cudaStream_t stream) : flags_(new Flags) {
+    EXPECT_EQ(cudaLaunchHostFunc(stream, &StreamGate::wait, flags_), cudaSuccess);
   }
   ~StreamGate() { open(); }
   StreamGate(const StreamGate&) = delete;
   StreamGate& operator=(const StreamGate&) = delete;
+  // Returns once the host function runs (it holds the runtime's host-function thread from then on).
+  void wait_until_holding() const {
+    while (flags_ && !flags_->holding.load()) std::this_thread::yield();
+  }
   void open() {
-    if (flag_) flag_->store(true);
-    flag_ = nullptr;  // from here on the host function owns (and frees) it
+    if (flags_) flags_->open.store(true);
+    flags_ = nullptr;  // from here on the host function owns (and frees) them
   }
 
  private:
+  struct Flags {
+    std::atomic<bool> open{false};
+    std::atomic<bool> holding{false};
+  };
   static void wait(void* arg) {
-    auto* flag = static_cast<std::atomic<bool>*>(arg);
-    while (!flag->load()) {
+    auto* flags = static_cast<Flags*>(arg);
+    flags->holding.store(true);
+    while (!flags->open.load()) {
     }
-    delete flag;
+    delete flags;
   }
-  std::atomic<bool>* flag_;
+  Flags* flags_;
 };
 
 // Waits for the device and expects the sticky fault `code` whose description (last_fault()) holds every

@@ -233,12 +233,18 @@ TEST_F(Cublas, WorkIsQueuedOnTheHandlesStream) {
   ASSERT_EQ(cublasGetStream(handle_, &bound), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(bound, stream);
   DeviceBuffer<float> a(std::vector<float>(16, 1.0f)), c(std::vector<float>(16, 0.0f));
+  PinnedBuffer<float> seen(1);
   const float one = 1.0f, zero = 0.0f;
   {
     StreamGate gate(stream);
     ASSERT_EQ(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a.get(), 4, a.get(), 4, &zero, c.get(), 4),
               CUBLAS_STATUS_SUCCESS);
-    EXPECT_EQ(c.download()[0], 0.0f) << "the GEMM ran before the work queued ahead of it on its stream";
+    // Read on the legacy stream, which does not wait for a non-blocking one, into pinned memory (a copy into
+    // pageable memory would wait for the gate's host function).
+    ASSERT_EQ(cudaMemcpyAsync(seen.get(), c.get(), sizeof(float), cudaMemcpyDeviceToHost, cudaStreamLegacy),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
+    EXPECT_EQ(seen[0], 0.0f) << "the GEMM ran before the work queued ahead of it on its stream";
   }
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   EXPECT_EQ(c.download()[0], 4.0f);

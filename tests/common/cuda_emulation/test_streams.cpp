@@ -1,10 +1,13 @@
 // Streams and events: in-order queues, copies synchronous to the host only from and to pageable memory,
-// events between streams, the legacy default stream against blocking and non-blocking streams, and timing.
+// events between streams, the legacy default stream against blocking and non-blocking streams, timing, and
+// the implicit synchronisations: host functions one at a time, a copy into pageable memory behind a running
+// host function, pinned allocations behind all queued work, and the deadlock a gated stream makes of them.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -100,14 +103,19 @@ TEST_F(Streams, AnEventOrdersWorkAcrossStreams) {
 
 // The legacy default stream waits for blocking streams (and they for it); non-blocking streams stay apart.
 TEST_F(Streams, TheLegacyStreamOrdersItselfWithBlockingStreamsOnly) {
-  std::atomic<int> legacy_ran{0};
+  DeviceBuffer<int> value(std::vector<int>{0});
+  PinnedBuffer<int> seen(1);
   {
+    // Device work and a copy into pinned memory, not a host function: host functions run one at a time, so
+    // one on the legacy stream would wait for the gate's whatever the streams' rules say.
     StreamGate held(non_blocking_);
-    ASSERT_EQ(cudaLaunchHostFunc(cudaStreamLegacy, set_flag, &legacy_ran), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(value.get(), 1, sizeof(int), cudaStreamLegacy), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(seen.get(), value.get(), sizeof(int), cudaMemcpyDeviceToHost, cudaStreamLegacy),
+              cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);  // does not wait for the held stream
-    EXPECT_EQ(legacy_ran.load(), 1);
+    EXPECT_EQ(seen[0], 0x01010101);
   }
-  legacy_ran = 0;
+  std::atomic<int> legacy_ran{0};
   {
     StreamGate held(blocking_);
     ASSERT_EQ(cudaLaunchHostFunc(cudaStreamLegacy, set_flag, &legacy_ran), cudaSuccess);
@@ -155,13 +163,97 @@ __global__ void increment_kernel(int* value) {
 
 TEST_F(Streams, KernelsRunInStreamOrder) {
   DeviceBuffer<int> value(std::vector<int>{0});
+  PinnedBuffer<int> seen(1);
   {
     StreamGate gate(non_blocking_);
     for (int i = 0; i < 5; ++i) ASSERT_EQ(launch(increment_kernel, 1, 32, 0, non_blocking_, value.get()), cudaSuccess);
-    EXPECT_EQ(value.download()[0], 0) << "a kernel ran before the host function queued ahead of it";
+    // Read into pinned memory: a copy into pageable memory would wait for the gate (see the tests below).
+    ASSERT_EQ(cudaMemcpyAsync(seen.get(), value.get(), sizeof(int), cudaMemcpyDeviceToHost, blocking_), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(blocking_), cudaSuccess);
+    EXPECT_EQ(seen[0], 0) << "a kernel ran before the host function queued ahead of it";
   }
   ASSERT_EQ(cudaStreamSynchronize(non_blocking_), cudaSuccess);
   EXPECT_EQ(value.download()[0], 5);
+}
+
+// Opens `gate` after `delay` on a thread of its own, and says whether it has.
+class DelayedOpener {
+ public:
+  DelayedOpener(StreamGate& gate, std::chrono::milliseconds delay)
+      : thread_([this, &gate, delay] {
+          std::this_thread::sleep_for(delay);
+          opened_.store(true);
+          gate.open();
+        }) {}
+  bool opened() const { return opened_.load(); }
+
+ private:
+  std::atomic<bool> opened_{false};
+  std::jthread thread_;
+};
+
+// CUDA may serialise host functions of unordered streams; the emulator always does, so code that needs two
+// host functions to run at once (one waiting for the other) hangs here as it may on a GPU.
+TEST_F(Streams, HostFunctionsRunOneAtATime) {
+  std::atomic<int> second_ran{0};
+  StreamGate gate(non_blocking_);
+  gate.wait_until_holding();
+  ASSERT_EQ(cudaLaunchHostFunc(blocking_, set_flag, &second_ran), cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(second_ran.load(), 0) << "a host function ran while another one was still running";
+  gate.open();
+  ASSERT_EQ(cudaStreamSynchronize(blocking_), cudaSuccess);
+  EXPECT_EQ(second_ran.load(), 1);
+}
+
+// A synchronous copy from the device into pageable memory completes on the runtime's host-function thread:
+// it waits for a host function running on another stream, even a non-blocking one. A copy from pageable
+// memory to the device, or into pinned memory, does not.
+TEST_F(Streams, ACopyIntoPageableMemoryWaitsForARunningHostFunction) {
+  DeviceBuffer<int> device(std::vector<int>{3});
+  PinnedBuffer<int> pinned(1);
+  std::vector<int> pageable{0};
+  StreamGate gate(non_blocking_);
+  gate.wait_until_holding();
+  DelayedOpener opener(gate, std::chrono::milliseconds(200));
+  ASSERT_EQ(cudaMemcpy(device.get(), pageable.data(), sizeof(int), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(pinned.get(), device.get(), sizeof(int), cudaMemcpyDeviceToHost, blocking_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(blocking_), cudaSuccess);
+  EXPECT_FALSE(opener.opened()) << "a copy into pinned memory, or from pageable memory, waited for the host function";
+  pageable[0] = 7;
+  ASSERT_EQ(cudaMemcpy(pageable.data(), device.get(), sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(opener.opened()) << "a copy into pageable memory returned while a host function was running";
+  EXPECT_EQ(pageable[0], 0);
+}
+
+// A page-locked allocation is an implicit synchronisation: it returns once the work queued before it, on
+// every stream, has run.
+TEST_F(Streams, APinnedAllocationWaitsForQueuedWork) {
+  StreamGate gate(non_blocking_);
+  DelayedOpener opener(gate, std::chrono::milliseconds(200));
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned, 64), cudaSuccess);
+  EXPECT_TRUE(opener.opened()) << "cudaMallocHost returned while work queued before it was held";
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+}
+
+// The deadlock a real GPU showed: a host function that waits for the host program, which meanwhile copies
+// into pageable memory. On a GPU the copy never returns; here the wait is watched, and the process ends
+// with a message naming the call and the host function.
+TEST_F(Streams, AHostFunctionWaitingForTheHostIsANamedDeadlock) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  setenv("LAB_EMU_DEADLOCK_SECONDS", "1", 1);
+  EXPECT_DEATH(
+      {
+        DeviceBuffer<int> device(std::vector<int>{1});
+        StreamGate gate(non_blocking_);  // opened only after the copy below, which never comes back
+        gate.wait_until_holding();
+        std::vector<int> pageable(1);
+        cudaMemcpy(pageable.data(), device.get(), sizeof(int), cudaMemcpyDeviceToHost);
+      },
+      "deadlock: cudaMemcpy\\(Async\\) from or to pageable host memory has waited 1 s, and all that time host "
+      "function .* has not returned");
+  unsetenv("LAB_EMU_DEADLOCK_SECONDS");
 }
 
 TEST_F(Streams, HandlesAreChecked) {

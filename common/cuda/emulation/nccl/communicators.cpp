@@ -3,10 +3,19 @@
 //
 // The bootstrap works as NCCL's does, with MPI messages instead of sockets: the id names a meeting point
 // (the MPI_COMM_WORLD rank of the process that made it, and a message tag of its own); every other rank
-// tells that process its rank and world rank, and receives from it the table of all members, from which
+// tells that process its rank, world rank and GPU, and receives from it the table of all members, from which
 // each builds the communicator's MPI group (MPI_Comm_create_group is collective over the members only).
+// As NCCL does, the meeting refuses two ranks on one GPU of one host ("Duplicate GPU detected"): every rank
+// of the communicator gets ncclInvalidUsage. The emulated GPUs of a host are the same GPUs in every process
+// (device i of one process is device i of the others), as a machine's GPUs are.
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstring>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "common/cuda/emulation/device.h"
@@ -52,44 +61,84 @@ int world_rank() {
   return rank;
 }
 
+// This process's host, as a number: ranks with equal numbers share a machine and so its GPUs.
+int host_number() {
+  char name[HOST_NAME_MAX + 1] = {};
+  gethostname(name, sizeof(name) - 1);
+  return static_cast<int>(std::hash<std::string>{}(name)&0x7fffffff);
+}
+
+// What a rank tells the meeting point, and what the meeting point answers.
+struct Joining {
+  int rank, world_rank, host, device;
+};
+// The answer: the members (world ranks, by rank) after a verdict; a refused meeting names the two ranks
+// that share a GPU, and the GPU.
+struct Verdict {
+  int refused, first, second, device;
+};
+
 // Fills `members` (world ranks, by rank in the new communicator) through the meeting point of `id`.
-ncclResult_t exchange_members(const IdContents& id, int rank, std::vector<int>& members) {
+ncclResult_t exchange_members(const IdContents& id, int rank, int device, std::vector<int>& members) {
   const int nranks = static_cast<int>(members.size());
   const auto mpi_failed = [](int code) {
     return fail(ncclSystemError, text("ncclCommInitRank: the bootstrap failed: ", mpi_error_text(code)));
   };
+  constexpr int kJoiningInts = sizeof(Joining) / sizeof(int), kVerdictInts = sizeof(Verdict) / sizeof(int);
+  std::vector<int> answer(static_cast<size_t>(kVerdictInts + nranks));
+  Verdict verdict{};
   if (rank != 0) {
-    const int mine[2] = {rank, world_rank()};
-    if (const int code = MPI_Send(mine, 2, MPI_INT, id.root, id.tag, MPI_COMM_WORLD); code != MPI_SUCCESS)
+    const Joining mine{rank, world_rank(), host_number(), device};
+    if (const int code = MPI_Send(&mine, kJoiningInts, MPI_INT, id.root, id.tag, MPI_COMM_WORLD); code != MPI_SUCCESS)
       return mpi_failed(code);
-    if (const int code = MPI_Recv(members.data(), nranks, MPI_INT, id.root, id.tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (const int code = MPI_Recv(answer.data(), static_cast<int>(answer.size()), MPI_INT, id.root, id.tag,
+                                  MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         code != MPI_SUCCESS)
       return mpi_failed(code);
-    return ncclSuccess;
+    std::memcpy(&verdict, answer.data(), sizeof(verdict));
+  } else {
+    if (world_rank() != id.root)
+      return fail(ncclInvalidUsage,
+                  "ncclCommInitRank: rank 0 must be the process that called ncclGetUniqueId (the "
+                  "stand-in's bootstrap meets there)");
+    std::vector<Joining> joined(static_cast<size_t>(nranks));
+    std::vector<bool> arrived(static_cast<size_t>(nranks), false);
+    joined[0] = Joining{0, id.root, host_number(), device};
+    arrived[0] = true;
+    for (int i = 1; i < nranks; ++i) {
+      Joining theirs{};
+      if (const int code =
+              MPI_Recv(&theirs, kJoiningInts, MPI_INT, MPI_ANY_SOURCE, id.tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          code != MPI_SUCCESS)
+        return mpi_failed(code);
+      if (theirs.rank <= 0 || theirs.rank >= nranks || arrived[static_cast<size_t>(theirs.rank)])
+        return fail(ncclInvalidUsage, text("ncclCommInitRank: world rank ", theirs.world_rank, " joined as rank ",
+                                           theirs.rank, ", which is out of range or taken (", nranks, " ranks)"));
+      joined[static_cast<size_t>(theirs.rank)] = theirs;
+      arrived[static_cast<size_t>(theirs.rank)] = true;
+    }
+    for (int r = 0; r < nranks && !verdict.refused; ++r)
+      for (int q = 0; q < r; ++q) {
+        const Joining &a = joined[static_cast<size_t>(q)], &b = joined[static_cast<size_t>(r)];
+        if (a.host == b.host && a.device == b.device) {
+          verdict = Verdict{1, r, q, a.device};
+          break;
+        }
+      }
+    std::memcpy(answer.data(), &verdict, sizeof(verdict));
+    for (int r = 0; r < nranks; ++r)
+      answer[static_cast<size_t>(kVerdictInts + r)] = joined[static_cast<size_t>(r)].world_rank;
+    for (int r = 1; r < nranks; ++r)
+      if (const int code = MPI_Send(answer.data(), static_cast<int>(answer.size()), MPI_INT,
+                                    joined[static_cast<size_t>(r)].world_rank, id.tag, MPI_COMM_WORLD);
+          code != MPI_SUCCESS)
+        return mpi_failed(code);
   }
-  if (world_rank() != id.root)
+  if (verdict.refused)
     return fail(ncclInvalidUsage,
-                "ncclCommInitRank: rank 0 must be the process that called ncclGetUniqueId (the "
-                "stand-in's bootstrap meets there)");
-  std::vector<bool> arrived(static_cast<size_t>(nranks), false);
-  members[0] = id.root;
-  arrived[0] = true;
-  for (int i = 1; i < nranks; ++i) {
-    int theirs[2] = {0, 0};
-    if (const int code = MPI_Recv(theirs, 2, MPI_INT, MPI_ANY_SOURCE, id.tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        code != MPI_SUCCESS)
-      return mpi_failed(code);
-    if (theirs[0] <= 0 || theirs[0] >= nranks || arrived[static_cast<size_t>(theirs[0])])
-      return fail(ncclInvalidUsage, text("ncclCommInitRank: world rank ", theirs[1], " joined as rank ", theirs[0],
-                                         ", which is out of range or taken (", nranks, " ranks)"));
-    members[static_cast<size_t>(theirs[0])] = theirs[1];
-    arrived[static_cast<size_t>(theirs[0])] = true;
-  }
-  for (int r = 1; r < nranks; ++r)
-    if (const int code =
-            MPI_Send(members.data(), nranks, MPI_INT, members[static_cast<size_t>(r)], id.tag, MPI_COMM_WORLD);
-        code != MPI_SUCCESS)
-      return mpi_failed(code);
+                text("ncclCommInitRank: Duplicate GPU detected : rank ", verdict.first, " and rank ", verdict.second,
+                     " both on CUDA device ", verdict.device, " (NCCL needs one GPU per rank)"));
+  std::copy(answer.begin() + kVerdictInts, answer.end(), members.begin());
   return ncclSuccess;
 }
 
@@ -121,7 +170,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id
   if (!valid_device(device)) return fail(ncclUnhandledCudaError, "ncclCommInitRank: no valid current device");
 
   std::vector<int> members(static_cast<size_t>(nranks));
-  if (const ncclResult_t exchanged = exchange_members(id, rank, members); exchanged != ncclSuccess) return exchanged;
+  if (const ncclResult_t exchanged = exchange_members(id, rank, device, members); exchanged != ncclSuccess)
+    return exchanged;
   MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
   MPI_Comm data = MPI_COMM_NULL;
   MPI_Comm_group(MPI_COMM_WORLD, &world_group);
