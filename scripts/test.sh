@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: installs what the build needs (Debian 12), then three builds, each tested through ctest:
+# The test command: installs what the build needs (Debian 12), then three builds, each tested through ctest.
+# Warnings are errors in all of them (LAB_WERROR):
 #
 #   DIR        the normal build: CPU code, and the CUDA sources compiled by nvcc when it is found (for sm_90
 #              unless a GPU is present or CMAKE_CUDA_ARCHITECTURES is set); without a GPU the CUDA tests
@@ -25,7 +26,7 @@ while [[ $# -gt 0 ]]; do
     --no-sanitize) SANITIZE=0 ;;
     --build-dir) BUILD_DIR="$2"; shift ;;
     --jobs) JOBS="$2"; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "scripts/test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -51,7 +52,7 @@ if command -v clang-format >/dev/null 2>&1; then
 fi
 
 phase "configure ($BUILD_DIR)"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAB_WERROR=ON
 phase "build"
 cmake --build "$BUILD_DIR" -j "$JOBS"
 phase "test"
@@ -75,7 +76,8 @@ test_emulation_build() {
 
 EMU_DIR="$BUILD_DIR-emu"
 phase "configure ($EMU_DIR: CUDA emulation, the CUDA sources run on the CPU)"
-cmake -S . -B "$EMU_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAB_CUDA_EMULATION=ON -DLAB_WITH_BENCHMARK=OFF
+cmake -S . -B "$EMU_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAB_WERROR=ON -DLAB_CUDA_EMULATION=ON \
+  -DLAB_WITH_BENCHMARK=OFF
 phase "build (emulation)"
 cmake --build "$EMU_DIR" -j "$JOBS"
 phase "test (emulation)"
@@ -84,7 +86,7 @@ test_emulation_build "$EMU_DIR"
 if [[ $SANITIZE == 1 ]]; then
   SAN_DIR="$BUILD_DIR-asan"
   phase "configure ($SAN_DIR: CUDA emulation, -fsanitize=address,undefined)"
-  cmake -S . -B "$SAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAB_CUDA_EMULATION=ON \
+  cmake -S . -B "$SAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAB_WERROR=ON -DLAB_CUDA_EMULATION=ON \
     -DLAB_SANITIZE=address,undefined -DLAB_WITH_BENCHMARK=OFF
   phase "build (sanitized)"
   cmake --build "$SAN_DIR" -j "$JOBS"

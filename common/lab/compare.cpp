@@ -93,9 +93,10 @@ std::string CloseReport::describe(const std::string& what) const {
 }
 
 ErrorRatioReport compare_error_to_baseline(const Tensor& actual, const Tensor& baseline, const Tensor& exact,
-                                           DType output_dtype, double factor) {
+                                           DType output_dtype, double factor, double allowance) {
   ErrorRatioReport report;
   report.factor = factor;
+  report.allowance = allowance;
   report.size_mismatch = count_mismatch(actual, "the result", exact, "the exact reference");
   if (report.size_mismatch.empty())
     report.size_mismatch = count_mismatch(baseline, "the same-precision baseline", exact, "the exact reference");
@@ -105,14 +106,15 @@ ErrorRatioReport compare_error_to_baseline(const Tensor& actual, const Tensor& b
   const double scale = std::max(max_abs(e), std::numeric_limits<double>::min());
   report.actual_error = max_abs_difference(actual.to_floats(), e) / scale;
   report.baseline_error = max_abs_difference(baseline.to_floats(), e) / scale;
-  report.allowed_error = factor * std::max(report.baseline_error, dtype_epsilon(output_dtype) / 2);
+  report.allowed_error = factor * std::max(report.baseline_error, dtype_epsilon(output_dtype) / 2) + allowance;
   return report;
 }
 
 std::string ErrorRatioReport::describe(const std::string& what) const {
   if (!size_mismatch.empty()) return cat(what, ": ", size_mismatch);
   return cat(what, ": relative max error ", actual_error, " vs ", baseline_error, " of the same-precision baseline (",
-             ok() ? "within " : "beyond ", factor, "x: allowed ", allowed_error, ")");
+             ok() ? "within " : "beyond ", factor, "x", allowance > 0 ? cat(" + ", allowance, " of approximation") : "",
+             ": allowed ", allowed_error, ")");
 }
 
 }  // namespace lab

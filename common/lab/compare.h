@@ -83,8 +83,9 @@ CloseReport compare_close(const Tensor& actual, const Tensor& expected, Toleranc
 struct ErrorRatioReport {
   double actual_error = 0;    // relative max error of the implementation (NaN when it has a NaN)
   double baseline_error = 0;  // relative max error of the same-precision baseline
-  double allowed_error = 0;   // factor * max(baseline_error, eps / 2)
+  double allowed_error = 0;   // factor * max(baseline_error, eps / 2) + allowance
   double factor = 0;
+  double allowance = 0;  // relative error allowed on top, for an approximate function (e.g. an epilogue's GELU)
   std::string size_mismatch;
 
   bool ok() const { return size_mismatch.empty() && actual_error <= allowed_error; }  // false for NaN
@@ -92,6 +93,6 @@ struct ErrorRatioReport {
 };
 
 ErrorRatioReport compare_error_to_baseline(const Tensor& actual, const Tensor& baseline, const Tensor& exact,
-                                           DType output_dtype, double factor = 4.0);
+                                           DType output_dtype, double factor = 4.0, double allowance = 0.0);
 
 }  // namespace lab

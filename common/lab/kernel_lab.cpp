@@ -21,7 +21,7 @@ Check Check::close(std::string name, Tensor actual, Tensor expected, Tolerance t
 }
 
 Check Check::low_precision(std::string name, Tensor actual, Tensor baseline, Tensor exact, DType output_dtype,
-                           double factor) {
+                           double factor, double allowance) {
   Check check;
   check.name = std::move(name);
   check.actual = std::move(actual);
@@ -29,13 +29,14 @@ Check Check::low_precision(std::string name, Tensor actual, Tensor baseline, Ten
   check.baseline = std::move(baseline);
   check.output_dtype = output_dtype;
   check.factor = factor;
+  check.allowance = allowance;
   return check;
 }
 
 CheckOutcome evaluate(const Check& check) {
   if (check.baseline.defined()) {
-    const ErrorRatioReport r =
-        compare_error_to_baseline(check.actual, check.baseline, check.expected, check.output_dtype, check.factor);
+    const ErrorRatioReport r = compare_error_to_baseline(check.actual, check.baseline, check.expected,
+                                                         check.output_dtype, check.factor, check.allowance);
     return {check.name, r.ok(), r.describe(check.name)};
   }
   const CloseReport r = compare_close(check.actual, check.expected, check.tol);

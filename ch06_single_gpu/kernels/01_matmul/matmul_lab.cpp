@@ -178,12 +178,24 @@ std::shared_ptr<const MatmulLabData> make_data(const MatmulProblem& p) {
 // How a version's output is judged (see matmul_lab.h).
 enum class Judge { Fp32, Bf16, Tf32 };
 
-std::vector<Check> judge_output(const MatmulLabData& d, const Tensor& out, Judge judge, Epilogue epilogue) {
+// cuBLASLt's GELU epilogue is an approximation of its own, documented by name only: on an H100 (CUDA 13.0) it
+// differed from the tanh formula of the references by up to 3.7e-6 of the output's scale (1.0-1.2e-6 at the
+// larger shapes). A version with GELU in the epilogue is allowed this much, relative to the output's scale,
+// on top of its GEMM's rounding; the emulation build's stand-in approximates too (its README says how).
+constexpr double kGeluEpilogueAllowance = 1e-5;
+
+std::vector<Check> judge_output(const MatmulLabData& d, const Tensor& out, Judge judge, Epilogue epilogue,
+                                double allowance) {
   const size_t e = index_of(epilogue);
   switch (judge) {
-    case Judge::Fp32: return {Check::close("c", out, d.reference[e].get(), d.fp32_tol)};
+    case Judge::Fp32: {
+      Tolerance tol = d.fp32_tol;
+      tol.abs += allowance;
+      return {Check::close("c", out, d.reference[e].get(), tol)};
+    }
     case Judge::Bf16:
-      return {Check::low_precision("c", out, d.bf16_baseline[e].get(), d.bf16_exact[e].get(), DType::F32)};
+      return {
+          Check::low_precision("c", out, d.bf16_baseline[e].get(), d.bf16_exact[e].get(), DType::F32, 4.0, allowance)};
     case Judge::Tf32: return {Check::low_precision("c", out, d.tf32_baseline.get(), d.tf32_exact.get(), DType::F32)};
   }
   return {};
@@ -194,18 +206,19 @@ struct VersionAdder {
   std::shared_ptr<const MatmulLabData> data;
 
   // `run` computes into `out` (on `device`) from the lab's inputs; validate() fills out with NaN first.
+  // `allowance`: kGeluEpilogueAllowance for a version whose GELU is cuBLASLt's epilogue, else 0.
   void add(std::string name, std::string what_changes, Device device, Precision precision, Judge judge,
-           Epilogue epilogue, const Tensor& out, std::function<void()> run) const {
+           Epilogue epilogue, const Tensor& out, std::function<void()> run, double allowance = 0.0) const {
     Version v;
     v.name = std::move(name);
     v.what_changes = std::move(what_changes);
     v.device = device;
     v.precision = precision;
     v.run = run;
-    v.validate = [run, out, judge, epilogue, d = data] {
+    v.validate = [run, out, judge, epilogue, allowance, d = data] {
       out.fill_(std::numeric_limits<float>::quiet_NaN());
       run();
-      return judge_output(*d, out, judge, epilogue);
+      return judge_output(*d, out, judge, epilogue, allowance);
     };
     lab.add(std::move(v));
   }
@@ -242,14 +255,17 @@ void add_gpu_versions(const VersionAdder& add, const MatmulLabData& d) {
             matmul_epilogue(c, none, a, b, false, bias, kBias);
             ops::gelu_forward(c, c);
           });
-  add.add("cuBLASLt fp32 + bias + GELU", "GELU in the epilogue too: C written once, never read back", gpu,
-          Precision::FP32, Judge::Fp32, kBiasGelu, c, [=] { matmul_epilogue(c, none, a, b, false, bias, kBiasGelu); });
+  add.add(
+      "cuBLASLt fp32 + bias + GELU", "GELU in the epilogue too: C written once, never read back", gpu, Precision::FP32,
+      Judge::Fp32, kBiasGelu, c, [=] { matmul_epilogue(c, none, a, b, false, bias, kBiasGelu); },
+      kGeluEpilogueAllowance);
   add.add("cuBLASLt bf16", "bf16 inputs on the tensor cores: the ceiling for bf16", gpu, Precision::BF16, Judge::Bf16,
           kNone, c, [=] { matmul_epilogue(c, none, a16, b16, false, none, kNone); });
   add.add("cuBLASLt bf16 + bias", "the bias in the epilogue", gpu, Precision::BF16, Judge::Bf16, kBias, c,
           [=] { matmul_epilogue(c, none, a16, b16, false, bias, kBias); });
-  add.add("cuBLASLt bf16 + bias + GELU", "bias and GELU in the epilogue", gpu, Precision::BF16, Judge::Bf16, kBiasGelu,
-          c, [=] { matmul_epilogue(c, none, a16, b16, false, bias, kBiasGelu); });
+  add.add(
+      "cuBLASLt bf16 + bias + GELU", "bias and GELU in the epilogue", gpu, Precision::BF16, Judge::Bf16, kBiasGelu, c,
+      [=] { matmul_epilogue(c, none, a16, b16, false, bias, kBiasGelu); }, kGeluEpilogueAllowance);
 }
 #endif
 
