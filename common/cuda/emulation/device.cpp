@@ -26,9 +26,11 @@ struct Fault {
 
 std::mutex g_fault_mutex;
 
+// Never destroyed: a stream thread may still check its device's fault while the process exits (work queued
+// by a program that ends without synchronising), after static destructors have run.
 std::vector<Fault>& faults() {
-  static std::vector<Fault> all(static_cast<size_t>(device_count()));
-  return all;
+  static auto* const all = new std::vector<Fault>(static_cast<size_t>(device_count()));
+  return *all;
 }
 
 cudaDeviceProp make_properties(int device) {
