@@ -1,6 +1,7 @@
 // The trainer: setup, the loop's callback (log, evaluate, sample, save) and its distributed parts (see trainer.h).
 #include "ch10_gpt2/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 

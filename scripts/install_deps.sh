@@ -5,6 +5,7 @@ LAB_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-openmp-dev libopenmpi-dev openmpi-bin
   libboost-context-dev
+  clang-16 libc++-16-dev libc++abi-16-dev libomp-16-dev
   python3 python3-numpy python3-matplotlib
 )
 lab_missing=()

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The test command: installs what the build needs (Debian 12), then three builds, each tested through ctest.
-# Warnings are errors in all of them (LAB_WERROR):
+# The test command: installs what the build needs (Debian 12), then three builds, each tested through ctest,
+# and a fourth that is only compiled. Warnings are errors in all of them (LAB_WERROR):
 #
 #   DIR        the normal build: CPU code, and the CUDA sources compiled by nvcc when it is found (for sm_90
 #              unless a GPU is present or CMAKE_CUDA_ARCHITECTURES is set); without a GPU the CUDA tests
 #              report SKIPPED
 #              then the static resources of every kernel (scripts/kernel_resources.py, when nvcc is found)
+#   DIR-libcxx clang 16 against libc++ with its transitive includes removed: every source (tests and the .cu
+#              files as C++ included) and every header on its own, compiled without code generation
+#              (scripts/check_includes.py), so a missing standard include fails here before it fails a user
+#              on a newer GCC or on clang
 #   DIR-emu    the CUDA emulation build (Release): the same CUDA sources compiled by the host compiler and
 #              run on the CPU (common/cuda/emulation/README.md); every test runs, and every test labelled
 #              cuda must run: a skipped one fails CI
@@ -82,6 +86,13 @@ phase "build (emulation)"
 cmake --build "$EMU_DIR" -j "$JOBS"
 phase "test (emulation)"
 test_emulation_build "$EMU_DIR"
+
+LIBCXX_DIR="$BUILD_DIR-libcxx"
+phase "configure ($LIBCXX_DIR: clang 16, compiled against libc++ only)"
+CC=clang-16 CXX=clang++-16 cmake -S . -B "$LIBCXX_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAB_WERROR=ON \
+  -DLAB_CUDA_EMULATION=ON -DLAB_WITH_BENCHMARK=OFF >/dev/null
+phase "check includes (libc++)"
+python3 scripts/check_includes.py "$LIBCXX_DIR" --jobs "$JOBS"
 
 if [[ $SANITIZE == 1 ]]; then
   SAN_DIR="$BUILD_DIR-asan"

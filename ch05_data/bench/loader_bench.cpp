@@ -38,6 +38,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <system_error>
 
 #include "ch05_data/loaders/make_loader.h"
 #include "ch10_gpt2/trainer.h"

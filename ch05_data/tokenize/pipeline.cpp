@@ -1,6 +1,7 @@
 // tokenize_to_shards: wires DocumentReader, run_ordered and two ShardWriters together (see pipeline.h).
 #include "ch05_data/tokenize/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <system_error>
 
 #include "common/core/error.h"
 #include "common/io/shards.h"

@@ -1,6 +1,7 @@
 // Running a schedule on one stage (see stage.h).
 #include "ch08_distributed/pp/stage.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 

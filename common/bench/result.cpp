@@ -144,10 +144,17 @@ BenchResult BenchResult::from_json(const Json& json) {
   r.machine = MachineInfo::from_json(in_context("machine", [&] { return json.at("machine"); }));
   r.command = in_context("command", [&] { return json.at("command").as_string(); });
   r.date = in_context("date", [&] { return json.at("date").as_string(); });
-  for (const auto& [name, value] : in_context("metrics", [&] { return json.at("metrics").as_object(); }))
+  // The members are named rather than bound (`auto& [name, value]`): clang cannot capture a structured
+  // binding in a lambda where OpenMP is on.
+  for (const auto& member : in_context("metrics", [&] { return json.at("metrics").as_object(); })) {
+    const std::string& name = member.first;
+    const Json& value = member.second;
     r.metrics.push_back(in_context("metrics." + name, [&] { return metric_from_json(name, value); }));
+  }
   if (const Json* columns = json.find("columns")) {
-    for (const auto& [name, value] : in_context("columns", [&] { return columns->as_object(); })) {
+    for (const auto& member : in_context("columns", [&] { return columns->as_object(); })) {
+      const std::string& name = member.first;
+      const Json& value = member.second;
       r.columns.push_back(in_context("columns." + name, [&] {
         return BenchColumn{name, value.at("unit").as_string(), parse_better(value.at("better").as_string())};
       }));

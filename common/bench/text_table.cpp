@@ -2,6 +2,7 @@
 #include "common/bench/text_table.h"
 
 #include <algorithm>
+#include <cstddef>
 
 namespace lab::bench {
 

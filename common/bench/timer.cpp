@@ -1,6 +1,8 @@
 // Steady-clock timing and the warm-up + repeats loop.
 #include "common/bench/timer.h"
 
+#include <cstddef>
+
 #include "common/core/error.h"
 
 namespace lab::bench {

@@ -1,6 +1,7 @@
 // Where a tensor lives. CPU memory, or the memory of one CUDA GPU.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace lab {

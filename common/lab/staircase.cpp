@@ -2,6 +2,7 @@
 // staircase.h); the report is in staircase_report.cpp.
 #include "common/lab/staircase.h"
 
+#include <cstddef>
 #include <exception>
 #include <set>
 #include <utility>

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/core/error.h"
+#include "common/util/parse_number.h"
 
 namespace lab {
 
@@ -54,7 +55,7 @@ void Flags::add_int(const std::string& name, int64_t* target, const std::string&
 void Flags::add_float(const std::string& name, double* target, const std::string& help, double min, double max) {
   add(name, help, format_double(*target)).assign = [name, target, min, max](const std::string& v) {
     double value = 0;
-    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+    auto [ptr, ec] = from_chars_double(v.data(), v.data() + v.size(), value);
     LAB_CHECK(ec == std::errc() && ptr == v.data() + v.size() && value == value, InvalidArgument, "--", name,
               ": expected a number, got '", v, "'");
     LAB_CHECK(value >= min && value <= max, InvalidArgument, "--", name, ": ", v, " is out of range [",

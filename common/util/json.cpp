@@ -2,9 +2,11 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "common/core/error.h"
+#include "common/util/parse_number.h"
 
 namespace lab {
 
@@ -133,7 +135,7 @@ class Parser {
       if (digits() == 0) error("invalid number");
     }
     double value = 0;
-    auto [ptr, ec] = std::from_chars(text_.data() + start, text_.data() + pos_, value);
+    auto [ptr, ec] = from_chars_double(text_.data() + start, text_.data() + pos_, value);
     if (ec != std::errc() && ec != std::errc::result_out_of_range) error("invalid number");
     (void)ptr;
     return value;

@@ -2,6 +2,7 @@
 // lookups are linear, which suits the small objects this project writes (headers, state, logs).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>

@@ -2,6 +2,7 @@
 // items in flight, and errors from workers or from the consumer reach the caller without a hang.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <thread>

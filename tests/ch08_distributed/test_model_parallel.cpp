@@ -8,6 +8,7 @@
 // the shards, and a weights file loaded into every shard.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>

@@ -4,6 +4,8 @@
 // blocking transfers), and the bubble measured on the simulated timeline against (P-1)/(M+P-1).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "ch08_distributed/pp/schedule.h"
 #include "ch08_distributed/pp/simulation.h"
 #include "tests/common/expect_error.h"

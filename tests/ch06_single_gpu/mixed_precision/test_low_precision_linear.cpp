@@ -4,6 +4,7 @@
 // small gradients vanish from fp16 products, and loss scaling brings them back; the conversion op.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>

@@ -3,6 +3,8 @@
 // 8 rows (fp32 tolerance: the sums are grouped differently), and so does the AdamW update of a whole step.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "common/autograd/tape.h"
 #include "common/nn/gpt2.h"
 #include "common/optim/adamw.h"

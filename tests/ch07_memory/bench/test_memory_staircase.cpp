@@ -3,6 +3,8 @@
 // token embedding's gradient at its peak instead of the whole gradient buffer of the rung below it.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "ch07_memory/memory_staircase.h"
 
 namespace lab::ch07 {

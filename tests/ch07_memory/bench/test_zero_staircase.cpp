@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "ch07_memory/zero_staircase.h"
 #include "common/core/parallel.h"

@@ -3,6 +3,7 @@
 // other lacks.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "common/bench/result.h"

@@ -84,11 +84,12 @@ TEST(NcclCollectives, ACollectiveSeesTheWorkQueuedBeforeItOnTheCallersStream) {
   {
     lab::test::StreamGate gate(producer);
     cuda::copy_async(tensor.raw(), gpu, host.data(), Device::cpu(), host.bytes());
-    const std::jthread opener([&] {
+    std::thread opener([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       gate.release();
     });
     comm->all_reduce(tensor, ReduceOp::Sum);
+    opener.join();
   }
   cuda::copy_async(host.data(), Device::cpu(), tensor.raw(), gpu, host.bytes());
   producer.synchronize();

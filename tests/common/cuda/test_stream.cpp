@@ -2,6 +2,7 @@
 // ordering across streams with events, event timing, and asynchronous copies from pinned buffers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>

@@ -185,11 +185,12 @@ class DelayedOpener {
           opened_.store(true);
           gate.open();
         }) {}
+  ~DelayedOpener() { thread_.join(); }
   bool opened() const { return opened_.load(); }
 
  private:
   std::atomic<bool> opened_{false};
-  std::jthread thread_;
+  std::thread thread_;
 };
 
 // CUDA may serialise host functions of unordered streams; the emulator always does, so code that needs two

@@ -4,6 +4,7 @@
 // mpirun (tests/ch08_distributed).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 

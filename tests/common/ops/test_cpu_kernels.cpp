@@ -2,6 +2,7 @@
 // portable fallback, all transposes), AdamW over several steps, and the reductions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/ops/adamw.h"

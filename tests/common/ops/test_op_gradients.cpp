@@ -5,6 +5,7 @@
 // computed by re-running the forward op in double-checked float. Shapes are small and deliberately odd.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/autograd/functions.h"

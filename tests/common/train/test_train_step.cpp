@@ -4,6 +4,7 @@
 // refuses a diverged loss.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>

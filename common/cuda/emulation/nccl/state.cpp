@@ -1,6 +1,8 @@
 // The stand-in's communicator state and its error reporting.
 #include "common/cuda/emulation/nccl/state.h"
 
+#include <cstddef>
+
 namespace lab::cuda::emu::nccl {
 
 namespace {
