@@ -2,15 +2,21 @@
 # gpu_check.sh: check the CUDA path of this repository on a machine with an NVIDIA GPU, in one command.
 #
 #   1. finds the GPU (nvidia-smi) and its architecture; fails at once without one;
-#   2. configures a CUDA build for that architecture (-DLAB_WITH_CUDA=ON) and builds it;
-#   3. runs the CUDA tests (ctest -L cuda): every CUDA op against the CPU reference, and the runtime;
-#   4. runs the GPT-2 124M (d12) training-step benchmark in fp32 and in TF32;
-#   5. writes a short report (GPU, driver, test counts, tokens/s and MFU) to stdout and to a file.
+#   2. finds GoogleTest: the system's, a source tree given with --gtest-src, or one in the usual places
+#      ($GTEST_SRC, /usr/src/googletest, /usr/src/gtest, third_party/googletest and ../googletest beside the
+#      repository);
+#   3. configures a CUDA build for that architecture (-DLAB_WITH_CUDA=ON) and builds it;
+#   4. runs the CUDA tests (ctest -L cuda), each under a timeout, so that a test that hangs is reported by name
+#      and the run goes on; tests that need more GPUs than the machine has skip themselves, saying why;
+#   5. runs the GPT-2 124M (d12) training-step benchmark in fp32, TF32 and bf16;
+#   6. writes a report (scripts/gpu_report.py): GPU, driver, toolkit, host compiler, the tests that failed, timed
+#      out or skipped by name, and the benchmark rows; to stdout and to a file.
 #
-# It needs nvcc, CMake (3.25+) and a C++20 compiler; GoogleTest comes from the system or from a source
-# tree given with --gtest-src. Exit status: 0 when the CUDA tests passed (none failed, fewer skipped than
-# passed) and both benchmarks ran, 1 when a test or a benchmark failed or most tests skipped, 2 when the
-# machine cannot run the check (no GPU, missing tools, configuration or build error).
+# It needs nvcc, CMake (3.25+), a C++20 compiler and Python 3. On an H100 machine with 16 cores the whole run
+# takes a few minutes (the build about 70 s with 16 jobs, the tests and benchmarks the rest); every phase
+# prints the time elapsed. Exit status: 0 when the CUDA tests passed (none failed or timed out, fewer skipped
+# than passed) and the benchmarks ran, 1 when a test or a benchmark failed, timed out, or most tests skipped,
+# 2 when the machine cannot run the check (no GPU, missing tools, no GoogleTest, configuration or build error).
 set -euo pipefail
 
 usage() {
@@ -21,6 +27,10 @@ Usage: scripts/gpu_check.sh [options]
   --batch B         benchmark batch size (default 8)
   --seq T           benchmark sequence length (default 1024)
   --steps N         benchmark steps (default 20)
+  --test-timeout S  seconds each test may run before it is stopped and reported as timed out (default 120)
+  --test-jobs N     tests run at once (default: the cores, at most 8: they share the GPU)
+  --skip-build      use the build already in BUILD_DIR
+  --skip-bench      no benchmark rows
   --report FILE     where to write the report (default: BUILD_DIR/gpu_report.md)
   -h, --help        this text
 USAGE
@@ -39,13 +49,19 @@ gtest_src=""
 batch=8
 seq=1024
 steps=20
+test_timeout=120
+test_jobs=""
+skip_build=0
+skip_bench=0
 report=""
 
 # ---------------------------------------------------------------- flags
 while [ $# -gt 0 ]; do
   case "$1" in
     -h | --help) usage; exit 0 ;;
-    --build-dir | --gtest-src | --batch | --seq | --steps | --report)
+    --skip-build) skip_build=1; shift ;;
+    --skip-bench) skip_bench=1; shift ;;
+    --build-dir | --gtest-src | --batch | --seq | --steps | --report | --test-timeout | --test-jobs)
       [ $# -ge 2 ] || die 2 "$1 needs a value"
       case "$1" in
         --build-dir) build_dir=$2 ;;
@@ -54,18 +70,22 @@ while [ $# -gt 0 ]; do
         --seq) seq=$2 ;;
         --steps) steps=$2 ;;
         --report) report=$2 ;;
+        --test-timeout) test_timeout=$2 ;;
+        --test-jobs) test_jobs=$2 ;;
       esac
       shift 2 ;;
     *) usage >&2; die 2 "unknown argument '$1'" ;;
   esac
 done
-for pair in "--batch:$batch" "--seq:$seq" "--steps:$steps"; do
+for pair in "--batch:$batch" "--seq:$seq" "--steps:$steps" "--test-timeout:$test_timeout" "--test-jobs:${test_jobs:-1}"; do
   [[ ${pair#*:} =~ ^[1-9][0-9]*$ ]] || die 2 "${pair%%:*} must be a positive integer, got '${pair#*:}'"
 done
 if [ -n "$gtest_src" ]; then
   [ -f "$gtest_src/CMakeLists.txt" ] || die 2 "--gtest-src $gtest_src is not a GoogleTest source tree (no CMakeLists.txt)"
   gtest_src=$(cd "$gtest_src" && pwd)
 fi
+started=$SECONDS
+phase() { echo "gpu_check: == $* [$((SECONDS - started)) s]"; }
 # ---------------------------------------------------------------- the GPU and the tools
 command -v nvidia-smi >/dev/null 2>&1 || die 2 "nvidia-smi not found: this machine has no NVIDIA driver, and the check needs a GPU"
 gpus=$(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>/dev/null) ||
@@ -86,6 +106,30 @@ cuda_version=$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
 generator="Unix Makefiles"
 command -v ninja >/dev/null 2>&1 && generator=Ninja
 jobs=$(nproc 2>/dev/null || echo 4)
+[ -n "$test_jobs" ] || test_jobs=$((jobs < 8 ? jobs : 8))
+command -v python3 >/dev/null 2>&1 || die 2 "python3 not found (the report is written by scripts/gpu_report.py)"
+
+# GoogleTest: an installed package (CMake finds GTestConfig.cmake), else a source tree to build with the tests.
+system_gtest() {
+  local dir
+  for dir in /usr/lib/*/cmake/GTest /usr/lib/cmake/GTest /usr/lib64/cmake/GTest /usr/local/lib/cmake/GTest \
+    /usr/local/lib64/cmake/GTest /usr/share/cmake/GTest; do
+    [ -f "$dir/GTestConfig.cmake" ] && return 0
+  done
+  return 1
+}
+if [ -z "$gtest_src" ] && ! system_gtest; then
+  for candidate in "${GTEST_SRC:-}" /usr/src/googletest /usr/src/gtest "$repo/third_party/googletest" \
+    "$repo/../googletest"; do
+    if [ -n "$candidate" ] && [ -f "$candidate/CMakeLists.txt" ]; then
+      gtest_src=$(cd "$candidate" && pwd)
+      break
+    fi
+  done
+  [ -n "$gtest_src" ] || die 2 "no GoogleTest: install the distribution's package (Debian/Ubuntu: googletest or" \
+    "libgtest-dev), or pass --gtest-src DIR with a GoogleTest source tree (or set GTEST_SRC)"
+  echo "gpu_check: GoogleTest from the source tree $gtest_src"
+fi
 
 mkdir -p "$build_dir"
 build_dir=$(cd "$build_dir" && pwd)
@@ -94,98 +138,76 @@ mkdir -p "$(dirname "$report")"
 echo "gpu_check: $gpu_count x $gpu_name (sm_$arch), driver $gpu_driver, CUDA $cuda_version; build in $build_dir"
 
 # ---------------------------------------------------------------- configure and build
-cmake_args=(-S "$repo" -B "$build_dir" -G "$generator" -DCMAKE_BUILD_TYPE=Release -DLAB_WITH_CUDA=ON
-  "-DCMAKE_CUDA_ARCHITECTURES=$arch" -DLAB_WITH_TESTS=ON)
-[ -n "$gtest_src" ] && cmake_args+=("-DLAB_GTEST_SOURCE_DIR=$gtest_src")
-cmake "${cmake_args[@]}" ||
-  die 2 "CMake configuration failed (without a system GoogleTest, pass --gtest-src DIR with a GoogleTest source tree)"
-cmake --build "$build_dir" --parallel "$jobs" || die 2 "the build failed"
+if [ "$skip_build" -eq 0 ]; then
+  phase "configure"
+  cmake_args=(-S "$repo" -B "$build_dir" -G "$generator" -DCMAKE_BUILD_TYPE=Release -DLAB_WITH_CUDA=ON
+    "-DCMAKE_CUDA_ARCHITECTURES=$arch" -DLAB_WITH_TESTS=ON)
+  [ -n "$gtest_src" ] && cmake_args+=("-DLAB_GTEST_SOURCE_DIR=$gtest_src")
+  cmake "${cmake_args[@]}" || die 2 "CMake configuration failed"
+  phase "build ($jobs jobs)"
+  build_started=$SECONDS
+  cmake --build "$build_dir" --parallel "$jobs" || die 2 "the build failed"
+  build_seconds=$((SECONDS - build_started))
+else
+  [ -f "$build_dir/CMakeCache.txt" ] || die 2 "--skip-build: $build_dir holds no build"
+  build_seconds=""
+fi
 
 # ---------------------------------------------------------------- CUDA tests
+phase "CUDA tests (ctest -L cuda, $test_jobs at a time, at most $test_timeout s each)"
 ctest_log="$build_dir/gpu_check_ctest.log"
+junit="$build_dir/gpu_check_ctest.xml"
+rm -f "$junit"
 set +e
-ctest --test-dir "$build_dir" -L cuda --output-on-failure 2>&1 | tee "$ctest_log"
+ctest --test-dir "$build_dir" -L cuda --timeout "$test_timeout" -j "$test_jobs" --output-on-failure \
+  --output-junit "$junit" 2>&1 | tee "$ctest_log"
 set -e
-tests_total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$ctest_log" | tail -n 1)
-tests_failed=$(sed -n 's/.* \([0-9]*\) tests failed out of.*/\1/p' "$ctest_log" | tail -n 1)
-tests_skipped=$(grep -c '(Skipped)$' "$ctest_log" || true)
-if [ -z "$tests_total" ]; then
-  tests_total=0 tests_failed=0 tests_skipped=0
-  echo "gpu_check: ctest found no CUDA tests" >&2
-fi
-tests_passed=$((tests_total - tests_failed - tests_skipped))
 
 # ---------------------------------------------------------------- GPT-2 step benchmark
-# json_field FILE KEY: the value of a top-level key of a flat JSON object (numbers, null, strings unquoted).
-json_field() {
-  sed -n "s/.*\"$2\"[[:space:]]*:[[:space:]]*\([^,}]*\).*/\1/p" "$1" | head -n 1 | sed 's/^"//; s/"[[:space:]]*$//'
-}
 bench="$build_dir/bin/gpt2_step_bench"
+bench_args=()
 bench_ok=1
-bench_rows=""
-for dtype in fp32 tf32; do
-  json="$build_dir/gpt2_step_$dtype.json"
-  rm -f "$json"
-  if [ ! -x "$bench" ]; then
-    echo "gpu_check: $bench was not built" >&2
-    bench_ok=0
-    bench_rows+="| $dtype | benchmark binary missing | | | | |"$'\n'
-    continue
-  fi
-  echo "gpu_check: $bench --model d12 --device cuda --dtype $dtype --batch $batch --seq $seq --steps $steps"
-  if ! "$bench" --model d12 --device cuda --dtype "$dtype" --batch "$batch" --seq "$seq" --steps "$steps" \
-    --json "$json" || [ ! -s "$json" ]; then
-    echo "gpu_check: the $dtype benchmark failed" >&2
-    bench_ok=0
-    bench_rows+="| $dtype | failed | | | | |"$'\n'
-    continue
-  fi
-  ms=$(json_field "$json" ms_median)
-  tokens=$(json_field "$json" tokens_per_s)
-  mfu=$(json_field "$json" mfu)
-  peak=$(json_field "$json" peak_name)
-  mem=$(json_field "$json" mem_peak_bytes)
-  tokens_text=$(awk -v x="$tokens" 'BEGIN { printf "%.0f", x }')
-  ms_text=$(awk -v x="$ms" 'BEGIN { printf "%.1f", x }')
-  mem_text=$(awk -v x="$mem" 'BEGIN { printf "%.2f GiB", x / 1073741824 }')
-  if [ -z "$mfu" ] || [ "$mfu" = null ]; then
-    mfu_text="unknown GPU: peak not known"
-  else
-    mfu_text=$(awk -v x="$mfu" -v p="$peak" 'BEGIN { printf "%.1f%% of %s", 100 * x, p }')
-  fi
-  bench_rows+="| $dtype | $ms_text | $tokens_text | $mfu_text | $mem_text | \`$json\` |"$'\n'
-done
+if [ "$skip_bench" -eq 0 ]; then
+  for dtype in fp32 tf32 bf16; do
+    json="$build_dir/gpt2_step_$dtype.json"
+    rm -f "$json"
+    bench_args+=(--bench "$dtype=$json")
+    phase "benchmark: gpt2_step_bench --model d12 --device cuda --dtype $dtype --batch $batch --seq $seq --steps $steps"
+    if [ ! -x "$bench" ] || ! "$bench" --model d12 --device cuda --dtype "$dtype" --batch "$batch" --seq "$seq" \
+      --steps "$steps" --json "$json" || [ ! -s "$json" ]; then
+      echo "gpu_check: the $dtype benchmark failed" >&2
+      bench_ok=0
+    fi
+  done
+fi
 
 # ---------------------------------------------------------------- report
-{
-  echo "# GPU check"
-  echo
-  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "- commit: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "- GPU: $gpu_count x $gpu_name (compute capability $gpu_cc, built for sm_$arch)"
-  echo "- driver: $gpu_driver; CUDA toolkit $cuda_version"
-  echo "- CUDA tests (ctest -L cuda): $tests_passed passed, $tests_failed failed, $tests_skipped skipped, of $tests_total (log: \`$ctest_log\`)"
-  echo
-  echo "GPT-2 124M (d12) training step, batch $batch x seq $seq, $steps steps:"
-  echo
-  echo "| dtype | ms/step (median) | tokens/s | MFU | peak memory | result |"
-  echo "| --- | --- | --- | --- | --- | --- |"
-  printf '%s' "$bench_rows"
-} >"$report"
-echo
-cat "$report"
-echo
+phase "report"
+python3 "$repo/scripts/gpu_report.py" --junit "$junit" --ctest-log "$ctest_log" --cache "$build_dir/CMakeCache.txt" \
+  --fact "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+  --fact "commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  --fact "GPU=$gpu_count x $gpu_name (compute capability $gpu_cc, built for sm_$arch)" \
+  --fact "driver=$gpu_driver; CUDA toolkit $cuda_version" \
+  --fact "CMake=$(cmake --version | head -n 1)" \
+  --fact "build time=${build_seconds:+$build_seconds s with $jobs jobs}${build_seconds:-reused (--skip-build)}; whole check $((SECONDS - started)) s" \
+  --fact "logs=\`$ctest_log\`, \`$junit\`" \
+  --bench-title "GPT-2 124M (d12) training step, batch $batch x seq $seq, $steps steps:" \
+  "${bench_args[@]}" --out "$report" || die 2 "the report could not be written"
 echo "gpu_check: report written to $report"
 
+# The counts, from the report's summary line.
+summary=$(grep '^CUDA tests:' "$report")
+read -r tests_passed tests_failed tests_timed_out tests_skipped < <(
+  sed -n 's/^CUDA tests: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) timed out, \([0-9]*\) skipped.*/\1 \2 \3 \4/p' \
+    <<<"$summary")
 # A few tests skip for good reasons (a second GPU, an older architecture); most of them skipping means the
 # CUDA runtime does not see the GPU that nvidia-smi lists.
 if [ "$tests_skipped" -gt "$tests_passed" ]; then
-  echo "gpu_check: $tests_skipped of $tests_total CUDA tests skipped: the CUDA runtime does not see the GPU" >&2
+  echo "gpu_check: $tests_skipped CUDA tests skipped, more than passed: the CUDA runtime does not see the GPU" >&2
 fi
-if [ "$tests_failed" -ne 0 ] || [ "$tests_passed" -le 0 ] || [ "$tests_skipped" -gt "$tests_passed" ] ||
-  [ "$bench_ok" -ne 1 ]; then
-  echo "gpu_check: FAILED (CUDA tests: $tests_passed passed, $tests_failed failed, $tests_skipped skipped;" \
-    "benchmarks ok: $bench_ok)" >&2
+if [ "$tests_failed" -ne 0 ] || [ "$tests_timed_out" -ne 0 ] || [ "$tests_passed" -le 0 ] ||
+  [ "$tests_skipped" -gt "$tests_passed" ] || [ "$bench_ok" -ne 1 ]; then
+  echo "gpu_check: FAILED ($summary; benchmarks ok: $bench_ok)" >&2
   exit 1
 fi
-echo "gpu_check: OK"
+echo "gpu_check: OK ($summary)"
