@@ -23,9 +23,10 @@ struct Ceiling {
 // table (an emulated GPU among them).
 std::optional<Ceiling> gpu_ceiling(const std::string& device_name, bench::Precision precision);
 
-// Measures this CPU: sgemm throughput at M = N = K = 1024 and memcpy bandwidth over 256 MiB (bytes read plus
-// bytes written, one chunk per thread), each the median of 5 runs on the CPU backend's threads. Takes a few tenths of a
-// second.
-Ceiling measure_cpu_ceiling();
+// Measures this CPU: sgemm throughput at M = N = K = 1024 and memcpy bandwidth (bytes read plus bytes written,
+// one chunk per thread) over a copy that moves `working_bytes`, the kernel's bytes per run (so that a working
+// set that fits in the caches is compared with a copy in the caches), or over 256 MiB when it is 0; each the
+// fastest of 5 runs on the CPU backend's threads. Takes a few tenths of a second.
+Ceiling measure_cpu_ceiling(double working_bytes = 0);
 
 }  // namespace lab::kernel_lab

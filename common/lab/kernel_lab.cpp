@@ -176,7 +176,7 @@ std::vector<VersionReport> KernelLab::measure(const MeasureOptions& options) con
       continue;
     }
     if (v.device.is_cpu()) {
-      if (options.cpu_ceiling && !cpu_ceiling) cpu_ceiling = measure_cpu_ceiling();
+      if (options.cpu_ceiling && !cpu_ceiling) cpu_ceiling = measure_cpu_ceiling(cost_.bytes);
       r.ceiling = cpu_ceiling;
     } else if (r.timing != "emulated") {
       r.ceiling = gpu_ceiling(device_name(v.device), v.precision);

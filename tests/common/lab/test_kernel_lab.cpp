@@ -212,7 +212,16 @@ TEST(KernelLab, TheCpuCeilingIsMeasured) {
   const Ceiling c = measure_cpu_ceiling();
   EXPECT_GT(c.flops_per_s, 1e8);  // any CPU of this century, even a loaded one
   EXPECT_GT(c.bytes_per_s, 1e8);
-  EXPECT_NE(c.name.find("measured"), std::string::npos) << c.name;
+  EXPECT_NE(c.name.find("measured, best of 5"), std::string::npos) << c.name;
+  EXPECT_NE(c.name.find("memcpy 262144 KiB"), std::string::npos) << c.name;  // from and to memory
+}
+
+// A kernel that moves 2 MiB per run is compared with a copy of 1 MiB (1 MiB read, 1 MiB written), whose data
+// sit in the caches as the kernel's do; tiny and huge working sets are clamped to 64 KiB and 256 MiB.
+TEST(KernelLab, TheCpuCopyCeilingMovesTheKernelsBytes) {
+  EXPECT_NE(measure_cpu_ceiling(2 << 20).name.find("memcpy 1024 KiB"), std::string::npos);
+  EXPECT_NE(measure_cpu_ceiling(100).name.find("memcpy 64 KiB"), std::string::npos);
+  EXPECT_NE(measure_cpu_ceiling(1e12).name.find("memcpy 262144 KiB"), std::string::npos);
 }
 
 TEST(KernelLab, TheBenchResultHasOneRowPerVersionAndAMetricPerTimedOne) {
