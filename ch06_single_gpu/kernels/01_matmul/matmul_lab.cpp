@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -286,8 +287,15 @@ void add_cpu_versions(const VersionAdder& add, const MatmulLabData& d) {
   namespace mm = matmul;
   const Device cpu = Device::cpu();
   const Tensor a = d.a, b = d.b, a16 = d.a_bf16, b16 = d.b_bf16, c = d.out, bias = d.bias;
-  add.add("CPU naive", "the textbook triple loop (k walks down a column of B)", cpu, Precision::FP32, Judge::Fp32,
-          kNone, c, [=] { mm::cpu_naive(c, a, b); });
+  const double flops = 2.0 * static_cast<double>(d.p.M) * static_cast<double>(d.p.N) * static_cast<double>(d.p.K);
+  if (flops <= kCpuNaiveFlopBudget || d.p.cpu_naive_at_any_size)
+    add.add("CPU naive", "the textbook triple loop (k walks down a column of B)", cpu, Precision::FP32, Judge::Fp32,
+            kNone, c, [=] { mm::cpu_naive(c, a, b); });
+  else
+    std::printf(
+        "note: the CPU naive loop is left out at this size (%.1f GFLOP a run, minutes with warm-up and "
+        "repeats): --cpu-naive runs it, or a smaller shape (--m 512 --n 768 --k 768) includes it\n",
+        flops / 1e9);
   add.add("CPU blocked", "loops i, k, j: a contiguous, vectorised inner loop; blocks of B reused from L2", cpu,
           Precision::FP32, Judge::Fp32, kNone, c, [=] { mm::cpu_blocked(c, a, b); });
   add.add(ops::cpu::gemm_uses_blas() ? "CPU OpenBLAS sgemm" : "CPU reference sgemm (portable, no BLAS)",

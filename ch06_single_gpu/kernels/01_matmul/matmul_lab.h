@@ -38,7 +38,12 @@ struct MatmulProblem {
   // offset = 0. A large offset makes every partial sum large against the result.
   float offset = 0.0f;
   uint64_t seed = 1;
+  // The CPU's naive loop runs at any size when set; otherwise it is left out above kCpuNaiveFlopBudget (at the
+  // default shape one run is 19.3 GFLOP, about a minute, and a lab times it 24 times).
+  bool cpu_naive_at_any_size = false;
 };
+
+inline constexpr double kCpuNaiveFlopBudget = 2e9;
 
 kernel_lab::KernelLab make_matmul_lab(const MatmulProblem& problem);
 
