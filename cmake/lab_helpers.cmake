@@ -62,17 +62,21 @@ endfunction()
 
 # lab_add_gtest(NAME SOURCES t.cpp ... [DEPS lib ...] [LABELS l ...] [ENVIRONMENT VAR=value ...] [TIMEOUT s]
 #               [NO_LEAK_CHECK])
+# A test's own TIMEOUT overrides `ctest --timeout`, so the default one is a cache variable: LAB_TEST_TIMEOUT
+# (600 s; scripts/gpu_check.sh sets its --test-timeout there).
 # Each TEST() becomes one CTest test; a GTEST_SKIP() shows as "skipped", never as passed. In the emulation
 # build every test sees two emulated GPUs (LAB_EMU_DEVICES=2; the emulator's default is one), so that the
 # tests of two-GPU code run too. NO_LEAK_CHECK turns LeakSanitizer off for the tests of a binary whose leaks
 # are by design (say why where it is used); AddressSanitizer's other checks stay on.
+set(LAB_TEST_TIMEOUT 600 CACHE STRING "Seconds a GoogleTest test may run unless it names its own TIMEOUT")
+
 function(lab_add_gtest name)
   cmake_parse_arguments(ARG "NO_LEAK_CHECK" "TIMEOUT" "SOURCES;DEPS;LABELS;ENVIRONMENT" ${ARGN})
   if(NOT LAB_WITH_TESTS)
     return()
   endif()
   if(NOT ARG_TIMEOUT)
-    set(ARG_TIMEOUT 600)
+    set(ARG_TIMEOUT ${LAB_TEST_TIMEOUT})
   endif()
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)

@@ -3,20 +3,24 @@
 #
 #   1. finds the GPU (nvidia-smi) and its architecture; fails at once without one;
 #   2. finds GoogleTest: the system's, a source tree given with --gtest-src, or one in the usual places
-#      ($GTEST_SRC, /usr/src/googletest, /usr/src/gtest, third_party/googletest and ../googletest beside the
-#      repository);
+#      ($GTEST_SRC, /usr/src/googletest, /usr/src/gtest, third_party/googletest in the repository and
+#      googletest beside it);
 #   3. configures a CUDA build for that architecture (-DLAB_WITH_CUDA=ON) and builds it;
-#   4. runs the CUDA tests (ctest -L cuda), each under a timeout, so that a test that hangs is reported by name
-#      and the run goes on; tests that need more GPUs than the machine has skip themselves, saying why;
+#   4. runs the CUDA tests (ctest -L cuda) several at a time, each under a time limit and all of them under the
+#      run's deadline, so that a test that hangs is stopped and reported by name and the run goes on; tests
+#      that need more GPUs than the machine has skip themselves, saying why;
 #   5. runs the GPT-2 124M (d12) training-step benchmark in fp32, TF32 and bf16;
 #   6. writes a report (scripts/gpu_report.py): GPU, driver, toolkit, host compiler, the tests that failed, timed
-#      out or skipped by name, and the benchmark rows; to stdout and to a file.
+#      out, did not run or skipped by name, and the benchmark rows; to stdout and to a file.
 #
-# It needs nvcc, CMake (3.25+), a C++20 compiler and Python 3. On an H100 machine with 16 cores the whole run
-# takes a few minutes (the build about 70 s with 16 jobs, the tests and benchmarks the rest); every phase
-# prints the time elapsed. Exit status: 0 when the CUDA tests passed (none failed or timed out, fewer skipped
-# than passed) and the benchmarks ran, 1 when a test or a benchmark failed, timed out, or most tests skipped,
-# 2 when the machine cannot run the check (no GPU, missing tools, no GoogleTest, configuration or build error).
+# It needs nvcc, CMake (3.25+), a C++20 compiler and Python 3. Time: the whole run fits in --budget seconds
+# (default 540, under a 10-minute limit per command): on an H100 machine with 16 cores the build takes about
+# 70 s with 16 jobs and the benchmarks about 25 s; the tests get what is left, less a reserve for the
+# benchmarks and the report, and ctest stops a test still running at that deadline (--stop-time). Every phase
+# prints the seconds elapsed. Exit status: 0 when the CUDA tests passed (none failed, timed out or did not
+# run, fewer skipped than passed) and every benchmark gave a result; 1 when a test or a benchmark failed, timed
+# out or did not run, or most tests skipped; 2 when the machine cannot run the check (no GPU, missing tools,
+# no GoogleTest, configuration or build error, a report it cannot write).
 set -euo pipefail
 
 usage() {
@@ -27,8 +31,10 @@ Usage: scripts/gpu_check.sh [options]
   --batch B         benchmark batch size (default 8)
   --seq T           benchmark sequence length (default 1024)
   --steps N         benchmark steps (default 20)
-  --test-timeout S  seconds each test may run before it is stopped and reported as timed out (default 120)
+  --test-timeout S  seconds a test may run before it is stopped and reported as timed out (default 120),
+                    where the test sets no TIMEOUT of its own (the GoogleTest suites set one)
   --test-jobs N     tests run at once (default: the cores, at most 8: they share the GPU)
+  --budget S        seconds the whole check may take (default 540): the tests stop in time for the rest
   --skip-build      use the build already in BUILD_DIR
   --skip-bench      no benchmark rows
   --report FILE     where to write the report (default: BUILD_DIR/gpu_report.md)
@@ -51,6 +57,7 @@ seq=1024
 steps=20
 test_timeout=120
 test_jobs=""
+budget=540
 skip_build=0
 skip_bench=0
 report=""
@@ -61,7 +68,7 @@ while [ $# -gt 0 ]; do
     -h | --help) usage; exit 0 ;;
     --skip-build) skip_build=1; shift ;;
     --skip-bench) skip_bench=1; shift ;;
-    --build-dir | --gtest-src | --batch | --seq | --steps | --report | --test-timeout | --test-jobs)
+    --build-dir | --gtest-src | --batch | --seq | --steps | --report | --test-timeout | --test-jobs | --budget)
       [ $# -ge 2 ] || die 2 "$1 needs a value"
       case "$1" in
         --build-dir) build_dir=$2 ;;
@@ -72,12 +79,14 @@ while [ $# -gt 0 ]; do
         --report) report=$2 ;;
         --test-timeout) test_timeout=$2 ;;
         --test-jobs) test_jobs=$2 ;;
+        --budget) budget=$2 ;;
       esac
       shift 2 ;;
     *) usage >&2; die 2 "unknown argument '$1'" ;;
   esac
 done
-for pair in "--batch:$batch" "--seq:$seq" "--steps:$steps" "--test-timeout:$test_timeout" "--test-jobs:${test_jobs:-1}"; do
+for pair in "--batch:$batch" "--seq:$seq" "--steps:$steps" "--test-timeout:$test_timeout" \
+  "--test-jobs:${test_jobs:-1}" "--budget:$budget"; do
   [[ ${pair#*:} =~ ^[1-9][0-9]*$ ]] || die 2 "${pair%%:*} must be a positive integer, got '${pair#*:}'"
 done
 if [ -n "$gtest_src" ]; then
@@ -103,45 +112,65 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then ex
 command -v nvcc >/dev/null 2>&1 || die 2 "nvcc not found (install the CUDA toolkit or put its bin/ on PATH)"
 command -v cmake >/dev/null 2>&1 || die 2 "cmake not found"
 cuda_version=$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
-generator="Unix Makefiles"
-command -v ninja >/dev/null 2>&1 && generator=Ninja
 jobs=$(nproc 2>/dev/null || echo 4)
 [ -n "$test_jobs" ] || test_jobs=$((jobs < 8 ? jobs : 8))
 command -v python3 >/dev/null 2>&1 || die 2 "python3 not found (the report is written by scripts/gpu_report.py)"
 
-# GoogleTest: an installed package (CMake finds GTestConfig.cmake), else a source tree to build with the tests.
+# GoogleTest: an installed package CMake finds (its GTestConfig.cmake, or the library and header FindGTest looks
+# for), else a source tree, built with the tests (LAB_GTEST_SOURCE_DIR). A build directory configured before
+# keeps what it found. --skip-build configures nothing, so needs none.
 system_gtest() {
-  local dir
-  for dir in /usr/lib/*/cmake/GTest /usr/lib/cmake/GTest /usr/lib64/cmake/GTest /usr/local/lib/cmake/GTest \
-    /usr/local/lib64/cmake/GTest /usr/share/cmake/GTest; do
-    [ -f "$dir/GTestConfig.cmake" ] && return 0
+  local prefixes prefix file
+  IFS=: read -r -a prefixes <<<"${CMAKE_PREFIX_PATH:-}"
+  for prefix in "${prefixes[@]}" /usr/local /usr; do
+    [ -n "$prefix" ] || continue
+    for file in "$prefix"/lib*/cmake/GTest/GTestConfig.cmake "$prefix"/lib/*/cmake/GTest/GTestConfig.cmake \
+      "$prefix"/share/cmake/GTest/GTestConfig.cmake; do
+      [ -f "$file" ] && return 0
+    done
+    [ -f "$prefix/include/gtest/gtest.h" ] || continue
+    for file in "$prefix"/lib*/libgtest.* "$prefix"/lib/*/libgtest.*; do
+      [ -f "$file" ] && return 0
+    done
   done
   return 1
 }
-if [ -z "$gtest_src" ] && ! system_gtest; then
-  for candidate in "${GTEST_SRC:-}" /usr/src/googletest /usr/src/gtest "$repo/third_party/googletest" \
-    "$repo/../googletest"; do
-    if [ -n "$candidate" ] && [ -f "$candidate/CMakeLists.txt" ]; then
-      gtest_src=$(cd "$candidate" && pwd)
-      break
-    fi
-  done
-  [ -n "$gtest_src" ] || die 2 "no GoogleTest: install the distribution's package (Debian/Ubuntu: googletest or" \
-    "libgtest-dev), or pass --gtest-src DIR with a GoogleTest source tree (or set GTEST_SRC)"
-  echo "gpu_check: GoogleTest from the source tree $gtest_src"
+cached() {  # cached NAME: a variable of an earlier configuration of the build directory, or nothing
+  if [ -f "$build_dir/CMakeCache.txt" ]; then sed -n "s/^$1:[A-Z]*=//p" "$build_dir/CMakeCache.txt" | head -n 1; fi
+}
+if [ "$skip_build" -eq 0 ] && [ -z "$gtest_src" ] && ! system_gtest; then
+  cached_gtest_dir=$(cached GTest_DIR)
+  if [ -z "$cached_gtest_dir" ] || [ ! -f "$cached_gtest_dir/GTestConfig.cmake" ]; then
+    for candidate in "$(cached LAB_GTEST_SOURCE_DIR)" "${GTEST_SRC:-}" /usr/src/googletest /usr/src/gtest \
+      "$repo/third_party/googletest" "$repo/../googletest"; do
+      if [ -n "$candidate" ] && [ -f "$candidate/CMakeLists.txt" ]; then
+        gtest_src=$(cd "$candidate" && pwd)
+        break
+      fi
+    done
+    [ -n "$gtest_src" ] || die 2 "no GoogleTest: pass --gtest-src DIR with a GoogleTest source tree (or set" \
+      "GTEST_SRC), or install the distribution's package (Debian/Ubuntu: googletest or libgtest-dev)"
+    echo "gpu_check: GoogleTest from the source tree $gtest_src"
+  fi
 fi
 
-mkdir -p "$build_dir"
+mkdir -p "$build_dir" || die 2 "cannot create the build directory $build_dir"
 build_dir=$(cd "$build_dir" && pwd)
 report=${report:-$build_dir/gpu_report.md}
-mkdir -p "$(dirname "$report")"
+mkdir -p "$(dirname "$report")" || die 2 "cannot create the directory of the report $report"
 echo "gpu_check: $gpu_count x $gpu_name (sm_$arch), driver $gpu_driver, CUDA $cuda_version; build in $build_dir"
 
 # ---------------------------------------------------------------- configure and build
 if [ "$skip_build" -eq 0 ]; then
   phase "configure"
+  # A build directory keeps the generator it was configured with.
+  generator=$(cached CMAKE_GENERATOR)
+  if [ -z "$generator" ]; then
+    generator="Unix Makefiles"
+    command -v ninja >/dev/null 2>&1 && generator=Ninja
+  fi
   cmake_args=(-S "$repo" -B "$build_dir" -G "$generator" -DCMAKE_BUILD_TYPE=Release -DLAB_WITH_CUDA=ON
-    "-DCMAKE_CUDA_ARCHITECTURES=$arch" -DLAB_WITH_TESTS=ON)
+    "-DCMAKE_CUDA_ARCHITECTURES=$arch" -DLAB_WITH_TESTS=ON "-DLAB_TEST_TIMEOUT=$test_timeout")
   [ -n "$gtest_src" ] && cmake_args+=("-DLAB_GTEST_SOURCE_DIR=$gtest_src")
   cmake "${cmake_args[@]}" || die 2 "CMake configuration failed"
   phase "build ($jobs jobs)"
@@ -154,60 +183,64 @@ else
 fi
 
 # ---------------------------------------------------------------- CUDA tests
-phase "CUDA tests (ctest -L cuda, $test_jobs at a time, at most $test_timeout s each)"
+# The tests have until the deadline, less a reserve for the benchmarks and the report; ctest stops a test still
+# running then (a test's own TIMEOUT takes precedence over --timeout, and the GoogleTest suites set one).
+reserve=$((skip_bench ? 10 : 75))
+test_seconds=$((started + budget - reserve - SECONDS))
+[ "$test_seconds" -ge 60 ] || test_seconds=60
+stop_time=$(date -d "+$test_seconds seconds" +%H:%M:%S)
+phase "CUDA tests (ctest -L cuda, $test_jobs at a time, --timeout $test_timeout, all stopped at $stop_time)"
 ctest_log="$build_dir/gpu_check_ctest.log"
 junit="$build_dir/gpu_check_ctest.xml"
-rm -f "$junit"
+test_list="$build_dir/gpu_check_tests.json"
+rm -f "$junit" "$test_list"
+# The tests that should run, so that those ctest never started before the deadline are reported too.
+ctest --test-dir "$build_dir" -L cuda --show-only=json-v1 >"$test_list" 2>/dev/null || rm -f "$test_list"
 set +e
-ctest --test-dir "$build_dir" -L cuda --timeout "$test_timeout" -j "$test_jobs" --output-on-failure \
-  --output-junit "$junit" 2>&1 | tee "$ctest_log"
+ctest --test-dir "$build_dir" -L cuda --timeout "$test_timeout" --stop-time "$stop_time" -j "$test_jobs" \
+  --output-on-failure --output-junit "$junit" 2>&1 | tee "$ctest_log"
 set -e
 
 # ---------------------------------------------------------------- GPT-2 step benchmark
 bench="$build_dir/bin/gpt2_step_bench"
 bench_args=()
-bench_ok=1
 if [ "$skip_bench" -eq 0 ]; then
   for dtype in fp32 tf32 bf16; do
     json="$build_dir/gpt2_step_$dtype.json"
     rm -f "$json"
     bench_args+=(--bench "$dtype=$json")
+    # A benchmark that hangs must not take the budget with it; a run that fails leaves no result to report.
+    limit=$((started + budget - 10 - SECONDS))
+    limit=$((limit < 30 ? 30 : limit > 180 ? 180 : limit))
     phase "benchmark: gpt2_step_bench --model d12 --device cuda --dtype $dtype --batch $batch --seq $seq --steps $steps"
-    if [ ! -x "$bench" ] || ! "$bench" --model d12 --device cuda --dtype "$dtype" --batch "$batch" --seq "$seq" \
-      --steps "$steps" --json "$json" || [ ! -s "$json" ]; then
-      echo "gpu_check: the $dtype benchmark failed" >&2
-      bench_ok=0
+    if [ ! -x "$bench" ] || ! timeout -k 10 "$limit" "$bench" --model d12 --device cuda --dtype "$dtype" \
+      --batch "$batch" --seq "$seq" --steps "$steps" --json "$json"; then
+      echo "gpu_check: the $dtype benchmark failed (or ran past $limit s)" >&2
+      rm -f "$json"
     fi
   done
 fi
 
 # ---------------------------------------------------------------- report
 phase "report"
-python3 "$repo/scripts/gpu_report.py" --junit "$junit" --ctest-log "$ctest_log" --cache "$build_dir/CMakeCache.txt" \
+set +e
+python3 "$repo/scripts/gpu_report.py" --junit "$junit" --ctest-log "$ctest_log" --test-list "$test_list" \
+  --cache "$build_dir/CMakeCache.txt" \
   --fact "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
   --fact "commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --fact "GPU=$gpu_count x $gpu_name (compute capability $gpu_cc, built for sm_$arch)" \
   --fact "driver=$gpu_driver; CUDA toolkit $cuda_version" \
   --fact "CMake=$(cmake --version | head -n 1)" \
-  --fact "build time=${build_seconds:+$build_seconds s with $jobs jobs}${build_seconds:-reused (--skip-build)}; whole check $((SECONDS - started)) s" \
+  --fact "build time=${build_seconds:+$build_seconds s with $jobs jobs}${build_seconds:-reused (--skip-build)}" \
+  --fact "whole check=$((SECONDS - started)) s (budget $budget s)" \
   --fact "logs=\`$ctest_log\`, \`$junit\`" \
   --bench-title "GPT-2 124M (d12) training step, batch $batch x seq $seq, $steps steps:" \
-  "${bench_args[@]}" --out "$report" || die 2 "the report could not be written"
-echo "gpu_check: report written to $report"
-
-# The counts, from the report's summary line.
-summary=$(grep '^CUDA tests:' "$report")
-read -r tests_passed tests_failed tests_timed_out tests_skipped < <(
-  sed -n 's/^CUDA tests: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) timed out, \([0-9]*\) skipped.*/\1 \2 \3 \4/p' \
-    <<<"$summary")
-# A few tests skip for good reasons (a second GPU, an older architecture); most of them skipping means the
-# CUDA runtime does not see the GPU that nvidia-smi lists.
-if [ "$tests_skipped" -gt "$tests_passed" ]; then
-  echo "gpu_check: $tests_skipped CUDA tests skipped, more than passed: the CUDA runtime does not see the GPU" >&2
-fi
-if [ "$tests_failed" -ne 0 ] || [ "$tests_timed_out" -ne 0 ] || [ "$tests_passed" -le 0 ] ||
-  [ "$tests_skipped" -gt "$tests_passed" ] || [ "$bench_ok" -ne 1 ]; then
-  echo "gpu_check: FAILED ($summary; benchmarks ok: $bench_ok)" >&2
-  exit 1
-fi
-echo "gpu_check: OK ($summary)"
+  "${bench_args[@]}" --out "$report"
+status=$?
+set -e
+case $status in
+  0) echo "gpu_check: OK; report written to $report [$((SECONDS - started)) s]" ;;
+  1) echo "gpu_check: FAILED ($(sed -n 's/^Result: FAILED: //p' "$report")); report written to $report" >&2 ;;
+  *) die 2 "the report could not be written" ;;
+esac
+exit "$status"

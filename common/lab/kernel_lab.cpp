@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <exception>
 #include <map>
+#include <memory>
+#include <optional>
 
 #include "common/core/error.h"
 #include "common/lab/device_timing.h"
@@ -57,6 +59,10 @@ namespace {
 
 Validation validate_version(const Version& version) {
   Validation v;
+  if (!version.left_out.empty()) {
+    v.error = cat("left out: ", version.left_out);
+    return v;
+  }
   try {
     for (const Check& check : version.validate()) v.checks.push_back(evaluate(check));
   } catch (const std::exception& e) {
@@ -142,6 +148,7 @@ VersionReport KernelLab::report_of(int number) const {
   r.what_changes = v.what_changes;
   r.device = v.device;
   r.precision = v.precision;
+  r.left_out = v.left_out;
   return r;
 }
 
@@ -157,12 +164,17 @@ std::vector<VersionReport> KernelLab::measure(const MeasureOptions& options) con
   std::vector<VersionReport> reports;
   for (const int n : selected(options.only)) {
     reports.push_back(report_of(n));
-    reports.back().validation = validate_version(versions_[static_cast<size_t>(n - 1)]);
+    if (reports.back().left_out.empty())
+      reports.back().validation = validate_version(versions_[static_cast<size_t>(n - 1)]);
   }
-  std::optional<Ceiling> cpu_ceiling;
+  std::optional<CpuCeilingMeter> cpu_meter;  // made for the first CPU version timed, sized by the lab's bytes
   for (VersionReport& r : reports) {
     if (!r.validation.passed) continue;
     const Version& v = versions_[static_cast<size_t>(r.number - 1)];
+    if (v.device.is_cpu() && options.cpu_ceiling) {
+      if (!cpu_meter) cpu_meter.emplace(cost_.bytes);
+      cpu_meter->sample(kCpuCeilingSamplesPerVisit);
+    }
     try {
       const std::unique_ptr<bench::TimingBackend> timing = timing_for(v.device, {options.flush_l2});
       r.timing = timing->name();
@@ -175,14 +187,18 @@ std::vector<VersionReport> KernelLab::measure(const MeasureOptions& options) con
       r.validation.error = cat("while timing: ", e.what());
       continue;
     }
-    if (v.device.is_cpu()) {
-      if (options.cpu_ceiling && !cpu_ceiling) cpu_ceiling = measure_cpu_ceiling(cost_.bytes);
-      r.ceiling = cpu_ceiling;
-    } else if (r.timing != "emulated") {
-      r.ceiling = gpu_ceiling(device_name(v.device), v.precision);
-    }
-    apply_cost(r, cost_);
+    if (!v.device.is_cpu() && r.timing != "emulated") r.ceiling = gpu_ceiling(device_name(v.device), v.precision);
   }
+  // The CPU versions share one ceiling: the fastest samples of the whole lab, the last ones taken after every
+  // CPU version has run.
+  if (cpu_meter) {
+    cpu_meter->sample(kCpuCeilingSamplesPerVisit);
+    const Ceiling ceiling = cpu_meter->ceiling();
+    for (VersionReport& r : reports)
+      if (r.timed && r.device.is_cpu()) r.ceiling = ceiling;
+  }
+  for (VersionReport& r : reports)
+    if (r.timed) apply_cost(r, cost_);
   compare_with_earlier(reports);
   return reports;
 }

@@ -33,10 +33,14 @@
 //      version, so GB/s is the *effective* bandwidth llm.c's dev/cuda reports): GB/s and TFLOP/s at the
 //      median time; the fraction of the ceiling, which for a GPU is the datasheet peak of its model at the
 //      version's precision and its memory bandwidth (common/bench/gpu_peaks.h), and for the CPU the sgemm
-//      throughput and copy bandwidth measured in the same run (ceilings.h); speedups over the previous timed
+//      throughput and the bandwidth of a copy of the kernel's bytes, measured in the same run before each CPU
+//      version and after the last, the fastest sample kept (ceilings.h); a fraction above 100% is printed with
+//      a `*` and a note (the ceiling was measured lower than the kernel ran); speedups over the previous timed
 //      version and the first one, with bench::compare's verdict (a gain only beyond the spread of repeats).
 //      Versions are compared only with versions timed the same way: CUDA versions among themselves, CPU
 //      versions among themselves (two clocks are not one yardstick, and emulated times are no GPU's).
+// A version may be left out at a size where it would take too long (`left_out` says why and what runs it): it
+// keeps its number and its line in the report, and is neither validated nor timed.
 #pragma once
 
 #include <functional>
@@ -87,6 +91,9 @@ struct Version {
   bench::Precision precision = bench::Precision::FP32;  // the math it runs in: which peak it is judged against
   std::function<void()> run;                            // one run on the lab's inputs
   std::function<std::vector<Check>()> validate;         // poisons its outputs, runs once, returns the checks
+  // Empty: it runs. Else why it does not at this size, and the flag that runs it anyway. (Initialised, so
+  // that a version written as a braced list without it draws no missing-initializer warning.)
+  std::string left_out = {};
 };
 
 struct CheckOutcome {
@@ -111,6 +118,11 @@ struct MeasureOptions {
   bool cpu_ceiling = true;  // measure the CPU's sgemm and copy ceilings when a CPU version is timed
 };
 
+// Samples of the CPU's ceiling taken before each CPU version's warm-up and after the last CPU version: spread
+// over the lab, but never between a version's timed repeats, where they would evict a cache-resident kernel's
+// data before its next timed run.
+inline constexpr int kCpuCeilingSamplesPerVisit = 3;
+
 // One version's line of the report.
 struct VersionReport {
   int number = 0;  // 1-based
@@ -118,8 +130,9 @@ struct VersionReport {
   std::string what_changes;
   Device device;
   bench::Precision precision = bench::Precision::FP32;
+  std::string left_out;  // the version's: not validated, not timed (see Version)
   Validation validation;
-  bool timed = false;  // false when validation failed
+  bool timed = false;  // false when validation failed or the version was left out
   std::string timing;  // "cuda_events", "steady_clock" or "emulated"
   bench::Summary ms;   // milliseconds per run
   double gb_per_s = 0;
@@ -154,7 +167,8 @@ class KernelLab {
   const Cost& cost() const { return cost_; }
   const std::vector<Version>& versions() const { return versions_; }
 
-  // Validates the versions (all, or `only`), in order; element i describes version only[i] (or i + 1).
+  // Validates the versions (all, or `only`), in order; element i describes version only[i] (or i + 1). A
+  // version left out is not validated: its element has passed = false and `error` says it was left out.
   std::vector<Validation> validate_all(const std::vector<int>& only = {}) const;
   // Version `number`'s report before anything is validated or measured: its name, device and precision.
   VersionReport report_of(int number) const;

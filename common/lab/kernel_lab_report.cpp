@@ -34,8 +34,14 @@ std::string with_prefix(double v, const char* unit) {
   return cat(significant(v), " ", prefixes[i], unit);
 }
 
+// A fraction of the ceiling above 1 means the ceiling was measured (or, for a GPU, rated) lower than the kernel
+// ran: it is printed, flagged with a `*` that the table's notes explain.
+bool above_ceiling(const std::optional<double>& f) {
+  return f && *f > 1.0;
+}
+
 std::string percent(const std::optional<double>& f) {
-  return f ? cat(fixed(*f * 100, 1), "%") : "-";
+  return f ? cat(fixed(*f * 100, 1), "%", above_ceiling(f) ? "*" : "") : "-";
 }
 
 std::string speedup(const std::optional<double>& s) {
@@ -64,7 +70,7 @@ std::string KernelLab::table(const std::vector<VersionReport>& reports) const {
   for (const VersionReport& r : reports) {
     std::vector<std::string> row = {version_label(r.number), r.device.str(), bench::precision_name(r.precision)};
     if (!r.timed) {
-      row.push_back(r.validation.passed ? "validated, not timed" : "FAILED");
+      row.push_back(!r.left_out.empty() ? "left out" : r.validation.passed ? "validated, not timed" : "FAILED");
       t.add(row);
       continue;
     }
@@ -83,19 +89,33 @@ std::string KernelLab::table(const std::vector<VersionReport>& reports) const {
   }
   out += t.render("  ");
 
-  std::set<std::string> ceilings, timings;
+  std::set<std::string> ceilings, timings, flagged;
   for (const VersionReport& r : reports) {
     if (r.ceiling) ceilings.insert(cat(r.device.str(), " ", bench::precision_name(r.precision), ": ", r.ceiling->name));
     if (r.timed) timings.insert(r.timing);
+    if (above_ceiling(r.flops_fraction) || above_ceiling(r.bandwidth_fraction))
+      flagged.insert(r.device.is_cpu() ? "cpu" : "gpu");
   }
   for (const std::string& c : ceilings) out += cat("  peak ", c, "\n");
+  if (flagged.count("cpu"))
+    out +=
+        "  * above 100% on the CPU: its ceiling was measured lower than the kernel ran, so the machine was "
+        "probably loaded while the ceiling was measured (for % peak FLOP, a GEMM larger than the ceiling's "
+        "1024^3 also runs a little faster)\n";
+  if (flagged.count("gpu"))
+    out +=
+        "  * above 100% on the GPU: the datasheet peak is lower than the kernel ran, so it moved or computed less "
+        "than the analytic count (bytes found in a cache), or the table's entry is not this GPU's\n";
   if (timings.count("emulated"))
     out +=
         "  emulated: the CUDA versions ran in the CUDA emulation build; their times are CPU times and say nothing "
         "about a GPU (no fraction of peak is given)\n";
-  for (const VersionReport& r : reports)
-    if (!r.validation.passed)
+  for (const VersionReport& r : reports) {
+    if (!r.left_out.empty())
+      out += cat("  left out ", version_label(r.number), " ", r.name, ": ", r.left_out, "\n");
+    else if (!r.validation.passed)
       out += cat("  FAILED ", version_label(r.number), " ", r.name, ": ", r.validation.describe(), "\n");
+  }
   return out;
 }
 
@@ -115,8 +135,12 @@ void KernelLab::add_to(bench::BenchResult& result, const std::vector<VersionRepo
     row.set("problem", problem_);
     row.set("device", r.device.str());
     row.set("precision", bench::precision_name(r.precision));
-    row.set("status", !r.validation.passed ? "FAILED" : r.timed ? "ok" : "validated, not timed");
-    row.set("failure", r.validation.passed ? Json() : Json(r.validation.describe()));
+    row.set("status", !r.left_out.empty()    ? "left out"
+                      : !r.validation.passed ? "FAILED"
+                      : r.timed              ? "ok"
+                                             : "validated, not timed");
+    row.set("failure", r.validation.passed || !r.left_out.empty() ? Json() : Json(r.validation.describe()));
+    row.set("left_out", r.left_out.empty() ? Json() : Json(r.left_out));
     row.set("timing", r.timed ? Json(r.timing) : Json());
     row.set("ms_median", r.timed ? Json(r.ms.median) : Json());
     row.set("ms_min", r.timed ? Json(r.ms.min) : Json());

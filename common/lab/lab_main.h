@@ -46,7 +46,8 @@ struct LabCommandLine {
 };
 
 // Validates (and unless --validate-only, times) the lab's selected versions, prints the table and writes the
-// --json result. Returns the exit status: 0 when every selected version passed validation, 1 otherwise.
+// --json result. Returns the exit status: 0 when every selected version passed validation or was left out
+// (Version::left_out), 1 otherwise.
 int run_lab(const KernelLab& lab, const LabCommandLine& command_line);
 
 // "2,3" -> {2, 3}; Error(InvalidArgument) naming --version for anything but positive integers.

@@ -48,6 +48,30 @@ TEST_P(MatmulLabCpu, EveryCpuVersionMatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulLabCpu, ::testing::ValuesIn(kLabCases));
 
+// Above 1 GFLOP a run the naive loop is left out, unless asked for: it keeps its number and says why, and is
+// neither validated nor timed (at the default shape one run of it takes 15 s to a minute on 2 cores).
+TEST(MatmulLabCpu, TheNaiveLoopIsLeftOutAboveItsBudgetUnlessAskedFor) {
+  ch06::MatmulProblem p;  // the default shape, 19.3 GFLOP
+  EXPECT_FALSE(ch06::runs_cpu_naive(p));
+  p.cpu_naive_at_any_size = true;
+  EXPECT_TRUE(ch06::runs_cpu_naive(p));
+  EXPECT_TRUE(ch06::runs_cpu_naive({512, 768, 768}));  // 0.6 GFLOP
+
+  const kernel_lab::KernelLab lab = ch06::make_matmul_lab({800, 800, 800, 0.0f, 7});  // 1.02 GFLOP
+  const int naive = test::versions_on(lab, DeviceType::CPU).front();
+  const kernel_lab::Version& v = lab.versions()[static_cast<size_t>(naive - 1)];
+  EXPECT_EQ(v.name, "CPU naive");
+  EXPECT_NE(v.left_out.find("1.02 GFLOP a run, above the 1 GFLOP"), std::string::npos) << v.left_out;
+  EXPECT_NE(v.left_out.find("--cpu-naive"), std::string::npos) << v.left_out;
+  const std::vector<kernel_lab::VersionReport> r =
+      lab.measure({.warmup = 0, .repeats = 1, .only = {naive, naive + 1}, .cpu_ceiling = false});
+  EXPECT_FALSE(r[0].timed);
+  EXPECT_EQ(r[0].left_out, v.left_out);
+  EXPECT_TRUE(r[1].timed);  // the blocked loop still runs
+  const kernel_lab::KernelLab forced = ch06::make_matmul_lab({800, 800, 800, 0.0f, 7, true});  // --cpu-naive
+  EXPECT_TRUE(forced.versions()[static_cast<size_t>(naive - 1)].left_out.empty());
+}
+
 // The CPU reference GEMM is what the fp32 versions are judged against (and the OpenBLAS version is that
 // GEMM): it is itself judged against an fp64 product here.
 TEST(MatmulCpu, TheReferenceGemmMatchesAnFp64Product) {
@@ -150,6 +174,13 @@ TEST(MatmulLabProgram, ValidatesEveryVersionAtASmallShape) {
   EXPECT_EQ(run_lab("--m 19 --n 21 --k 23 --validate-only", &output), 0) << output;
   EXPECT_NE(output.find("CPU fused bias + GELU by row blocks: ok"), std::string::npos) << output;
   EXPECT_EQ(output.find("FAILED"), std::string::npos) << output;
+}
+
+TEST(MatmulLabProgram, TheHelpNamesTheFlagThatRunsTheNaiveLoop) {
+  std::string output;
+  EXPECT_EQ(run_lab("--help", &output), 0);
+  EXPECT_NE(output.find("--cpu-naive"), std::string::npos) << output;
+  EXPECT_NE(output.find("left out above 1 GFLOP a run"), std::string::npos) << output;
 }
 
 TEST(MatmulLabProgram, BadFlagsAreOneClearError) {

@@ -3,7 +3,9 @@
 // each timed version with the one before it and the first, and the bench result holds one row per version.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/lab/device_timing.h"
@@ -208,20 +210,117 @@ TEST(TimingFor, TheCpuIsTimedWithTheSteadyClock) {
 #endif
 }
 
-TEST(KernelLab, TheCpuCeilingIsMeasured) {
-  const Ceiling c = measure_cpu_ceiling();
-  EXPECT_GT(c.flops_per_s, 1e8);  // any CPU of this century, even a loaded one
-  EXPECT_GT(c.bytes_per_s, 1e8);
-  EXPECT_NE(c.name.find("measured, best of 5"), std::string::npos) << c.name;
-  EXPECT_NE(c.name.find("memcpy 262144 KiB"), std::string::npos) << c.name;  // from and to memory
+// A ceiling is the fastest of its samples: a loaded machine only ever makes a run slower.
+TEST(CpuCeiling, TheFastestSampleSetsTheRate) {
+  EXPECT_DOUBLE_EQ(best_rate(2e9, std::vector<double>{0.04, 0.01, 0.02}), 2e11);
+  EXPECT_DOUBLE_EQ(best_rate(1e6, std::vector<double>{0.0, 0.5, -1.0}), 2e6);  // no time is not a time
+  EXPECT_EQ(best_rate(1e6, std::vector<double>{}), 0.0);                       // unknown
+  EXPECT_EQ(best_rate(1e6, std::vector<double>{0.0}), 0.0);
 }
 
 // A kernel that moves 2 MiB per run is compared with a copy of 1 MiB (1 MiB read, 1 MiB written), whose data
 // sit in the caches as the kernel's do; tiny and huge working sets are clamped to 64 KiB and 256 MiB.
-TEST(KernelLab, TheCpuCopyCeilingMovesTheKernelsBytes) {
-  EXPECT_NE(measure_cpu_ceiling(2 << 20).name.find("memcpy 1024 KiB"), std::string::npos);
-  EXPECT_NE(measure_cpu_ceiling(100).name.find("memcpy 64 KiB"), std::string::npos);
-  EXPECT_NE(measure_cpu_ceiling(1e12).name.find("memcpy 262144 KiB"), std::string::npos);
+TEST(CpuCeiling, TheCopyMovesTheKernelsBytes) {
+  EXPECT_EQ(CpuCeilingMeter(2 << 20).copy_bytes(), size_t{1} << 20);
+  EXPECT_EQ(CpuCeilingMeter(100).copy_bytes(), size_t{64} << 10);
+  EXPECT_EQ(CpuCeilingMeter(1e12).copy_bytes(), size_t{256} << 20);
+}
+
+TEST(CpuCeiling, IsMeasuredSampleBySample) {
+  CpuCeilingMeter meter(1 << 20);
+  EXPECT_EQ(meter.samples(), 0);
+  EXPECT_EQ(meter.ceiling().bytes_per_s, 0.0);  // unknown before a sample
+  meter.sample(2);
+  EXPECT_EQ(meter.samples(), 2);
+  const Ceiling c = meter.ceiling();
+  EXPECT_GT(c.flops_per_s, 1e8);  // any CPU of this century, even a loaded one
+  EXPECT_GT(c.bytes_per_s, 1e8);
+  EXPECT_NE(c.name.find("measured, best of 2: sgemm 1024^3"), std::string::npos) << c.name;
+  EXPECT_NE(c.name.find("memcpy 512 KiB on "), std::string::npos) << c.name;
+  EXPECT_NE(measure_cpu_ceiling(0, 1).name.find("memcpy 262144 KiB"), std::string::npos);  // from memory
+}
+
+// The CPU versions share one ceiling, sampled before each of them and after the last (v2 fails validation:
+// it is neither timed nor sampled for).
+TEST(KernelLab, TheCpuCeilingIsSampledBeforeEachCpuVersionAndAfterTheLast) {
+  AxpbProblem p;
+  const KernelLab lab = toy_lab(p);
+  MeasureOptions options = quick();
+  options.cpu_ceiling = true;
+  const std::vector<VersionReport> r = lab.measure(options);
+  ASSERT_TRUE(r[0].ceiling.has_value());
+  ASSERT_TRUE(r[2].ceiling.has_value());
+  EXPECT_FALSE(r[1].ceiling.has_value());
+  EXPECT_EQ(r[0].ceiling->name, r[2].ceiling->name);
+  EXPECT_NE(r[0].ceiling->name.find(cat("best of ", 3 * kCpuCeilingSamplesPerVisit)), std::string::npos)
+      << r[0].ceiling->name;
+  EXPECT_NE(r[0].ceiling->name.find("memcpy 64 KiB"), std::string::npos);  // the toy moves 32 KiB: clamped
+  EXPECT_DOUBLE_EQ(*r[0].bandwidth_fraction, r[0].gb_per_s * 1e9 / r[0].ceiling->bytes_per_s);
+}
+
+// A fraction above 100% is printed, flagged, and explained under the table.
+TEST(KernelLab, AFractionAboveTheCeilingIsFlagged) {
+  AxpbProblem p;
+  const KernelLab lab = toy_lab(p);
+  std::vector<VersionReport> r = {timed_report(1, 1.0, 1.0, 1.0), timed_report(3, 1.0, 1.0, 1.0)};
+  r[0].device = r[1].device = Device::cpu();
+  r[0].ceiling = Ceiling{"measured", 1e12, 8.0 * kN / 2e-3};  // half what the kernel moved
+  r[1].ceiling = Ceiling{"measured", 1e12, 8.0 * kN / 0.5e-3};
+  for (VersionReport& v : r) apply_cost(v, lab.cost());
+  const std::string table = lab.table(r);
+  EXPECT_NE(table.find("200.0%*"), std::string::npos) << table;
+  EXPECT_NE(table.find("50.0% "), std::string::npos) << table;
+  EXPECT_EQ(table.find("50.0%*"), std::string::npos) << table;
+  EXPECT_NE(table.find("* above 100% on the CPU: its ceiling was measured lower than the kernel ran"),
+            std::string::npos)
+      << table;
+  r.pop_back();
+  r[0].ceiling = Ceiling{"measured", 1e12, 8.0 * kN / 0.5e-3};
+  apply_cost(r[0], lab.cost());
+  EXPECT_EQ(lab.table(r).find("above 100%"), std::string::npos);
+}
+
+// A version left out at this size keeps its number, is neither validated nor timed, and is not a failure.
+TEST(KernelLab, AVersionLeftOutIsListedButNeitherValidatedNorTimed) {
+  AxpbProblem p;
+  KernelLab lab("axpb", "N=4096", {2.0 * kN, 8.0 * kN});
+  int runs = 0;
+  lab.add(p.version("loop", kN));
+  Version slow = p.version("slow loop", kN);
+  slow.run = [&runs] { ++runs; };
+  slow.validate = [&runs] {
+    ++runs;
+    return std::vector<Check>{};
+  };
+  slow.left_out = "too slow at this size: --slow runs it";
+  lab.add(slow);
+
+  const std::vector<VersionReport> r = lab.measure(quick());
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_TRUE(r[0].timed);
+  EXPECT_FALSE(r[1].timed);
+  EXPECT_EQ(r[1].number, 2);
+  EXPECT_EQ(r[1].left_out, "too slow at this size: --slow runs it");
+  EXPECT_EQ(runs, 0);
+  const std::string table = lab.table(r);
+  EXPECT_NE(table.find("left out v2 slow loop: too slow at this size: --slow runs it"), std::string::npos) << table;
+  EXPECT_EQ(table.find("FAILED"), std::string::npos) << table;
+  EXPECT_NE(lab.validate_all({2}).front().describe().find("left out: too slow"), std::string::npos);
+  EXPECT_EQ(runs, 0);
+
+  bench::BenchResult result = bench::BenchResult::start("axpb_lab", 0, nullptr);
+  lab.add_to(result, r);
+  EXPECT_EQ(result.rows[1].at("status").as_string(), "left out");
+  EXPECT_TRUE(result.rows[1].at("failure").is_null());
+
+  LabCommandLine command_line;
+  command_line.warmup = 0;
+  command_line.repeats = 1;
+  command_line.cpu_ceiling = false;
+  EXPECT_EQ(run_lab(lab, command_line), 0);
+  command_line.validate_only = true;
+  EXPECT_EQ(run_lab(lab, command_line), 0);
+  EXPECT_EQ(runs, 0);
 }
 
 TEST(KernelLab, TheBenchResultHasOneRowPerVersionAndAMetricPerTimedOne) {
