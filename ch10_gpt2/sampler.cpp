@@ -44,6 +44,7 @@ std::vector<int32_t> sample_tokens(const GPT2& model, const std::vector<int32_t>
     }
     context.push_back(next);
     generated.push_back(next);
+    if (options.on_token) options.on_token(next);
   }
   return generated;
 }

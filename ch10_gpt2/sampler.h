@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "common/nn/gpt2.h"
@@ -16,6 +17,8 @@ struct SampleOptions {
   int64_t max_new_tokens = 64;
   float temperature = 1.0f;
   int top_k = 40;  // 0: the whole vocabulary
+  // Called with each new token as soon as it is drawn (to stream the text); may be empty.
+  std::function<void(int32_t)> on_token;
 };
 
 // Continues `prompt` (token ids; must not be empty) and returns only the new tokens.

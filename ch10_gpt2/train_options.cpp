@@ -2,6 +2,8 @@
 
 #include <cctype>
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
 
 #include "ch05_data/loaders/make_loader.h"
 #include "ch07_memory/max_batch.h"
@@ -85,7 +87,9 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_int("threads", &threads, "CPU threads (0: all cores)", 0, 4096);
   f.add_int("seed", &seed, "seed of initialisation, shuffling and sampling", 0, INT64_MAX);
   f.add_string("log-json", &log_json, "write one JSON object per step (and per evaluation) to this file");
-  f.add_string("save", &save, "write a checkpoint directory here at the end (and every --save-every steps)");
+  f.add_string("save", &save,
+               "write a checkpoint directory here at the end (and every --save-every steps); the default run (no "
+               "--model, --init, --resume or --data-train) saves to runs/<date>-<time> unless given --save '' (none)");
   f.add_int("save-every", &save_every, "checkpoint interval in steps (0: only at the end)", 0, int64_t{1} << 40);
   f.add_string("resume", &resume, "continue from this checkpoint directory");
   f.add_int("eval-every", &eval_every, "validation interval in steps (0: only at the end)", 0, int64_t{1} << 40);
@@ -183,6 +187,18 @@ const std::vector<Preset>& train_presets() {
   return presets;
 }
 
+std::string fresh_run_directory(const std::string& parent) {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  const std::string base = parent + "/" + stamp;
+  std::string dir = base;
+  for (int n = 2; std::filesystem::exists(dir); ++n) dir = cat(base, "-", n);
+  return dir;
+}
+
 bool parse_train_options(int argc, char** argv, TrainOptions& options, bool print_help) {
   Flags flags("gpt2_train",
               "Train GPT-2. With no flags: a small model on the bundled tiny Shakespeare, on the "
@@ -215,6 +231,10 @@ bool parse_train_options(int argc, char** argv, TrainOptions& options, bool prin
   }
   flags.parse(argc, argv);
   options.command = bench::command_line(argc, argv);
+  // The default run is minutes of training on a slow machine: its result is kept (gpt2_sample reads it).
+  const bool default_run = options.model.empty() && options.init.empty() && options.resume.empty() &&
+                           options.data_train.empty() && !options.find_max_batch;
+  if (default_run && !flags.was_set("save")) options.save = fresh_run_directory();
   try {
     options.validate();
   } catch (const Error& e) {

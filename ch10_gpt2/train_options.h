@@ -93,7 +93,13 @@ struct TrainOptions {
   std::string with_preset_note(const std::string& message) const;
 };
 
-// Parses argv: the preset named by --preset (if any) first, then the command line on top.
+// Where the default run keeps its result when no --save is given: a fresh directory under `parent`, named by
+// the local date and time (runs/20261125-031500, or runs/20261125-031500-2 when that one exists).
+std::string fresh_run_directory(const std::string& parent = "runs");
+
+// Parses argv: the preset named by --preset (if any) first, then the command line on top. The default run (no
+// --model, --init, --resume or --data-train) saves its checkpoint to fresh_run_directory() unless --save is
+// given (`--save ''`: none).
 // Returns false when --help was asked for (and printed, when `print_help`: rank 0 of a distributed run).
 bool parse_train_options(int argc, char** argv, TrainOptions& options, bool print_help = true);
 

@@ -62,7 +62,12 @@ int64_t saved_step_tokens(const TrainState& saved) {
 // The device of this rank: --device as given, except that a GPU named without an index ("cuda", or "auto" on
 // a machine with GPUs) is GPU rank mod the GPUs visible, so that the ranks of a node share its GPUs out.
 Device device_of_rank(const std::string& flag, int rank, int ranks) {
-  Device device = flag == "auto" ? best_device() : parse_device(flag);
+  Device device;
+  try {
+    device = flag == "auto" ? best_device() : parse_device(flag);
+  } catch (const Error&) {
+    fail(ErrorKind::InvalidArgument, "--device: unknown device '", flag, "' (expected auto, cpu, cuda or cuda:N)");
+  }
 #ifdef LAB_WITH_CUDA
   if (device.is_cuda() && ranks > 1 && flag.find(':') == std::string::npos && cuda_available())
     device = Device::cuda(rank % cuda::device_count());
@@ -151,12 +156,14 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   const TrainState resumed = read_resume_state();
   start_step_ = resumed.step;
   const GPT2Config config = model_config(resumed);
+  // Before the data: a sequence longer than the model can read is the cause to name, whatever the data hold.
+  LAB_CHECK(options_.seq <= config.block_size, InvalidArgument, "--seq ", options_.seq,
+            " exceeds the model's block size ", config.block_size, " (its position embedding has ", config.block_size,
+            " rows)");
   setup_parallel();
   setup_data();
   model_ = ch08::tp::model_for_rank(*context_, config, device_);  // this rank's shard: tp slice, pipeline stage
   ch06::use_kernels(*model_, ch06::parse_kernels(options_.kernels));
-  LAB_CHECK(options_.seq <= model_->config().block_size, InvalidArgument, "--seq ", options_.seq,
-            " exceeds the model's block size ", model_->config().block_size);
   ch07::apply_recompute(model_->options(), ch07::parse_recompute_policy(options_.recompute));
   // Chapter 7's rungs choose the optimizer (sharded under ZeRO) and the step, chapter 8's layout otherwise.
   const ch07::MemoryStepOptions memory_steps{options_.optimizer_in_backward, options_.offload == "optimizer",
@@ -176,7 +183,13 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
     train_loader_->seek(resumed.loader_position);
     sample_rng_.set_state(resumed.rng);
   } else if (!options_.init.empty()) {
-    load_gpt2_weights(*model_, options_.init);
+    for_flag("--init", [&] {
+      load_gpt2_weights(*model_, options_.init);
+      return 0;
+    });
+    if (leader())
+      std::printf("--init: loaded %.1fM parameters from %s (%s)\n", static_cast<double>(config.num_parameters()) / 1e6,
+                  options_.init.c_str(), config.str().c_str());
   } else {
     model_->init_weights(static_cast<uint64_t>(options_.seed));
   }
@@ -312,7 +325,7 @@ void Trainer::setup_data() {
 
 // The mean loss over the first --val-batches global batches of the validation split: each data-parallel rank
 // evaluates its share of them, and the ranks average.
-double Trainer::evaluate() {
+double Trainer::evaluate(const std::function<bool()>& stop) {
   if (!val_loader_) return NAN;
   const int64_t available = val_loader_->plan().batches_per_epoch();
   const int64_t n = options_.val_batches > 0 ? std::min(options_.val_batches, available) : available;
@@ -321,6 +334,9 @@ double Trainer::evaluate() {
   Tensor x, y;
   ch08::pp::StageLink link(context_->pp());  // with one stage, the model's own loss
   for (int64_t i = 0; i < n; ++i) {
+    // A stop request ends an evaluation between two batches (all ranks agree on it): the whole split of a
+    // large validation set can take minutes.
+    if (stop && stop()) return NAN;
     val_loader_->next(x, y);
     total += ch08::pp::pipeline_loss(
         *model_, link, {x.device() == device_ ? x : x.to(device_), y.device() == device_ ? y : y.to(device_)});
@@ -457,10 +473,20 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
     return summary;
   }
   log_->write(log_header());
+  auto stop = [&] {
+    summary.stop_signal = ch08::agree_on_stop(*world_, stop_signal ? stop_signal() : 0);
+    return summary.stop_signal != 0;
+  };
   auto eval_and_log = [&](int64_t step) {
     if (!val_loader_) return;
     bench::Timer t;
-    summary.last_val_loss = evaluate();
+    const double val_loss = evaluate(stop);
+    if (summary.stop_signal != 0) {
+      if (leader())
+        std::printf("eval  %5lld | stopped by a signal after %.1f s\n", static_cast<long long>(step), t.seconds());
+      return;
+    }
+    summary.last_val_loss = val_loss;
     if (leader())
       std::printf("eval  %5lld | val_loss %.4f | %.1f s\n", static_cast<long long>(step), summary.last_val_loss,
                   t.seconds());
@@ -473,10 +499,6 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
   auto save = [&](int64_t step) {
     save_checkpoint_at(step);
     summary.checkpoint_step = step;
-  };
-  auto stop = [&] {
-    summary.stop_signal = ch08::agree_on_stop(*world_, stop_signal ? stop_signal() : 0);
-    return summary.stop_signal != 0;
   };
   if (start_step_ == 0 && options_.eval_every > 0 && !stop()) eval_and_log(0);
   // Each step's memory peaks are its own (the allocator's peak is reset before every step), and the first step
@@ -503,12 +525,14 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
     summary.steps = step + 1;
     const bool last = step + 1 == options_.steps;
     if ((options_.eval_every > 0 && (step + 1) % options_.eval_every == 0) || last) eval_and_log(step + 1);
-    if (options_.sample_every > 0 && (step + 1) % options_.sample_every == 0 && !last) sample_text(step + 1);
+    if (options_.sample_every > 0 && (step + 1) % options_.sample_every == 0 && !last && summary.stop_signal == 0)
+      sample_text(step + 1);
     if (!options_.save.empty() && ((options_.save_every > 0 && (step + 1) % options_.save_every == 0) || last))
       save(step + 1);
     allocator_for(device_).reset_peak();
   };
-  summary.interrupted = loop.run(start_step_, options_.steps, after_step, stop).interrupted;
+  // A stop during the last step's evaluation ends the run as interrupted too (no sample follows).
+  summary.interrupted = loop.run(start_step_, options_.steps, after_step, stop).interrupted || summary.stop_signal != 0;
   summary.seconds = run_seconds_;
   if (summary.interrupted) {
     // The steps done since the last checkpoint are kept, unless there are none.

@@ -72,7 +72,8 @@ class Trainer {
   GPT2Config model_config(const TrainState& resumed) const;
   void setup_data();
   void setup_model();
-  double evaluate();
+  // NaN without validation data, or when `stop` (checked between batches) said to stop.
+  double evaluate(const std::function<bool()>& stop = {});
   std::string sample_text(int64_t step);
   void save_checkpoint_at(int64_t step);
   Json log_header() const;

@@ -3,8 +3,8 @@
 #
 #   scripts/lab.sh chNN [LAB] [--build-dir DIR] [--jobs N] [--quick] [-- ARGS...]
 #
-# --quick asks each program for a short run (fewer repeats and steps: numbers to check that it works, not to
-# publish).
+# --quick asks each program for a run of seconds (kernel labs: their --quick, a smaller problem and 3 repeats;
+# the benchmarks: a small model, fewer steps and repeats): numbers to check that it works, not to publish.
 #
 # A chapter's labs are
 #   - every executable named chNN_<lab>_lab (the convention: a kernel lab registers itself just by building such
@@ -124,7 +124,7 @@ for name in $NAMES; do
       ch08_dist_bench) command+=(--max-bytes 1048576 --repeats 3) ;;
       ch07_memory_bench) command+=(--model small --steps 1) ;;
       gpt2_step_bench) command+=(--model small --steps 3 --warmup 1 --gemm-repeats 2) ;;
-      *) command+=(--warmup 1 --repeats 5) ;;
+      *) command+=(--quick) ;;  # a kernel lab: its smaller problem, 1 warm-up, 3 repeats
     esac
   fi
   [[ $program == ch08_dist_bench ]] && command=(mpirun -np 2 --oversubscribe "${command[@]}")

@@ -1,4 +1,4 @@
-#!/ usr / bin / python3
+#!/usr/bin/python3
 """Draws bench results (common/bench/result.h) as a bar chart PNG, or training logs as curves.
 
 With a row column as --metric (e.g. "ms" of rows {"stage": "v1 naive", "ms": 41.0}), it draws one group of
@@ -11,17 +11,22 @@ The files may instead be gpt2_train JSON logs (--log-json; ch10_gpt2/train_log.h
 field of their records ("loss", "val_loss", "ms", "lr", "grad_norm", "tokens_per_s", ...) and each log is
 drawn as one curve of that field against the step, so two training runs can be compared at a glance.
 
-    python3 scripts/plot_bench.py before.json after.json --metric ms --out stages.png
-    python3 scripts/plot_bench.py run1.jsonl run2.jsonl --metric loss --out loss.png
+    scripts/plot_bench.py before.json after.json --metric ms --out stages.png
+    scripts/plot_bench.py run1.jsonl run2.jsonl --metric loss --out loss.png
 
-Needs matplotlib (Debian: python3-matplotlib).
+Needs matplotlib (Debian: python3-matplotlib, for the /usr/bin/python3 that runs the script).
 """
 import argparse
 import json
 import os
 import sys
 
-import matplotlib
+try:
+    import matplotlib
+except ModuleNotFoundError:
+    sys.exit(f"{os.path.basename(sys.argv[0])}: needs matplotlib, which {sys.executable} does not have: install it "
+             "(Debian: apt-get install python3-matplotlib) or run the script with a python3 that has it "
+             "(e.g. /usr/bin/python3)")
 
 matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402  (must follow the backend choice)

@@ -1,19 +1,25 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Draws a memory snapshot (gpt2_train --memory-snapshot; ch07_memory/memory_snapshot.h) as a PNG: live bytes
 by category over the step, stacked, as PyTorch's memory snapshot viewer shows them, with the peak marked and
 the ops that hold the most activation bytes at that moment listed.
 
-    python3 scripts/plot_memory.py snapshot.json --out snapshot.png [--title "GPT-2 d12, B=4, T=64"]
+    scripts/plot_memory.py snapshot.json --out snapshot.png [--title "GPT-2 d12, B=4, T=64"]
 
 The events are replayed from the live bytes at the start of the recording; the peak of the replay is checked
-against the allocator's own peak recorded in the file. Needs matplotlib (Debian: python3-matplotlib).
+against the allocator's own peak recorded in the file. Needs matplotlib (Debian: python3-matplotlib,
+for the /usr/bin/python3 that runs the script).
 """
 import argparse
 import json
 import os
 import sys
 
-import matplotlib
+try:
+    import matplotlib
+except ModuleNotFoundError:
+    sys.exit(f"{os.path.basename(sys.argv[0])}: needs matplotlib, which {sys.executable} does not have: install it "
+             "(Debian: apt-get install python3-matplotlib) or run the script with a python3 that has it "
+             "(e.g. /usr/bin/python3)")
 
 matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402  (must follow the backend choice)

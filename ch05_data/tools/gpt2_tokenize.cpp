@@ -129,6 +129,15 @@ int run(int argc, char** argv) {
               stats.bytes / 1e6, to_string(options.doc_split), eot ? "on" : "off", stats.threads);
   print_split("train", stats.train);
   print_split("val", stats.val);
+  // A training run needs validation data: an empty split is most often one file read as one document.
+  if (val_fraction > 0 && stats.val.documents == 0)
+    std::fprintf(stderr,
+                 "gpt2_tokenize: warning: the val split is empty: %lld document(s) in all, too few for "
+                 "--val-fraction %g%s\n",
+                 static_cast<long long>(stats.train.documents), val_fraction,
+                 options.doc_split == DocSplit::File
+                     ? " (--doc-split file makes each input file one document: give --doc-split blank-line or line)"
+                     : "");
   std::printf("throughput %.2f MB/s of text, %.3f M tokens/s (%.3f s)\n", stats.megabytes_per_second(),
               stats.tokens_per_second() / 1e6, stats.seconds);
   return 0;

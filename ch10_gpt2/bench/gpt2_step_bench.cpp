@@ -2,8 +2,9 @@
 // the yardsticks that say how good that time is.
 //
 //   CPU:  the GEMM floor, i.e. the time the step's own matrix products take when each is run alone through
-//         the same sgemm on the same threads, measured in the same run. The step cannot beat it; the
-//         ratio step / floor is the overhead of everything else (elementwise ops, the optimizer, memory).
+//         the same sgemm on the same threads, sampled between the timed steps of the same run (gemm_floor.h).
+//         The step cannot beat it; the ratio step / floor is the overhead of everything else (elementwise
+//         ops, the optimizer, memory). A warning says when the floor's samples spread too far to trust it.
 //   GPU:  tokens/s and MFU against the dense peak of the GPU at the chosen precision (6N + 12LCT FLOPs
 //         per token), when the GPU is in the peak table.
 // Memory: the allocator's peak (all categories) and the process's peak resident set.
@@ -20,10 +21,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <map>
 #include <optional>
 
 #include "ch06_single_gpu/step_staircase.h"
+#include "ch10_gpt2/bench/gemm_floor.h"
 #include "ch10_gpt2/bench/step_bench.h"
 #include "common/bench/gpu_peaks.h"
 #include "common/bench/result.h"
@@ -33,28 +34,12 @@
 #include "common/train/math_mode.h"
 #include "common/util/flags.h"
 #include "common/util/main.h"
-#include "common/util/rng.h"
 
 namespace lab {
 namespace {
 
-// Median seconds of one sgemm of this shape on fresh random operands.
-double time_gemm(const ops::cpu::GemmShape& s, int repeats) {
-  Rng rng(s.M * 31 + s.N * 17 + s.K);
-  std::vector<float> a(static_cast<size_t>(s.M * s.K)), b(static_cast<size_t>(s.K * s.N)),
-      c(static_cast<size_t>(s.M * s.N));
-  for (float& x : a) x = rng.normal();
-  for (float& x : b) x = rng.normal();
-  for (float& x : c) x = rng.normal();
-  const int64_t lda = s.trans_a ? s.M : s.K, ldb = s.trans_b ? s.K : s.N;
-  const std::vector<double> secs = bench::measure(
-      [&] {
-        ops::cpu::sgemm(s.trans_a, s.trans_b, s.M, s.N, s.K, 1.0f, a.data(), lda, b.data(), ldb,
-                        s.accumulate ? 1.0f : 0.0f, c.data(), s.N);
-      },
-      1, repeats);
-  return bench::median(secs);
-}
+// Floor samples further apart than this (slowest total over fastest) make the bench warn.
+constexpr double kFloorSpreadWarning = 1.25;
 
 int64_t peak_resident_bytes() {
   std::ifstream status("/proc/self/status");
@@ -115,7 +100,10 @@ int run(int argc, char** argv) {
               "GPU's peak (MFU), or runs a chapter's staircase of such steps.");
   settings.register_flags(flags);
   flags.add_int("threads", &threads, "CPU threads (0: all cores)", 0, 4096);
-  flags.add_int("gemm-repeats", &gemm_repeats, "repeats per GEMM shape for the floor", 1, 1000);
+  flags.add_int("gemm-repeats", &gemm_repeats,
+                "samples of the CPU's GEMM floor (one after each timed step, the rest after the last; each shape's "
+                "fastest is kept)",
+                1, 1000);
   flags.add_string("json", &json_path, "write the result here (bench JSON)");
   flags.add_string("staircase", &staircase_name,
                    "run this chapter's staircase (ch06) on the workload of --model, --device, --batch, --seq, "
@@ -139,14 +127,24 @@ int run(int argc, char** argv) {
               model.config().str().c_str(), device.str().c_str(), lab::device_name(device).c_str(),
               static_cast<long long>(batch), static_cast<long long>(seq), settings.kernels.c_str(), num_threads());
 
-  const StepSamples samples = step_bench.run([](int64_t i, double seconds) {
+  // On the CPU, the GEMM floor (gemm_floor.h): the step's sgemm shapes, recorded by one more step, timed between
+  // the timed steps. The peak resident set is the steps' own, read before the floor's operands exist.
+  std::optional<GemmFloor> floor;
+  int64_t rss = 0;
+  if (!device.is_cuda()) {
+    const std::vector<ops::cpu::GemmShape> calls = step_bench.record_gemm_shapes();
+    rss = peak_resident_bytes();
+    floor.emplace(calls);
+  }
+  const StepSamples samples = step_bench.run([&](int64_t i, double seconds) {
     std::printf("  step %lld: %.1f ms\n", static_cast<long long>(i + 1), seconds * 1e3);
     std::fflush(stdout);
+    if (floor && floor->samples() < gemm_repeats) floor->sample();
   });
+  if (!floor) rss = peak_resident_bytes();
+  while (floor && floor->samples() < gemm_repeats) floor->sample();
   const std::vector<double>&step_s = samples.step, &fwd_s = samples.forward, &bwd_s = samples.backward,
         &opt_s = samples.optimizer;
-  // Peak resident memory of the training steps themselves, before the floor measurement adds its matrices.
-  const int64_t rss = peak_resident_bytes();
   const bench::Summary step = bench::summarize(step_s);
   const double tokens_per_s = static_cast<double>(batch * seq) / step.median;
   const double model_flops = gpt2_flops_per_token(model.config(), seq) * static_cast<double>(batch * seq);
@@ -206,25 +204,24 @@ int run(int argc, char** argv) {
       std::printf("MFU: unknown GPU: peak not known\n");
     }
   } else {
-    // The GEMM floor: record the step's sgemm shapes, then time each one alone.
-    const std::vector<ops::cpu::GemmShape> shapes = step_bench.record_gemm_shapes();
-    std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, bool>, int> counts;
-    for (const auto& s : shapes) counts[{s.trans_a, s.trans_b, s.M, s.N, s.K, s.accumulate}]++;
-    double floor_s = 0, gemm_flops = 0;
-    std::printf("GEMM floor (%zu sgemm calls, %zu shapes, %s):\n", shapes.size(), counts.size(),
-                ops::cpu::gemm_uses_blas() ? "OpenBLAS" : "portable loops");
-    for (const auto& [key, count] : counts) {
-      const auto& [ta, tb, M, N, K, acc] = key;
-      const ops::cpu::GemmShape s{ta, tb, M, N, K, acc};
-      const double t = time_gemm(s, static_cast<int>(gemm_repeats));
-      floor_s += t * count;
-      gemm_flops += s.flops() * count;
-      std::printf("  %dx %c%c M=%-6lld N=%-6lld K=%-6lld %8.2f ms each, %6.1f GFLOP/s\n", count, ta ? 'T' : 'N',
-                  tb ? 'T' : 'N', static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),
-                  t * 1e3, s.flops() / t / 1e9);
-    }
+    const double floor_s = floor->seconds(), gemm_flops = floor->flops();
+    std::printf(
+        "GEMM floor (%zu sgemm calls, %zu shapes, %s; each the fastest of %d samples taken between the "
+        "steps):\n%s",
+        floor->calls(), floor->shapes(), ops::cpu::gemm_uses_blas() ? "OpenBLAS" : "portable loops", floor->samples(),
+        floor->table().c_str());
     std::printf("GEMM floor: %.1f ms (%.1f GFLOP at %.1f GFLOP/s); step / floor = %.2f\n", floor_s * 1e3,
                 gemm_flops / 1e9, gemm_flops / floor_s / 1e9, step.median / floor_s);
+    // A loaded machine makes both numbers uncertain; say so rather than print a ratio that means nothing.
+    if (floor->spread() > kFloorSpreadWarning)
+      std::printf(
+          "warning: the GEMM floor's samples were up to %.2fx apart (the machine's load changed during the "
+          "run): step / floor is uncertain; rerun on an idle machine\n",
+          floor->spread());
+    if (step.median < floor_s)
+      std::printf(
+          "warning: the step's median is below its GEMM floor: the floor was timed under more load than "
+          "the steps, so step / floor means nothing in this run\n");
     row.set("gemm_floor_ms", floor_s * 1e3);
     row.set("gemm_gflops", gemm_flops / 1e9);
     row.set("sgemm_gflops_per_s", gemm_flops / floor_s / 1e9);

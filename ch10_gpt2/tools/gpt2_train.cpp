@@ -41,6 +41,12 @@ int train(int argc, char** argv) {
     if (trainer.has_validation()) std::snprintf(val, sizeof val, "%.4f", s.last_val_loss);
     std::printf("done: %lld steps in %.1f s, final train loss %.4f, val loss %s\n", static_cast<long long>(s.steps),
                 s.seconds, s.last_loss, val);
+    if (s.checkpoint_step == s.steps)
+      std::printf(
+          "saved in %s: generate text with  gpt2_sample --load %s --prompt \"ROMEO:\"  or train on with  "
+          "gpt2_train --resume %s --save %s --steps %lld\n",
+          options.save.c_str(), options.save.c_str(), options.save.c_str(), options.save.c_str(),
+          static_cast<long long>(2 * s.steps));
     return 0;
   } catch (const lab::Error& e) {
     const std::string where = comm.size() > 1 ? lab::cat("rank ", comm.rank(), "/", comm.size(), ": ") : "";

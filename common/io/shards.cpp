@@ -20,13 +20,28 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "shards are little-endian; this host is not");
 
+// Whether a file's first bytes read as text (no control character but tab, CR and LF; UTF-8's multi-byte
+// sequences pass): what a user who gives a .txt file where shards belong has given. A shard's header is binary
+// from its first bytes (the magic 20240520 is 58 1B 35 01).
+bool looks_like_text(const void* bytes, size_t size) {
+  const auto* b = static_cast<const unsigned char*>(bytes);
+  for (size_t i = 0; i < size; ++i)
+    if (b[i] < 0x20 && b[i] != '\n' && b[i] != '\r' && b[i] != '\t') return false;
+  return true;
+}
+
 // Validates the header of an open shard against its size; returns the token count.
 int64_t validate_header(const InputFile& file) {
   const std::string& path = file.path();
+  int32_t header[kShardHeaderInts] = {};
+  const size_t head_bytes = static_cast<size_t>(std::min<int64_t>(file.size(), kShardHeaderBytes));
+  file.read_at(0, header, head_bytes);
+  if (head_bytes > 0 && header[0] != kShardMagic && looks_like_text(header, head_bytes))
+    fail(ErrorKind::Format, "shard '", path, "' looks like text, not a token shard: tokenize it first, e.g. ",
+         "gpt2_tokenize --input ", path, " --doc-split blank-line --out-prefix data/cache/mytext, then train with ",
+         "--data-train 'data/cache/mytext_train_*.bin' --data-val 'data/cache/mytext_val_*.bin'");
   LAB_CHECK(file.size() >= kShardHeaderBytes, Format, "shard '", path, "' is ", file.size(),
             " bytes, shorter than its ", kShardHeaderBytes, "-byte header");
-  int32_t header[kShardHeaderInts];
-  file.read_at(0, header, sizeof(header));
   LAB_CHECK(header[0] == kShardMagic, Format, "shard '", path, "': bad magic ", header[0], " (expected ", kShardMagic,
             ")");
   LAB_CHECK(header[1] == kShardVersion, Format, "shard '", path, "': unsupported version ", header[1], " (expected ",

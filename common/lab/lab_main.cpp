@@ -17,10 +17,16 @@ void LabCommandLine::register_flags(Flags& flags) {
   flags.add_bool("cpu-ceiling", &cpu_ceiling,
                  "CPU versions: measure this CPU's sgemm and copy throughput for the fraction of peak");
   flags.add_string("json", &json, "write the result here (bench JSON: one row per version)");
+  flags.add_bool("quick", &quick,
+                 "a run of seconds: a smaller problem, 1 warm-up, 3 repeats (unless given): to check, not to publish");
 }
 
 bool LabCommandLine::parse(Flags& flags, int argc, char** argv) {
   if (!flags.parse(argc, argv)) return false;
+  if (quick) {
+    if (!flags.was_set("warmup")) warmup = 1;
+    if (!flags.was_set("repeats")) repeats = 3;
+  }
   parse_version_list(versions);
   if (!json.empty()) bench::BenchResult::check_destination(json);
   command = bench::command_line(argc, argv);

@@ -16,7 +16,9 @@
 //     int main(int argc, char** argv) { return lab::run_main(argc, argv, run); }
 //
 // Shared flags: --version N (only that version; repeatable as --version 1,3), --validate-only, --warmup,
-// --repeats, --no-flush-l2, --no-cpu-ceiling, --json FILE (a bench result, checked writable before any work).
+// --repeats, --no-flush-l2, --no-cpu-ceiling, --json FILE (a bench result, checked writable before any work),
+// --quick (a run of seconds: 1 warm-up, 3 repeats, and the lab's problem shrunk through quick_size(), unless
+// those flags are given: numbers to check that it works, not to publish).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,7 @@ struct LabCommandLine {
   bool flush_l2 = true;
   bool cpu_ceiling = true;
   std::string json;
+  bool quick = false;
   std::string command;  // the command line, for the result file
 
   void register_flags(Flags& flags);
@@ -43,6 +46,11 @@ struct LabCommandLine {
   // Returns false when --help was printed.
   bool parse(Flags& flags, int argc, char** argv);
   MeasureOptions measure_options() const;
+  // With --quick, and `flag` not given: `size` becomes `quick_value` (a lab's smaller problem). After parse().
+  template <typename Size>
+  void quick_size(const Flags& flags, const std::string& flag, Size& size, const Size& quick_value) const {
+    if (quick && !flags.was_set(flag)) size = quick_value;
+  }
 };
 
 // Validates (and unless --validate-only, times) the lab's selected versions, prints the table and writes the

@@ -1,8 +1,10 @@
 #include "common/util/flags.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <sstream>
+#include <vector>
 
 #include "common/core/error.h"
 #include "common/util/parse_number.h"
@@ -15,6 +17,27 @@ std::string format_double(double v) {
   std::ostringstream s;
   s << v;
   return s.str();
+}
+
+// The values a boolean flag takes, also as the next argument (`--eot false`).
+bool is_bool_word(const std::string& v) {
+  return v == "true" || v == "false" || v == "1" || v == "0" || v == "on" || v == "off";
+}
+
+// Levenshtein distance: how many single-character edits turn `a` into `b`.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substituted = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substituted});
+    }
+  }
+  return row[b.size()];
 }
 
 }  // namespace
@@ -124,10 +147,11 @@ bool Flags::parse(const std::vector<std::string>& args) {
         continue;
       }
     }
-    LAB_CHECK(flag, InvalidArgument, "unknown flag --", name, " (see --help)");
+    LAB_CHECK(flag, InvalidArgument, "unknown flag --", name, suggestion(name), " (see --help)");
     if (!has_value) {
       if (flag->is_bool) {
-        value = "true";
+        // `--eot false` reads as `--eot=false`: nothing else may follow a flag but a flag.
+        value = i + 1 < args.size() && is_bool_word(args[i + 1]) ? args[++i] : "true";
       } else {
         LAB_CHECK(i + 1 < args.size(), InvalidArgument, "--", name, " needs a value");
         value = args[++i];
@@ -139,11 +163,27 @@ bool Flags::parse(const std::vector<std::string>& args) {
   return true;
 }
 
+std::string Flags::suggestion(const std::string& name) const {
+  // A typo (a letter missing, extra, wrong or two swapped) is 1-2 edits away, 3 in a long name; a short name
+  // is near too many others for more than one.
+  const size_t limit = name.size() <= 3 ? 1 : std::min<size_t>(3, std::max<size_t>(2, name.size() / 4));
+  const Flag* nearest = nullptr;
+  size_t nearest_distance = limit + 1;
+  for (const auto& f : flags_) {
+    const size_t d = edit_distance(name, f.name);
+    if (d < nearest_distance) {
+      nearest = &f;
+      nearest_distance = d;
+    }
+  }
+  return nearest ? " (did you mean --" + nearest->name + "?)" : "";
+}
+
 std::string Flags::usage() const {
   std::ostringstream out;
   out << "usage: " << program_ << " [flags]\n" << description_ << "\n\nflags:\n";
   for (const auto& f : flags_) {
-    std::string head = "  --" + f.name + (f.is_bool ? "" : " V");
+    std::string head = "  --" + f.name + (f.is_bool ? " [true|false], --no-" + f.name : " V");
     out << head;
     if (head.size() < 28)
       out << std::string(28 - head.size(), ' ');

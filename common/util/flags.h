@@ -1,8 +1,10 @@
-// Command-line flags: `--name value` or `--name=value`; booleans also as `--name` / `--no-name`.
+// Command-line flags: `--name value` or `--name=value`; booleans also as `--name` / `--no-name` and as
+// `--name true|false` (also 1/0, on/off).
 //
 // Every program registers its flags with a pointer to the variable that holds the default, then calls
 // parse(). Unknown flags, missing values, malformed numbers and out-of-range values throw
-// Error(InvalidArgument) naming the flag; `--help` prints the usage and makes parse() return false.
+// Error(InvalidArgument) naming the flag (an unknown one with the nearest known name: "did you mean --steps?");
+// `--help` prints the usage and makes parse() return false.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +49,8 @@ class Flags {
   };
   Flag& add(const std::string& name, const std::string& help, std::string default_text);
   Flag* lookup(const std::string& name);
+  // " (did you mean --X?)" for the known flag nearest to an unknown `name`, or "" when none is near.
+  std::string suggestion(const std::string& name) const;
 
   std::string program_;
   std::string description_;

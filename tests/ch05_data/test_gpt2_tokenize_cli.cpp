@@ -80,6 +80,27 @@ TEST(Gpt2TokenizeCli, WritesTheSameShardsAsTheLibrary) {
   EXPECT_EQ(testing::concatenated(expand_shard_pattern(dir + "/out/c_val_*.bin")), expected.val);
 }
 
+TEST(Gpt2TokenizeCli, AnEmptyValSplitIsWarnedAboutWithItsCause) {
+  const std::string dir = scratch_directory();
+  write_file_atomic(dir + "/one.txt", testing::make_corpus(21, 200));
+  const std::string base = kBinary + " --input " + quoted(dir + "/one.txt") + " --no-progress --out-prefix ";
+  // One file, read as one document: all of it is train.
+  CommandResult r = run_command(base + quoted(dir + "/a") + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: the val split is empty: 1 document(s) in all"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("give --doc-split blank-line or line"), std::string::npos) << r.output;
+  // Paragraphs as documents: a val split, no warning; none asked for (--val-fraction 0): no warning either.
+  r = run_command(base + quoted(dir + "/b") + " --doc-split blank-line 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+  r = run_command(base + quoted(dir + "/c") + " --val-fraction 0 2>&1");
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+  // Booleans take a value as the next argument, as other flags do.
+  r = run_command(base + quoted(dir + "/d") + " --doc-split blank-line --eot false 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("eot off"), std::string::npos) << r.output;
+}
+
 TEST(Gpt2TokenizeCli, BadFlagsGiveOneErrorLineAndAFailingExit) {
   const std::string dir = scratch_directory();
   write_file_atomic(dir + "/in.txt", "some text");

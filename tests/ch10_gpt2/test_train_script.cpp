@@ -28,8 +28,8 @@ std::set<std::string> programs_in_readme() {
 
 TEST(TrainScript, BuildsEveryProgramOfTheReadmeTable) {
   const std::set<std::string> programs = programs_in_readme();
-  EXPECT_EQ(programs, (std::set<std::string>{"gpt2_train", "gpt2_step_bench", "gpt2_tokenize", "ch05_loader_bench",
-                                             "bench_diff"}));
+  EXPECT_EQ(programs, (std::set<std::string>{"gpt2_train", "gpt2_sample", "gpt2_step_bench", "gpt2_tokenize",
+                                             "ch05_loader_bench", "bench_diff"}));
   const std::string script = read_file(std::string(LAB_SOURCE_DIR) + "/scripts/train.sh");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(script, m, std::regex(R"(--target ([^\n]+))"))) << script;

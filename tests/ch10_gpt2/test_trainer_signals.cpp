@@ -74,6 +74,21 @@ TEST(TrainerSignals, WithoutSaveTheMessageSaysNoCheckpointWasWritten) {
   EXPECT_NE(stopped.out.find("; no checkpoint written (no --save given)"), std::string::npos) << stopped.out;
 }
 
+TEST(TrainerSignals, ASignalDuringAnEvaluationStopsItBetweenTwoBatches) {
+  const std::string dir = scratch_directory();
+  // 40 validation batches of 100 ms each: seconds of evaluation after every step.
+  BackgroundTrainer run(tiny_flags(dir) + " --steps 3 --eval-every 1 --val-batches 40 --slow-read-us 100000 --save " +
+                        dir + "/ckpt");
+  ASSERT_TRUE(run.wait_for_output("step     1/3"));
+  run.signal(SIGINT);
+  const ProcessResult stopped = run.wait();
+  EXPECT_EQ(stopped.exit_code, 130);
+  EXPECT_NE(stopped.out.find("eval      1 | stopped by a signal"), std::string::npos) << stopped.out;
+  EXPECT_EQ(stopped.out.find("step     2/3"), std::string::npos) << stopped.out;
+  EXPECT_EQ(interrupted_step(stopped.out), 1) << stopped.out;
+  EXPECT_EQ(read_checkpoint_state(dir + "/ckpt").step, 1);
+}
+
 TEST(TrainerSignals, ASecondSignalStopsAtOnceAndLeavesACompleteCheckpoint) {
   const std::string dir = scratch_directory();
   const std::string flags = tiny_flags(dir) + " --steps 40 --save-every 1 --save " + dir + "/ckpt";

@@ -33,6 +33,7 @@ int run(int argc, char** argv) {
   lab::kernel_lab::LabCommandLine lab_flags;
   lab_flags.register_flags(flags);
   if (!lab_flags.parse(flags, argc, argv)) return 0;
+  lab_flags.quick_size(flags, "m", problem.M, int64_t{64});
   problem.offset = static_cast<float>(offset);
   problem.seed = static_cast<uint64_t>(seed);
   return lab::kernel_lab::run_lab(lab::ch06::make_matmul_lab(problem), lab_flags);

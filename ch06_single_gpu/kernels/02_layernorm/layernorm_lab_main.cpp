@@ -31,6 +31,7 @@ int run(int argc, char** argv) {
   lab::kernel_lab::LabCommandLine lab_flags;
   lab_flags.register_flags(flags);
   if (!lab_flags.parse(flags, argc, argv)) return 0;
+  lab_flags.quick_size(flags, "rows", problem.rows, int64_t{1024});
   LAB_CHECK(problem.rows * problem.channels <= (int64_t{1} << 27), InvalidArgument,
             "--rows x --channels = ", problem.rows * problem.channels, " elements is more than this lab holds (2^27)");
   problem.offset = static_cast<float>(offset);

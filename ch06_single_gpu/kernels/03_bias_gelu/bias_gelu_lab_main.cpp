@@ -32,6 +32,7 @@ int run(int argc, char** argv) {
   lab::kernel_lab::LabCommandLine lab_flags;
   lab_flags.register_flags(flags);
   if (!lab_flags.parse(flags, argc, argv)) return 0;
+  lab_flags.quick_size(flags, "rows", problem.rows, int64_t{512});
   LAB_CHECK(problem.rows * problem.columns <= (int64_t{1} << 27) && problem.rows * problem.inputs <= (int64_t{1} << 27),
             InvalidArgument, "--rows x --columns (and --rows x --inputs) must be at most 2^27 elements in this lab");
   problem.spread = static_cast<float>(spread);

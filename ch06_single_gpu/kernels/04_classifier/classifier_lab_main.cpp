@@ -31,6 +31,7 @@ int run(int argc, char** argv) {
   lab::kernel_lab::LabCommandLine lab_flags;
   lab_flags.register_flags(flags);
   if (!lab_flags.parse(flags, argc, argv)) return 0;
+  lab_flags.quick_size(flags, "rows", problem.rows, int64_t{64});
   LAB_CHECK(problem.vocab <= problem.padded_vocab, InvalidArgument, "--vocab ", problem.vocab,
             " is larger than --padded-vocab ", problem.padded_vocab);
   LAB_CHECK(problem.rows * problem.padded_vocab <= (int64_t{1} << 30), InvalidArgument,

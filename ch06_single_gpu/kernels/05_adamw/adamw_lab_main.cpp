@@ -34,6 +34,7 @@ int run(int argc, char** argv) {
   lab::kernel_lab::LabCommandLine lab_flags;
   lab_flags.register_flags(flags);
   if (!lab_flags.parse(flags, argc, argv)) return 0;
+  lab_flags.quick_size(flags, "model", model, std::string("small"));
   problem.table = table == "fp32" ? lab::ch06::AdamWTable::FP32 : lab::ch06::AdamWTable::BF16;
   problem.grad_dtype = lab::parse_dtype(grad_dtype);
   LAB_CHECK(problem.table == lab::ch06::AdamWTable::BF16 || problem.grad_dtype == lab::DType::F32, InvalidArgument,

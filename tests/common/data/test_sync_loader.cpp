@@ -84,7 +84,7 @@ TEST(SyncLoader, ShardErrorsNameTheFile) {
   const std::string dir = scratch_directory();
   const auto paths = write_counting_shards(dir, {100, 100});
   const std::vector<std::string> with_garbage = {paths[0], dir + "/garbage.bin"};
-  std::ofstream(with_garbage[1]) << std::string(2000, 'x');
+  std::ofstream(with_garbage[1]) << std::string(2000, '\x07');  // binary garbage (text has its own message)
   expect_error([&] { SyncLoader(with_garbage, options(2, 4)); }, ErrorKind::Format, {"garbage.bin", "magic"});
   // Shrunk after the loader opened it: the batch that needs the missing tokens fails, naming the file,
   // and the position stays where it was.

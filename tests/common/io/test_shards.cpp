@@ -119,6 +119,22 @@ TEST(Shards, WrongMagic) {
   expect_error([&] { read_shard(path); }, ErrorKind::Format, {path, "magic", "20240521"});
 }
 
+TEST(Shards, ATextFileIsNamedAsTextWithTheCommandThatTokenizesIt) {
+  const std::string dir = scratch_directory();
+  // Longer than a header, and shorter: both are text, not a shard of the wrong size.
+  std::string long_text;
+  while (long_text.size() < 3000) long_text += "First Citizen:\r\nBefore we proceed any further, hear me speak.\n\t";
+  for (const std::string& text : {long_text, std::string("Caf\xc3\xa9 au lait\n")}) {
+    const std::string path = dir + "/my_" + std::to_string(text.size()) + ".txt";
+    write_file_atomic(path, text);
+    expect_error([&] { read_shard_info(path); }, ErrorKind::Format, {path, "looks like text", "gpt2_tokenize --input"});
+  }
+  // Binary that is not a shard keeps the plain message.
+  const std::string binary = dir + "/zeros.bin";
+  write_file_atomic(binary, std::string(2048, '\0'));
+  expect_error([&] { read_shard_info(binary); }, ErrorKind::Format, {binary, "bad magic 0"});
+}
+
 TEST(Shards, WrongVersion) {
   const std::string path = scratch_directory() + "/version.bin";
   std::string bytes = shard_bytes(sample_tokens(10));

@@ -70,6 +70,46 @@ TEST(Flags, ParsesTypesAndRejectsBadInput) {
   EXPECT_NE(flags.usage().find("--count V"), std::string::npos);
 }
 
+TEST(Flags, BooleansTakeAValueAsTheNextArgumentAndHelpShowsTheirForms) {
+  bool eot = true, verbose = false;
+  int64_t steps = 1;
+  Flags flags("prog", "test");
+  flags.add_bool("eot", &eot, "end-of-text tokens");
+  flags.add_bool("verbose", &verbose, "more output");
+  flags.add_int("steps", &steps, "steps");
+  EXPECT_TRUE(flags.parse({"--eot", "false", "--verbose", "--steps", "4"}));
+  EXPECT_FALSE(eot);
+  EXPECT_TRUE(verbose);
+  EXPECT_EQ(steps, 4);
+  EXPECT_TRUE(flags.parse({"--eot", "on", "--verbose", "0"}));
+  EXPECT_TRUE(eot);
+  EXPECT_FALSE(verbose);
+  // A word that is no boolean value stays an argument of its own, and is refused as one.
+  expect_error([&] { flags.parse({"--eot", "maybe"}); }, ErrorKind::InvalidArgument, {"unexpected argument 'maybe'"});
+  const std::string usage = flags.usage();
+  EXPECT_NE(usage.find("--eot [true|false], --no-eot"), std::string::npos) << usage;
+}
+
+TEST(Flags, AnUnknownFlagNamesTheNearestKnownOne) {
+  int64_t steps = 1, batch = 1;
+  Flags flags("prog", "test");
+  flags.add_int("steps", &steps, "steps");
+  flags.add_int("batch", &batch, "batch");
+  expect_error(
+      [&] {
+        flags.parse({"--step", "3"});
+      },
+      ErrorKind::InvalidArgument, {"unknown flag --step", "did you mean --steps?"});
+  expect_error([&] { flags.parse({"--bacth=2"}); }, ErrorKind::InvalidArgument, {"did you mean --batch?"});
+  // Nothing near: no suggestion.
+  try {
+    flags.parse({"--learning-rate", "3"});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("did you mean"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Rng, DeterministicUniformAndNormal) {
   Rng a(42), b(42), c(43);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(a.next_u64(), b.next_u64());
