@@ -71,7 +71,6 @@ class Trainer {
   TrainState read_resume_state() const;  // the --resume checkpoint's state, checked against the options
   GPT2Config model_config(const TrainState& resumed) const;
   void setup_data();
-  void setup_model();
   // NaN without validation data, or when `stop` (checked between batches) said to stop.
   double evaluate(const std::function<bool()>& stop = {});
   std::string sample_text(int64_t step);

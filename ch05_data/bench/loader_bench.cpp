@@ -5,9 +5,10 @@
 //      can, over synthetic shards, with a warm page cache and with a cold one. "Cold" drops the shards'
 //      pages with posix_fadvise(POSIX_FADV_DONTNEED) before each repeat, then checks with mincore() how
 //      much really left the cache, and says so when the machine kept the pages.
-//   2. Data-stall fraction of a training step: the real gpt2_train Trainer on a small model, once per
-//      stage; the stall is the time a step waits for its batch (the JSON log's data_ms, which includes
-//      the copy to the device) divided by the step time (ms), over the steps after a few warm-up steps.
+//   2. Data-stall fraction of a training step: a small GPT-2 trained by the trainer's own step and loop
+//      (common/train), once per stage; the stall is the time a step waits for its batch (TrainStepResult's
+//      data time, which includes the copy to the device; gpt2_train logs it as data_ms) divided by the step
+//      time, over the steps after a few warm-up steps.
 //      The step time is reported beside it: reader threads that burn CPU can slow the step itself down
 //      on a machine with few cores, and that cost belongs in the table too.
 //
@@ -19,7 +20,7 @@
 // ahead of the step. Raise --slow-preprocess-us to see the other regime, where readers compete with the
 // training step for the cores.
 //
-// Everything it writes (the synthetic shards, about 64 MB by default, and the trainer's logs) goes into a fresh
+// Everything it writes (the synthetic shards, about 64 MB by default) goes into a fresh
 // directory made under --dir, removed at the end, also when the run fails, unless --keep-files is given.
 //
 //   ch05_loader_bench                          # defaults: about 70 s on 2 idle cores
@@ -41,11 +42,16 @@
 #include <system_error>
 
 #include "ch05_data/loaders/make_loader.h"
-#include "ch10_gpt2/trainer.h"
 #include "common/bench/result.h"
 #include "common/bench/timer.h"
+#include "common/core/device.h"
 #include "common/core/parallel.h"
 #include "common/io/files.h"
+#include "common/io/shards.h"
+#include "common/nn/gpt2.h"
+#include "common/optim/adamw.h"
+#include "common/optim/lr_schedule.h"
+#include "common/train/training_loop.h"
 #include "common/util/flags.h"
 #include "common/util/main.h"
 #include "common/util/rng.h"
@@ -209,72 +215,48 @@ Throughput measure_throughput(const Settings& s, const std::string& stage, const
   return t;
 }
 
-// Sends this process's stdout to a file for a scope: the trainer prints a line per step.
-class StdoutToFile {
- public:
-  explicit StdoutToFile(const std::string& path) {
-    std::fflush(stdout);
-    saved_ = ::dup(STDOUT_FILENO);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    LAB_CHECK(saved_ >= 0 && fd >= 0, Io, "cannot redirect the trainer's output to '", path, "'");
-    ::dup2(fd, STDOUT_FILENO);
-    ::close(fd);
-  }
-  ~StdoutToFile() {
-    std::fflush(stdout);
-    ::dup2(saved_, STDOUT_FILENO);
-    ::close(saved_);
-  }
-  StdoutToFile(const StdoutToFile&) = delete;
-  StdoutToFile& operator=(const StdoutToFile&) = delete;
-
- private:
-  int saved_ = -1;
-};
-
 struct Stall {
   std::vector<double> step_ms;  // per counted step
   double data_ms = 0;           // mean wait per counted step
   double fraction = 0;          // total wait / total step time
 };
 
+// Trains `s.model` (weights from a fixed seed) for the warm-up and the counted steps through common/train's
+// loop, on batches from the given stage over the bench's shards, as gpt2_train does.
 Stall measure_stall(const Settings& s, const std::string& stage, bool slow) {
-  const std::string tag = cat(s.scratch, "/trainer_", stage, slow ? "_slow" : "");
-  TrainOptions o;
-  o.data_train = s.scratch + "/bench_*.bin";
-  o.model = s.model;
-  o.device = s.device;
-  o.batch = s.train_batch;
-  o.seq = s.train_seq;
-  o.steps = s.warmup_steps + s.steps;
-  o.eval_every = 0;
-  o.sample_tokens = 0;
-  o.threads = s.threads;
-  o.log_json = tag + ".jsonl";
-  o.loader = stage;
-  o.loader_depth = s.depth;
-  o.loader_workers = s.workers;
-  if (slow) {
-    o.slow_read_us = s.slow_read_us;
-    o.slow_preprocess_us = s.slow_preprocess_us;
-  }
-  {
-    StdoutToFile quiet(tag + ".txt");
-    Trainer(o).run();
-  }
+  const Device device = s.device == "auto" ? best_device() : parse_device(s.device);
+  GPT2 model(GPT2Config::from_name(s.model), device);
+  model.init_weights(1);
+  AdamW optimizer(model.parameters(), AdamWConfig{});
+  TrainStep step(model, optimizer, TrainStepConfig{1, 1.0, false});
+  LoaderOptions lo;
+  lo.batch = s.train_batch;
+  lo.seq = s.train_seq;
+  lo.depth = static_cast<int>(s.depth);
+  lo.workers = static_cast<int>(s.workers);
+  if (slow) lo.slow = {s.slow_read_us, s.slow_preprocess_us};
+  lo.log = [](const std::string&) {};  // a stage's fallback is reported by the throughput part already
+  const std::unique_ptr<BatchLoader> loader =
+      ch05::make_loader(stage, expand_shard_pattern(s.scratch + "/bench_*.bin"), lo, device);
+  Tensor x, y;
+  LrSchedule constant;
+  constant.kind = LrSchedule::Kind::Constant;
+  TrainingLoop loop(
+      step,
+      [&] {
+        loader->next(x, y);
+        return MicroBatch{x, y};
+      },
+      constant);
   Stall stall;
   double data_total = 0, step_total = 0;
-  std::ifstream log(o.log_json);
-  int64_t step = 0;
-  for (std::string line; std::getline(log, line);) {
-    const Json rec = Json::parse(line);
-    if (!rec.contains("data_ms") || ++step <= s.warmup_steps) continue;
-    stall.step_ms.push_back(rec.at("ms").as_number());
-    data_total += rec.at("data_ms").as_number();
-    step_total += rec.at("ms").as_number();
-  }
-  LAB_CHECK(!stall.step_ms.empty(), Internal, "no step records in '", o.log_json, "'");
-  stall.data_ms = data_total / static_cast<double>(stall.step_ms.size());
+  loop.run(0, s.warmup_steps + s.steps, [&](int64_t i, const TrainStepResult& r) {
+    if (i < s.warmup_steps) return;
+    stall.step_ms.push_back(r.seconds * 1e3);
+    data_total += r.data_seconds;
+    step_total += r.seconds;
+  });
+  stall.data_ms = data_total * 1e3 / static_cast<double>(stall.step_ms.size());
   stall.fraction = data_total / step_total;
   return stall;
 }
@@ -287,9 +269,8 @@ int run(int argc, char** argv) {
       "Loader throughput (warm and cold page cache) and the data-stall fraction of a training step, for every loader "
       "stage, with and without a simulated slow source.";
   Flags flags("ch05_loader_bench", about);
-  flags.add_string("dir", &s.dir,
-                   "where to make the scratch directory for the shards and the trainer's logs (removed at the end)");
-  flags.add_bool("keep-files", &s.keep_files, "keep the scratch directory (shards and the trainer's logs)");
+  flags.add_string("dir", &s.dir, "where to make the scratch directory for the shards (removed at the end)");
+  flags.add_bool("keep-files", &s.keep_files, "keep the scratch directory (the shards)");
   flags.add_bool("quick", &s.quick,
                  "a short run of a few seconds: 2 shards of 256K tokens, T=256, 6 slow batches, 1 repeat, 20 ms "
                  "latency, 6 steps after 2 warm-up steps (flags given explicitly still apply)");
@@ -358,7 +339,8 @@ int run(int argc, char** argv) {
         "posix_fadvise(DONTNEED), so the cold column is partly warm\n",
         100 * cold_cached);
   std::printf(
-      "data stall: gpt2_train --model %s --batch %lld --seq %lld on %s, %lld steps counted after %lld "
+      "data stall: training steps of GPT-2 %s (the trainer's step and loop), B=%lld T=%lld on %s, %lld steps counted "
+      "after %lld "
       "warm-up steps; stall = time waiting for the batch / step time\n\n",
       s.model.c_str(), static_cast<long long>(s.train_batch), static_cast<long long>(s.train_seq), device.str().c_str(),
       static_cast<long long>(s.steps), static_cast<long long>(s.warmup_steps));
@@ -401,10 +383,9 @@ int run(int argc, char** argv) {
     std::printf("\nresult written to %s\n", s.json.c_str());
   }
   if (s.keep_files)
-    std::printf("kept the shards and the trainer's own output and JSON logs: %s\n", s.scratch.c_str());
+    std::printf("kept the shards: %s\n", s.scratch.c_str());
   else
-    std::printf("removing the scratch directory %s (the shards and the trainer's logs; --keep-files keeps it)\n",
-                s.scratch.c_str());
+    std::printf("removing the scratch directory %s (the shards; --keep-files keeps it)\n", s.scratch.c_str());
   return 0;
 }
 

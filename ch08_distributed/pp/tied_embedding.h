@@ -28,8 +28,6 @@ class TiedEmbedding {
   // Sums wte's gradient over this rank's embedding group; nothing on the middle stages or with one stage.
   void all_reduce_gradient(const GPT2& model);
 
-  bool in_group() const { return group_ != nullptr; }
-
  private:
   std::unique_ptr<comm::Communicator> group_;  // first and last stage of this rank's pipeline, or null
 };

@@ -70,8 +70,8 @@ std::string GemmFloor::table() const {
   char line[160];
   for (const Shape& entry : shapes_) {
     const ops::cpu::GemmShape& s = entry.shape;
-    std::snprintf(line, sizeof line, "  %dx %c%c M=%-6lld N=%-6lld K=%-6lld %8.2f ms each, %6.1f GFLOP/s\n", entry.calls,
-                  s.trans_a ? 'T' : 'N', s.trans_b ? 'T' : 'N', static_cast<long long>(s.M),
+    std::snprintf(line, sizeof line, "  %dx %c%c M=%-6lld N=%-6lld K=%-6lld %8.2f ms each, %6.1f GFLOP/s\n",
+                  entry.calls, s.trans_a ? 'T' : 'N', s.trans_b ? 'T' : 'N', static_cast<long long>(s.M),
                   static_cast<long long>(s.N), static_cast<long long>(s.K), entry.fastest * 1e3,
                   s.flops() / entry.fastest / 1e9);
     out += line;

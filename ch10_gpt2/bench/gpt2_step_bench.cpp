@@ -13,8 +13,8 @@
 //
 // --staircase NAME runs a chapter's staircase instead (common/lab/staircase.h): each rung's step in turn in this
 // one process, each compared with the rung before it; the command line's model, device, batch, sequence length
-// and steps are the workload every rung shares. `ch06`: fp32 -> tf32 (GPU) -> fused kernels -> twice the batch
-// (ch06_single_gpu/step_staircase.h).
+// and steps are the workload every rung shares. `ch06`: fp32 -> tf32 (GPU) -> bf16 -> fused kernels -> twice the
+// batch (ch06_single_gpu/step_staircase.h).
 //
 //   gpt2_step_bench --model d12 --device cpu --batch 4 --seq 64 --steps 10 --json result.json
 //   gpt2_step_bench --staircase ch06 --model small --device cpu --batch 8 --seq 128 --steps 5

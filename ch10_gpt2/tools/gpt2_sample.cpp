@@ -33,11 +33,11 @@ namespace {
 // The model a --load path holds: a checkpoint directory's weights, or a weights file.
 std::unique_ptr<lab::GPT2> load_model(const std::string& path, lab::Device device) {
   namespace fs = std::filesystem;
-  LAB_CHECK(fs::exists(path), Io, "--load: '", path, "' does not exist (give a checkpoint directory or a .safetensors file)");
+  LAB_CHECK(fs::exists(path), Io, "--load: '", path,
+            "' does not exist (give a checkpoint directory or a .safetensors file)");
   const bool checkpoint = fs::is_directory(path);
   const std::string weights = checkpoint ? (fs::path(path) / "model.safetensors").string() : path;
-  const lab::GPT2Config config =
-      checkpoint ? lab::read_checkpoint_state(path).config : lab::read_gpt2_config(weights);
+  const lab::GPT2Config config = checkpoint ? lab::read_checkpoint_state(path).config : lab::read_gpt2_config(weights);
   auto model = std::make_unique<lab::GPT2>(config, device);
   lab::load_gpt2_weights(*model, weights);
   return model;
@@ -51,7 +51,8 @@ int sample(int argc, char** argv) {
   flags.add_string("load", &load, "a checkpoint directory (gpt2_train --save) or a GPT-2 .safetensors weights file");
   flags.add_string("prompt", &prompt, "the text to continue (empty: start a new document)");
   flags.add_int("tokens", &tokens, "tokens to generate", 1, 1 << 20);
-  flags.add_float("temperature", &temperature, "softmax temperature: below 1 sharper, above 1 more varied", 1e-3, 100.0);
+  flags.add_float("temperature", &temperature, "softmax temperature: below 1 sharper, above 1 more varied", 1e-3,
+                  100.0);
   flags.add_int("top-k", &top_k, "draw among the k most likely tokens (0: the whole vocabulary)", 0, 1 << 20);
   flags.add_int("seed", &seed, "seed of the draws", 0);
   flags.add_string("device", &device_name, "auto, cpu, cuda or cuda:N");
@@ -70,8 +71,8 @@ int sample(int argc, char** argv) {
             ": no CUDA GPU is available");
 
   const lab::GPT2Tokenizer tokenizer = lab::GPT2Tokenizer::load_default();
-  std::vector<int32_t> context = prompt.empty() ? std::vector<int32_t>{lab::GPT2Tokenizer::kEndOfText}
-                                                : tokenizer.encode(prompt);
+  std::vector<int32_t> context =
+      prompt.empty() ? std::vector<int32_t>{lab::GPT2Tokenizer::kEndOfText} : tokenizer.encode(prompt);
   const std::unique_ptr<lab::GPT2> model = load_model(load, device);
   LAB_CHECK(static_cast<int64_t>(context.size()) <= model->config().block_size, InvalidArgument, "--prompt is ",
             context.size(), " tokens, more than the model's block size ", model->config().block_size);

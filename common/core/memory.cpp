@@ -49,9 +49,6 @@ MemoryOpScope::MemoryOpScope(const char* op) : saved_(t_current_op) {
 MemoryOpScope::~MemoryOpScope() {
   t_current_op = saved_;
 }
-const char* current_mem_op() {
-  return t_current_op;
-}
 
 std::string MemoryStats::table() const {
   std::string out;

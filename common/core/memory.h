@@ -53,7 +53,6 @@ class MemoryOpScope {
  private:
   const char* saved_;
 };
-const char* current_mem_op();  // "" outside any MemoryOpScope
 
 // One allocation or free as the counters saw it. `bytes` is what the counters count (live bytes), so replaying
 // the events from the live bytes at the start gives every later live and peak figure exactly.

@@ -139,7 +139,6 @@ class AtomicDirectory {
   // Checks the final path again (something may have appeared there while the files were written), then
   // publishes the directory as described above.
   void commit();
-  bool committed() const { return committed_; }
 
   // Before any work: refuses (Error(Io), nothing touched) a final path, temporary or aside copy that is not
   // absent, empty or a directory of this kind; restores a directory left aside by an interrupted commit;

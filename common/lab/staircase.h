@@ -58,7 +58,7 @@ struct Staircase {
 using Settings = std::map<std::string, std::string>;
 Settings parse_settings(const std::vector<std::string>& flags);
 
-// What changed from `before` to `after`, as flags: "--dtype fp32 -> tf32", "+ --fused-classifier true",
+// What changed from `before` to `after`, as flags: "--dtype fp32 -> tf32", "+ --recompute block",
 // "- --shuffle true"; several changes are joined by "; ".
 std::string describe_change(const Settings& before, const Settings& after);
 

@@ -82,8 +82,8 @@ TEST(SampleTool, ReadsAHuggingFaceWeightsFileAndTheTrainerInitialisesFromIt) {
   ASSERT_EQ(sampled.exit_code, 0) << sampled.err;
   EXPECT_EQ(sampled.out, expected_text(ckpt + "/model.safetensors", "To be", 12, 7));
 
-  const ProcessResult trained = testing::run_gpt2_train(testing::tiny_flags(dir) + " --model '' --init " + hf +
-                                                        " --steps 1 --save ''");
+  const ProcessResult trained =
+      testing::run_gpt2_train(testing::tiny_flags(dir) + " --model '' --init " + hf + " --steps 1 --save ''");
   ASSERT_EQ(trained.exit_code, 0) << trained.err;
   EXPECT_NE(trained.out.find("--init: loaded "), std::string::npos) << trained.out;
   EXPECT_NE(trained.out.find("from " + hf + " (2 layers"), std::string::npos) << trained.out;

@@ -7,6 +7,18 @@
 
 namespace lab::test {
 
+GPT2Config tiny_gpt2_config(int64_t vocab, int64_t layers, int64_t heads, int64_t width, int64_t block) {
+  GPT2Config c;
+  c.n_layer = static_cast<int>(layers);
+  c.n_head = static_cast<int>(heads);
+  c.n_embd = static_cast<int>(width);
+  c.block_size = static_cast<int>(block);
+  c.vocab_size = static_cast<int>(vocab);
+  c.padded_vocab_size = static_cast<int>(GPT2Config::pad_vocab(vocab));
+  c.validate();
+  return c;
+}
+
 Tensor random_normal(const Shape& shape, Rng& rng, float std) {
   std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
   for (float& x : v) x = rng.normal(0.0f, std);

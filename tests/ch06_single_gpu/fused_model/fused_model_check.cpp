@@ -8,6 +8,7 @@
 #include "common/train/train_step.h"
 #include "common/util/rng.h"
 #include "tests/common/cuda/op_check.h"
+#include "tests/support/test_support.h"
 
 namespace lab::test {
 
@@ -16,14 +17,7 @@ namespace {
 // Small, with shapes off the kernels' block sizes: B*T = 14 rows, a vocabulary of 301 padded to 384. C = 64 keeps
 // the fused LayerNorm on its register-row path (C a multiple of 4).
 GPT2Config small_config() {
-  GPT2Config config;
-  config.n_layer = 2;
-  config.n_head = 2;
-  config.n_embd = 64;
-  config.block_size = 16;
-  config.vocab_size = 301;
-  config.padded_vocab_size = static_cast<int>(GPT2Config::pad_vocab(config.vocab_size));
-  return config;
+  return test::tiny_gpt2_config(/*vocab=*/301, /*layers=*/2, /*heads=*/2, /*width=*/64, /*block=*/16);
 }
 constexpr int64_t kBatch = 2, kSeq = 7;
 constexpr double kLr = 1e-3;

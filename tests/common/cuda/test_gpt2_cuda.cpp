@@ -17,14 +17,8 @@ namespace lab {
 namespace {
 
 GPT2Config small_config() {
-  GPT2Config c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 64;
-  c.block_size = 32;
-  c.vocab_size = 1000;  // padded to 1024: the padded columns must stay out of the loss on both devices
-  c.padded_vocab_size = static_cast<int>(GPT2Config::pad_vocab(c.vocab_size));
-  return c;
+  // A vocabulary of 1000 padded to 1024: the padded columns must stay out of the loss on both devices.
+  return test::tiny_gpt2_config(/*vocab=*/1000, /*layers=*/2, /*heads=*/4, /*width=*/64, /*block=*/32);
 }
 
 struct Pair {

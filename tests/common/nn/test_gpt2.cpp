@@ -14,14 +14,7 @@ namespace lab {
 namespace {
 
 GPT2Config tiny_config() {
-  GPT2Config c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.block_size = 8;
-  c.vocab_size = 23;
-  c.padded_vocab_size = GPT2Config::pad_vocab(23);
-  return c;
+  return test::tiny_gpt2_config(/*vocab=*/23, /*layers=*/2, /*heads=*/2, /*width=*/16, /*block=*/8);
 }
 
 double mean_loss(const GPT2& model, const Tensor& tokens, const Tensor& targets) {

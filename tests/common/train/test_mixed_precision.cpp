@@ -20,6 +20,7 @@
 #include "common/train/training_loop.h"
 #include "common/util/rng.h"
 #include "tests/common/expect_error.h"
+#include "tests/support/test_support.h"
 
 namespace lab {
 namespace {
@@ -61,10 +62,7 @@ TEST(DynamicLossScaler, RefusesBadSettingsAndStates) {
 constexpr int kVocab = 64;
 
 GPT2Config tiny_config() {
-  GPT2Config config = GPT2Config::from_name("tiny");
-  config.vocab_size = kVocab;
-  config.padded_vocab_size = static_cast<int>(GPT2Config::pad_vocab(kVocab));
-  return config;
+  return test::tiny_gpt2_config(kVocab);
 }
 
 // Token streams with structure to learn: a fixed random Markov chain in which each token is followed by one of

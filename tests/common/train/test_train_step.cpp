@@ -20,6 +20,7 @@
 #include "common/train/training_loop.h"
 #include "common/util/rng.h"
 #include "tests/common/expect_error.h"
+#include "tests/support/test_support.h"
 
 namespace lab {
 namespace {
@@ -29,10 +30,7 @@ constexpr int kVocab = 1000;
 
 // The "tiny" GPT-2 with a small vocabulary (the step does not care, and the tests run in a fraction of the time).
 GPT2Config tiny_config() {
-  GPT2Config config = GPT2Config::from_name("tiny");
-  config.vocab_size = kVocab;
-  config.padded_vocab_size = static_cast<int>(GPT2Config::pad_vocab(kVocab));
-  return config;
+  return test::tiny_gpt2_config(kVocab);
 }
 
 // A tiny GPT-2 with its optimizer, and random token batches.
