@@ -3,11 +3,7 @@
 #include <fstream>
 
 #include "common/core/error.h"
-
-#ifdef LAB_WITH_CUDA
-#include "common/cuda/cublas.h"
-#include "common/cuda/runtime.h"
-#endif
+#include "common/core/gpu_backend.h"
 
 namespace lab {
 
@@ -25,12 +21,15 @@ Device parse_device(const std::string& name) {
   fail(ErrorKind::InvalidArgument, "unknown device '", name, "' (expected cpu, cuda or cuda:N)");
 }
 
+const GpuBackend& require_gpu_backend(const std::string& what) {
+  const GpuBackend* backend = gpu_backend();
+  LAB_CHECK(backend, Unsupported, what, ": this build has no CUDA backend");
+  return *backend;
+}
+
 bool cuda_available() {
-#ifdef LAB_WITH_CUDA
-  return cuda::device_count() > 0;
-#else
-  return false;
-#endif
+  const GpuBackend* backend = gpu_backend();
+  return backend && backend->device_count() > 0;
 }
 
 Device best_device() {
@@ -39,12 +38,7 @@ Device best_device() {
 
 void synchronize(Device device) {
   if (device.is_cpu()) return;
-#ifdef LAB_WITH_CUDA
-  cuda::DeviceGuard guard(device.index);  // the caller's current device is current again afterwards
-  cuda::synchronize();
-#else
-  fail(ErrorKind::Unsupported, "synchronize(", device.str(), "): this build has no CUDA backend");
-#endif
+  require_gpu_backend(cat("synchronize(", device.str(), ")")).synchronize(device.index);
 }
 
 std::string cpu_model_name() {
@@ -67,26 +61,13 @@ std::string cpu_model_name() {
 }
 
 std::string device_name(Device device) {
-  if (device.is_cuda()) {
-#ifdef LAB_WITH_CUDA
-    return cuda::device_name(device.index);
-#else
-    fail(ErrorKind::Unsupported, "device_name(", device.str(), "): this build has no CUDA backend");
-#endif
-  }
+  if (device.is_cuda()) return require_gpu_backend(cat("device_name(", device.str(), ")")).device_name(device.index);
   return cpu_model_name();
 }
 
 void set_tf32(Device device, bool enabled) {
   LAB_CHECK(device.is_cuda(), Unsupported, "TF32 is a GPU tensor-core mode; the CPU computes in fp32");
-#ifdef LAB_WITH_CUDA
-  // The switch is process-wide (common/cuda/cublas.h): the device is validated, the current one left alone.
-  cuda::check_device_index(device.index);
-  cuda::set_tf32(enabled);
-#else
-  (void)enabled;
-  fail(ErrorKind::Unsupported, "TF32 on ", device.str(), ": this build has no CUDA backend");
-#endif
+  require_gpu_backend(cat("TF32 on ", device.str())).set_tf32(device.index, enabled);
 }
 
 }  // namespace lab

@@ -5,10 +5,7 @@
 
 #include "common/core/cpu_allocator.h"
 #include "common/core/error.h"
-
-#ifdef LAB_WITH_CUDA
-#include "common/cuda/caching_allocator.h"
-#endif
+#include "common/core/gpu_backend.h"
 
 namespace lab {
 
@@ -111,11 +108,7 @@ MemoryStats MemoryCounters::snapshot() const {
 
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) return cpu_allocator();
-#ifdef LAB_WITH_CUDA
-  return cuda::caching_allocator(device.index);
-#else
-  fail(ErrorKind::Unsupported, "device ", device.str(), " requested, but this build has no CUDA backend");
-#endif
+  return require_gpu_backend(cat("device ", device.str())).allocator(device.index);
 }
 
 }  // namespace lab

@@ -2,11 +2,8 @@
 
 #include <cstring>
 
+#include "common/core/gpu_backend.h"
 #include "common/core/parallel.h"
-
-#ifdef LAB_WITH_CUDA
-#include "common/cuda/runtime.h"
-#endif
 
 namespace lab {
 
@@ -51,11 +48,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     std::memcpy(dst, src, bytes);
     return;
   }
-#ifdef LAB_WITH_CUDA
-  cuda::copy(dst, dst_device, src, src_device, bytes);
-#else
-  fail(ErrorKind::Unsupported, "copy to/from a CUDA tensor, but this build has no CUDA backend");
-#endif
+  require_gpu_backend("copy to or from a CUDA tensor").copy(dst, dst_device, src, src_device, bytes);
 }
 
 void zero_bytes(void* dst, Device device, size_t bytes) {
@@ -64,11 +57,7 @@ void zero_bytes(void* dst, Device device, size_t bytes) {
     parallel_memset_zero(dst, bytes);
     return;
   }
-#ifdef LAB_WITH_CUDA
-  cuda::memset_zero(dst, device, bytes);
-#else
-  fail(ErrorKind::Unsupported, "zeroing a CUDA tensor, but this build has no CUDA backend");
-#endif
+  require_gpu_backend("zeroing a CUDA tensor").memset_zero(dst, device, bytes);
 }
 
 // ---------------------------------------------------------------- Tensor: creation

@@ -1,5 +1,5 @@
 // The host-side runtime of the CUDA backend: how many GPUs there are, which one is current, and the byte
-// movers the core calls (copy, memset_zero) when built with LAB_WITH_CUDA.
+// movers (copy, memset_zero) that the core reaches through gpu_backend.cpp when built with LAB_WITH_CUDA.
 //
 // This header is plain C++ (no CUDA headers), so any file of the project may include it. Kernels and the
 // rest of the CUDA helpers live beside it in common/cuda/ and common/ops/cuda/.

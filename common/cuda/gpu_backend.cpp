@@ -1,0 +1,39 @@
+// The CUDA backend's answer to the core's gpu_backend() (common/core/gpu_backend.h).
+#include "common/core/gpu_backend.h"
+
+#include "common/cuda/caching_allocator.h"
+#include "common/cuda/cublas.h"
+#include "common/cuda/runtime.h"
+
+namespace lab {
+
+namespace {
+
+class CudaBackend final : public GpuBackend {
+ public:
+  int device_count() const override { return cuda::device_count(); }
+  std::string device_name(int device) const override { return cuda::device_name(device); }
+  void synchronize(int device) const override {
+    cuda::DeviceGuard guard(device);  // the caller's current device is current again afterwards
+    cuda::synchronize();
+  }
+  void set_tf32(int device, bool enabled) const override {
+    // The switch is process-wide (common/cuda/cublas.h): the device is validated, the current one left alone.
+    cuda::check_device_index(device);
+    cuda::set_tf32(enabled);
+  }
+  Allocator& allocator(int device) const override { return cuda::caching_allocator(device); }
+  void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) const override {
+    cuda::copy(dst, dst_device, src, src_device, bytes);
+  }
+  void memset_zero(void* dst, Device device, size_t bytes) const override { cuda::memset_zero(dst, device, bytes); }
+};
+
+}  // namespace
+
+const GpuBackend* gpu_backend() {
+  static const CudaBackend backend;
+  return &backend;
+}
+
+}  // namespace lab
