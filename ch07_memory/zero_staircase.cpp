@@ -14,6 +14,11 @@ namespace lab::ch07 {
 
 namespace {
 
+int64_t rung_bucket_bytes(const staircase::Settings& settings) {
+  return static_cast<int64_t>(
+      std::llround(std::stod(setting_or(settings, "bucket-mb", "25")) * static_cast<double>(1 << 20)));
+}
+
 // One rung's model, optimizer and step on this rank, declared in the order they are built, so that the step
 // goes before the optimizer and the optimizer before the model.
 struct RankTraining {
@@ -32,8 +37,7 @@ RankTraining make_rank_training(const staircase::Settings& settings, comm::Commu
   const int64_t accum =
       micro_batches_per_step(int_setting(settings, "total-batch-tokens"), micro_rows * group.size(), seq);
   const TrainStepConfig step_config{accum, std::stod(setting_or(settings, "grad-clip", "1.0")), false};
-  const auto bucket_bytes = static_cast<int64_t>(
-      std::llround(std::stod(setting_or(settings, "bucket-mb", "25")) * static_cast<double>(1 << 20)));
+  const int64_t bucket_bytes = rung_bucket_bytes(settings);
   LAB_CHECK(setting_or(settings, "dp-stage", "bucketed") == "bucketed", InvalidArgument,
             "ZeRO staircase: the rungs use --dp-stage bucketed");
 
@@ -87,14 +91,6 @@ staircase::Staircase zero_staircase(const ZeroBenchConfig& config, int ranks) {
           }};
 }
 
-double zero_state_bytes(int stage, int64_t parameters, int ranks) {
-  const double psi = static_cast<double>(parameters), d = ranks;
-  const double params = stage >= 3 ? 4 * psi / d : 4 * psi;
-  const double grads = stage >= 2 ? 4 * psi / d : 4 * psi;
-  const double moments = stage >= 1 ? 8 * psi / d : 8 * psi;
-  return params + grads + moments;
-}
-
 ZeroStaircaseReport run_zero_staircase(comm::Communicator& group, const ZeroBenchConfig& config,
                                        const std::function<void(const staircase::RungReport&)>& on_rung) {
   const staircase::Staircase stairs = zero_staircase(config, group.size());
@@ -124,6 +120,13 @@ ZeroStaircaseReport run_zero_staircase(comm::Communicator& group, const ZeroBenc
         return measured;
       },
       on_rung);
+  const GPT2Config model = config.model_config ? *config.model_config : GPT2Config::from_name(config.memory.model);
+  for (const staircase::Rung& rung : stairs.rungs) {
+    const staircase::Settings settings = staircase::parse_settings(stairs.flags_for(rung));
+    const ZeroSetting setting{static_cast<int>(int_setting(settings, "zero")), group.size(),
+                              rung_bucket_bytes(settings), setting_or(settings, "zero-prefetch", "false") == "true"};
+    out.theory.push_back(zero_state_theory(model, out.parameters, setting));
+  }
   return out;
 }
 

@@ -19,19 +19,20 @@
 // rank's are equal up to the padding of the last shards), the largest peak over the ranks, the slowest rank's
 // step time, and "state_MiB", the peaks of parameters, gradients and optimizer state added up (this rank's).
 //
-// Where the measurement exceeds the theory: ZeRO-2 and 3 reduce-scatter a bucket's gradients once the bucket is
-// complete, so the bucket being filled is whole meanwhile; GPT-2's tied token embedding [vocabulary, C] is one
-// parameter, a bucket of its own, complete only when backward ends (the LM head adds to it first, the embedding
-// last), so its whole gradient lives through backward beside the shard. Stage 3 also keeps the embeddings and
-// the final LayerNorm whole (its root unit, zero/stage3_parameters.h) and holds one block gathered at a time.
-// The smaller the embedding's share of Ψ (d12: about a third; the named tiny and small: nearly all), the closer
-// the stages come to their theory.
+// Where the measurement exceeds the formula, and by how much in theory (zero/zero_theory.h): ZeRO-2 and 3 hold
+// the gradients in flight whole beside the shard (the bucket being filled; at the end of backward the
+// embeddings', which the lookup adds into at once: wte's [vocabulary, C] is a bucket of its own, its LM head
+// contribution reduced alone as soon as it is made); stage 3 also holds the unit in use gathered (wte with wpe
+// for the lookup, or a block) and, with prefetch, the unit gathered ahead. The smaller wte's share of Ψ (d12:
+// about a third; the named tiny and small: nearly all), the closer the stages come to the formula.
 #pragma once
 
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "ch07_memory/memory_staircase.h"
+#include "ch07_memory/zero/zero_theory.h"
 #include "common/comm/communicator.h"
 
 namespace lab::ch07 {
@@ -48,13 +49,10 @@ struct ZeroBenchConfig {
 // of batch/micro_batches rows over the ranks.
 staircase::Staircase zero_staircase(const ZeroBenchConfig& config, int ranks);
 
-// The theory column: bytes of parameters, gradients and optimizer state per rank at ZeRO stage `stage` (0: data
-// parallelism) over `ranks` ranks, for `parameters` (Ψ) fp32 parameters (the table above).
-double zero_state_bytes(int stage, int64_t parameters, int ranks);
-
 struct ZeroStaircaseReport {
   staircase::StaircaseReport report;
-  int64_t parameters = 0;  // Ψ of the rungs' model
+  int64_t parameters = 0;               // Ψ of the rungs' model
+  std::vector<ZeroStateTheory> theory;  // per rung: the stage's formula and what is whole beside the shards
 };
 
 // Runs every rung on `group`'s ranks (collective: every rank calls it with the same config), calling `on_rung`

@@ -107,6 +107,17 @@ BLOCK_THREADS = {
     "sum_exp_kernel": 512,
     "loss_and_grad_kernel": 512,
     "add_bias_kernel": 256,
+    # Flash attention (common/ops/cuda/flash_attention.cu): the tile kernels kThreads = 4 warps, with 70-187 KiB of
+    # dynamic shared memory this table's static column does not show; the row kernels kBlockSize.
+    "flash_forward_kernel": 128,
+    "flash_key_grads_kernel": 128,
+    "flash_query_grads_kernel": 128,
+    "flash_row_dot_kernel": 256,
+    "lse_from_probabilities_kernel": 256,
+    # ch09 lab 01 (attention): v5's one-pass backward, kThreads = 4 warps (up to 219.5 KiB of dynamic shared
+    # memory), and the elementwise kernel that adds its f32 dQ into dqkv, kBlockSize.
+    "flash_key_grads_atomic_kernel": 128,
+    "flash_add_dq_kernel": 256,
 }
 
 

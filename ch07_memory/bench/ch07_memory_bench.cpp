@@ -4,20 +4,23 @@
 // the same tokens; the table gives each rung's peak bytes by category as the allocator counted them, its step
 // time, and both as ratios to the rung before. A second table is theory only: what each rung would need on an
 // 80 GB GPU at B=16, T=1024 in bf16 with fp32 master weights and moments, for every GPT-2 size, and whether it
-// fits.
+// fits; a third, the ZeRO rungs on 8 and 64 such GPUs (zero/zero_theory.h, the theory the ZeRO rows below are
+// read against, in fp32 as they train).
 //
 // Under mpirun with D >= 2 ranks, also the ZeRO staircase (zero_staircase.h): data parallelism and ZeRO stages
 // 1 to 3 on the same global batch, each rank training on its own rows; the table gives rank 0's peaks by
 // category (every rank's are equal up to the padding of the last shards), the parameters + gradients +
-// optimizer state beside their theory (16Ψ, 8Ψ + 8Ψ/D, 4Ψ + 12Ψ/D, 16Ψ/D), the largest peak over the ranks and
-// the slowest rank's step time. Every rank also runs the one-process staircase on its own copy (so that no rank
-// waits minutes at a collective meanwhile); rank 0 alone prints and writes the JSON.
+// optimizer state beside their formula (16Ψ, 8Ψ + 8Ψ/D, 4Ψ + 12Ψ/D, 16Ψ/D), the excess over it beside what
+// theory holds whole beside the shards, by name (the bucket in flight, the unit gathered, the unit prefetched),
+// the largest peak over the ranks and the slowest rank's step time. Every rank also runs the one-process staircase on
+// its own copy (so that no rank waits minutes at a collective meanwhile); rank 0 alone prints and writes the JSON.
 //
 //   ch07_memory_bench --model d12 --batch 4 --seq 64 --json ch07.json
 //   mpirun -np 2 ch07_memory_bench --model d12 --batch 4 --seq 64 --threads 1 --json ch07_np2.json
 //
 // The JSON is a bench result (common/bench/result.h: one row per rung, the ZeRO rungs named "zero:<rung>"),
 // read by bench_diff and scripts/plot_bench.py.
+#include <algorithm>
 #include <cstdio>
 
 #include "ch07_memory/memory_staircase.h"
@@ -66,25 +69,27 @@ std::string measured_table(const staircase::StaircaseReport& report) {
   return t.render("  ");
 }
 
-// The ZeRO rungs: rank 0's peaks by category, parameters + gradients + optimizer against theory, the largest
-// peak over the ranks, the slowest rank's step time.
-std::string zero_table(const ch07::ZeroStaircaseReport& zero, int ranks) {
+// The ZeRO rungs: rank 0's peaks by category, parameters + gradients + optimizer against the stage's formula, the
+// excess over it beside what theory holds whole (zero/zero_theory.h), the largest peak over the ranks, the
+// slowest rank's step time.
+std::string zero_table(const ch07::ZeroStaircaseReport& zero) {
+  constexpr double kMiB = 1024.0 * 1024.0;
   bench::TextTable t;
-  t.add({"rung", "params", "grads", "optimizer", "activations", "comm", "other", "p+g+o MiB", "theory", "vs theory",
-         "peak MiB", "max rank peak", "step ms", "vs prev"});
+  t.add({"rung", "params", "grads", "optimizer", "activations", "comm", "p+g+o MiB", "formula", "vs formula", "excess",
+         "held whole in theory, MiB", "vs formula+whole", "peak MiB", "max rank peak", "step ms"});
   for (size_t i = 0; i < zero.report.rungs.size(); ++i) {
     const staircase::RungReport& r = zero.report.rungs[i];
-    const double theory = ch07::zero_state_bytes(static_cast<int>(i), zero.parameters, ranks) / (1024.0 * 1024.0);
     if (!r.ran) {
       t.add({r.rung.name, cat("not run: ", r.error)});
       continue;
     }
-    const staircase::MetricReport* state = r.find("state_MiB");
+    const ch07::ZeroStateTheory& theory = zero.theory[i];
+    const double state = r.find("state_MiB")->summary.median, formula = theory.sharded / kMiB;
     t.add({r.rung.name, median_cell(r, "params_MiB"), median_cell(r, "grads_MiB"), median_cell(r, "optimizer_MiB"),
-           median_cell(r, "activations_MiB"), median_cell(r, "comm_MiB"), median_cell(r, "other_MiB"),
-           median_cell(r, "state_MiB"), fixed(theory, 1), cat(fixed(state->summary.median / theory, 3), "x"),
-           median_cell(r, "peak_MiB"), median_cell(r, "max_rank_peak_MiB"), median_cell(r, "step_ms"),
-           ratio_cell(r.find("step_ms"))});
+           median_cell(r, "activations_MiB"), median_cell(r, "comm_MiB"), fixed(state, 1), fixed(formula, 1),
+           cat(fixed(state / formula, 3), "x"), fixed(state - formula, 1), theory.whole_str(),
+           cat(fixed(state / (theory.total() / kMiB), 3), "x"), median_cell(r, "peak_MiB"),
+           median_cell(r, "max_rank_peak_MiB"), median_cell(r, "step_ms")});
   }
   return t.render("  ");
 }
@@ -119,12 +124,50 @@ std::string gpu_projection_table(const staircase::Staircase& stairs, const ch07:
   return t.render("  ");
 }
 
+// Theory for N GPUs of 80 GB under ZeRO, N = 8 and 64: each stage's parameters, gradients and optimizer state
+// per rank with what is whole beside the shards (zero/zero_theory.h: the measured ZeRO rows' theory, in fp32 as
+// they train, 16 bytes per parameter), plus the activations of one micro-batch of the accumulation rung
+// (16 / micro-batches rows of 1024 tokens, fp32, no recompute), for every GPT-2 size.
+std::string gpu_zero_table(const ch07::ZeroBenchConfig& config) {
+  constexpr int64_t kRows = 16, kSeq = 1024;
+  constexpr double kGpuBytes = 80e9;
+  struct Stage {
+    const char* name;
+    int stage;
+    bool prefetch;
+  };
+  const std::vector<Stage> stages = {
+      {"dp", 0, false}, {"zero1", 1, false}, {"zero2", 2, false}, {"zero3", 3, false}, {"zero3-prefetch", 3, true}};
+  const std::vector<std::string> models = {"d12", "d24", "d36", "d48"};
+  const int64_t micro_rows = std::max<int64_t>(1, kRows / config.memory.micro_batches);
+  const auto bucket_bytes = static_cast<int64_t>(config.bucket_mb * 1024 * 1024);
+  bench::TextTable t;
+  std::vector<std::string> header = {"rung", "GPUs", "micro-batch"};
+  for (const std::string& m : models) header.push_back(cat(m, " GB"));
+  t.add(header);
+  for (const int ranks : {8, 64})
+    for (const Stage& stage : stages) {
+      std::vector<std::string> row = {stage.name, std::to_string(ranks), cat(micro_rows, " x ", kSeq)};
+      for (const std::string& m : models) {
+        const GPT2Config model = GPT2Config::from_name(m);
+        const ch07::MemoryTheory th = ch07::memory_theory(model, micro_rows, kSeq, ch07::RecomputePolicy::None);
+        const ch07::ZeroStateTheory state =
+            ch07::zero_state_theory(model, th.parameters, {stage.stage, ranks, bucket_bytes, stage.prefetch});
+        const double bytes = state.total() + static_cast<double>(th.of(MemCategory::Activations));
+        row.push_back(cat(fixed(bytes / 1e9, 1), bytes <= kGpuBytes ? " fits" : " does not fit"));
+      }
+      t.add(row);
+    }
+  return t.render("  ");
+}
+
 void print_progress(const staircase::RungReport& r) {
   std::printf("  %s: %s\n", r.rung.name.c_str(), r.ran ? "done" : cat("not run: ", r.error).c_str());
   std::fflush(stdout);
 }
 
-// The ZeRO rows of the JSON: named "zero:<rung>", with the theory of parameters + gradients + optimizer.
+// The ZeRO rows of the JSON: named "zero:<rung>", with the theory of parameters + gradients + optimizer (the
+// stage's formula, and what theory holds whole beside the shards).
 void add_zero_rows(const ch07::ZeroStaircaseReport& zero, int ranks, bench::BenchResult& result) {
   staircase::StaircaseReport named = zero.report;
   for (staircase::RungReport& r : named.rungs) r.rung.name = cat("zero:", r.rung.name);
@@ -133,10 +176,11 @@ void add_zero_rows(const ch07::ZeroStaircaseReport& zero, int ranks, bench::Benc
   for (size_t i = 0; i < named.rungs.size(); ++i) {
     Json& row = result.rows[first + i];
     row.set("ranks", ranks);
-    row.set("theory_state_MiB",
-            ch07::zero_state_bytes(static_cast<int>(i), zero.parameters, ranks) / (1024.0 * 1024.0));
+    row.set("theory_state_MiB", zero.theory[i].sharded / (1024.0 * 1024.0));
+    row.set("theory_whole_MiB", zero.theory[i].whole_bytes() / (1024.0 * 1024.0));
   }
   result.describe_column("theory_state_MiB", "MiB", bench::Better::Lower);
+  result.describe_column("theory_whole_MiB", "MiB", bench::Better::Lower);
 }
 
 int run(int argc, char** argv) {
@@ -194,6 +238,12 @@ int run(int argc, char** argv) {
         "\ntheory for an 80 GB GPU, B=16 x T=1024 per step, bf16 weights and activations, fp32 master weights "
         "and AdamW moments (16 bytes per parameter):\n%s",
         gpu_projection_table(stairs, config).c_str());
+    std::printf(
+        "\ntheory for N GPUs of 80 GB under ZeRO, per GPU, in fp32 as the ZeRO rows below train (16 bytes per "
+        "parameter): parameters, gradients and optimizer state sharded by the stage, with what is whole beside the "
+        "shards (the gradients in flight, the unit gathered and the one prefetched: the measured rows' theory), plus "
+        "one micro-batch's activations:\n%s",
+        gpu_zero_table(zero_config).c_str());
   }
 
   std::optional<ch07::ZeroStaircaseReport> zero;
@@ -212,7 +262,7 @@ int run(int argc, char** argv) {
           "gradients + optimizer state, against theory with Ψ = %lld parameters; max rank peak: the largest "
           "peak over the ranks; step: the slowest rank's):\n%s",
           ranks, static_cast<long long>(config.steps), static_cast<long long>(zero->parameters),
-          zero_table(*zero, ranks).c_str());
+          zero_table(*zero).c_str());
       for (const staircase::Rung& rung : zero_stairs->rungs)
         std::printf("  %s: %s\n", rung.name.c_str(), rung.what_changes.c_str());
     }

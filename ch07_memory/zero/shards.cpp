@@ -13,23 +13,43 @@ int block_of(const ParamInfo& p) {
   return std::stoi(p.name.substr(2, p.name.find('.', 2) - 2));
 }
 
+bool is_embedding(const ParamInfo& p) {
+  return p.name == "wte.weight" || p.name == "wpe.weight";
+}
+
 ZeroShards::ZeroShards(const ParameterStore& params, int ranks, int rank, int64_t bucket_bytes)
-    : ZeroShards(ranks, rank, bucket_bytes, ch08::make_buckets(params, bucket_bytes)) {}
+    : ZeroShards(params, ranks, rank, bucket_bytes, byte_buckets(params, bucket_bytes)) {}
+
+std::vector<ch08::GradientBucket> ZeroShards::byte_buckets(const ParameterStore& params, int64_t bucket_bytes) {
+  LAB_CHECK(bucket_bytes > 0, InvalidArgument, "gradient buckets must hold at least one byte, got ", bucket_bytes);
+  const int64_t cap = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));  // in elements
+  // The embeddings' gradients come last in backward: in a bucket with the first block's, they would keep those
+  // waiting through the rest of backward.
+  return ch08::cut_buckets(params, [cap](const ch08::GradientBucket& current, const ParamInfo& next) {
+    return is_embedding(next) || next.offset + next.numel() - current.range.begin > cap;
+  });
+}
 
 ZeroShards ZeroShards::per_block(const ParameterStore& params, int ranks, int rank) {
   const std::vector<ParamInfo>& infos = params.infos();
-  return ZeroShards(ranks, rank, 0,
+  return ZeroShards(params, ranks, rank, 0,
                     ch08::cut_buckets(params, [&](const ch08::GradientBucket& current, const ParamInfo& next) {
                       return block_of(next) < 0 || block_of(infos[current.params.front()]) != block_of(next);
                     }));
 }
 
-ZeroShards::ZeroShards(int ranks, int rank, int64_t bucket_bytes, std::vector<ch08::GradientBucket> buckets)
+ZeroShards::ZeroShards(const ParameterStore& params, int ranks, int rank, int64_t bucket_bytes,
+                       std::vector<ch08::GradientBucket> buckets)
     : ranks_(ranks), rank_(rank), bucket_bytes_(bucket_bytes) {
   LAB_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, InvalidArgument, "ZeroShards: rank ", rank, " of ", ranks);
   for (ch08::GradientBucket& b : buckets) {
     ShardedBucket s;
-    s.block = (b.range.size() + ranks - 1) / ranks;
+    // The tied embedding's blocks are whole rows, so that its gradient can be reduced rows at a time
+    // (tied_embedding_gradient.h).
+    const ParamInfo& first = params.infos()[b.params.front()];
+    s.row = b.params.size() == 1 && first.name == "wte.weight" && first.shape.size() == 2 ? first.shape[1] : 1;
+    const int64_t rows = (b.range.size() + s.row - 1) / s.row;
+    s.block = (rows + ranks - 1) / ranks * s.row;
     const int64_t begin = std::min(b.range.begin + rank * s.block, b.range.end);
     s.owned = {begin, std::min(begin + s.block, b.range.end)};
     s.shard_offset = shard_numel_;

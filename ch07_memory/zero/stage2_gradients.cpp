@@ -1,6 +1,7 @@
 // ZeRO stage 2: gradients reduce-scattered bucket by bucket from gradient hooks (see stage2_gradients.h).
 #include "ch07_memory/zero/stage2_gradients.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ch07_memory/zero/parameter_gather.h"
@@ -11,6 +12,20 @@
 #include "common/ops/residual.h"
 
 namespace lab::ch07 {
+
+namespace {
+
+// The tied embedding's chunks are buckets: at most bucket_bytes, or under stage 3 (whose buckets are units) the
+// largest block.
+int64_t chunk_elements(const ZeroShards& shards, const ParameterStore& params) {
+  if (shards.bucket_bytes() > 0) return shards.bucket_bytes() / static_cast<int64_t>(sizeof(float));
+  int64_t largest = 0;
+  for (const ShardedBucket& b : shards.buckets())
+    if (block_of(params.infos()[b.bucket.params.front()]) >= 0) largest = std::max(largest, b.bucket.range.size());
+  return largest;
+}
+
+}  // namespace
 
 ZeroStage2Step::ZeroStage2Step(comm::Communicator& group, const ZeroShards& shards, GPT2& model, AdamW& optimizer,
                                TrainStepConfig config)
@@ -27,11 +42,30 @@ ZeroStage2Step::ZeroStage2Step(comm::Communicator& group, const ZeroShards& shar
     for (const size_t p : shards_.buckets()[b].bucket.params) bucket_of_[p] = b;
   pending_.resize(shards_.buckets().size());
   reduced_.resize(shards_.buckets().size());
-  for (size_t i = 0; i < params.infos().size(); ++i)
+  for (size_t i = 0; i < params.infos().size(); ++i) {
     params.var(params.infos()[i].name).set_gradient_hook([this, i] { on_gradient_final(i); });
+    if (params.infos()[i].name == "wte.weight") tied_bucket_ = bucket_of_[i];
+  }
+  if (tied_bucket_ != kNone && !model.options().tensor_parallel) {
+    const ShardedBucket& tied = shards_.buckets()[tied_bucket_];
+    const ParamInfo& wte = params.info("wte.weight");
+    tied_ = std::make_unique<TiedEmbeddingGradient>(
+        wte.shape[0], wte.shape[1], shards_.ranks(), tied.block / tied.row, chunk_elements(shards_, params),
+        [this](int64_t first_row, int64_t rows, const Tensor& pack) { reduce_tied_chunk(first_row, rows, pack); });
+    previous_embedding_ = model.options().embedding;
+    previous_lm_head_ = model.options().lm_head;
+    model.options().embedding = [this](Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe) {
+      return tied_->embedding(tape, tokens, wte, wpe);
+    };
+    model.options().lm_head = [this](Tape& tape, const Var& x, const Var& wte) { return tied_->lm_head(tape, x, wte); };
+  }
 }
 
 ZeroStage2Step::~ZeroStage2Step() {
+  if (tied_) {
+    model().options().embedding = previous_embedding_;
+    model().options().lm_head = previous_lm_head_;
+  }
   const ParameterStore& params = model().parameters();
   for (const ParamInfo& p : params.infos()) params.var(p.name).set_gradient_hook({});
 }
@@ -50,7 +84,7 @@ void ZeroStage2Step::run_micro_batches(const BatchSource& next_batch, TrainStepR
 double ZeroStage2Step::forward_backward(const MicroBatch& batch, TrainStepResult& result) {
   for (size_t b = 0; b < pending_.size(); ++b) {
     pending_[b] = shards_.buckets()[b].bucket.params.size();
-    reduced_[b] = false;
+    reduced_[b] = tied_ && b == tied_bucket_;  // reduced chunk by chunk as backward makes it
   }
   const double loss = TrainStep::forward_backward(batch, result);
   ++micro_batch_;
@@ -64,6 +98,20 @@ double ZeroStage2Step::forward_backward(const MicroBatch& batch, TrainStepResult
 void ZeroStage2Step::on_gradient_final(size_t param) {
   const size_t b = bucket_of_[param];
   if (--pending_[b] == 0) reduce_bucket(b);
+}
+
+void ZeroStage2Step::reduce_tied_chunk(int64_t first_row, int64_t rows, const Tensor& pack) {
+  const ShardedBucket& b = shards_.buckets()[tied_bucket_];
+  Tensor part;
+  {
+    MemoryScope scope(MemCategory::Comm);
+    part = Tensor::empty({rows * b.row}, DType::F32, pack.device());
+  }
+  group_.reduce_scatter(pack.flatten(), part, comm::ReduceOp::Avg);
+  // This rank's rows [first_row, first_row + rows) of its block, of which those before b.owned's end are real.
+  const int64_t begin = first_row * b.row, real = std::min(b.owned.size() - begin, rows * b.row);
+  if (real > 0)
+    ops::residual_backward(gradient_shard_.view(b.shard_offset + begin, {real}), Tensor(), part.view(0, {real}));
 }
 
 void ZeroStage2Step::reduce_bucket(size_t index) {

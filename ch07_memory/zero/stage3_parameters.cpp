@@ -1,4 +1,4 @@
-// ZeRO stage 3: parameters gathered per block around its forward and its backward (see stage3_parameters.h).
+// ZeRO stage 3: parameters gathered per unit around its forward and its backward (see stage3_parameters.h).
 #include "ch07_memory/zero/stage3_parameters.h"
 
 #include "common/core/error.h"
@@ -8,7 +8,7 @@ namespace lab::ch07 {
 
 namespace {
 
-// The block of a unit (its first parameter's), -1 for the root's.
+// The block of a unit (its first parameter's), -1 for a root unit.
 int block_of_unit(const ParameterStore& params, const ShardedBucket& b) {
   return block_of(params.infos()[b.bucket.params.front()]);
 }
@@ -33,41 +33,48 @@ ZeroStage3Step::ZeroStage3Step(comm::Communicator& group, const ZeroShards& shar
     if (b.owned.size() > 0)
       parameter_shard_.view(b.shard_offset, {b.owned.size()}).copy_from(flat.view(b.owned.begin, {b.owned.size()}));
     Unit unit;
-    unit.root = block_of_unit(params, b) < 0;
     for (const size_t i : b.bucket.params) unit.vars.push_back(params.var(params.infos()[i].name));
     units_.push_back(std::move(unit));
-    if (units_.back().root) {  // kept whole: a copy of it now, which every rank has
-      units_.back().whole = padded_unit(units_.size() - 1, MemCategory::Params);
-      units_.back()
-          .whole.view(0, {b.bucket.range.size()})
-          .copy_from(flat.view(b.bucket.range.begin, {b.bucket.range.size()}));
-    }
   }
-  // Which block runs after which: block i's unit is followed by block i+1's in forward and i-1's in backward.
+  // The order of use, for prefetch: forward runs the lookup, blocks 0 .. L-1 and the head; backward the head,
+  // blocks L-1 .. 0 and the lookup (which gathers nothing).
   std::vector<size_t> unit_of_block(static_cast<size_t>(model.config().n_layer), kNone);
   for (size_t u = 0; u < units_.size(); ++u)
     if (const int i = block_of_unit(params, shards.buckets()[u]); i >= 0) unit_of_block[static_cast<size_t>(i)] = u;
+  for (const char* name : {"wte.weight", "wpe.weight"})
+    if (const size_t u = unit_named(name); u != kNone) lookup_.units.push_back(u);
+  for (const char* name : {"wte.weight", "ln_f.weight", "ln_f.bias"})  // wte first: the one worth prefetching
+    if (const size_t u = unit_named(name); u != kNone) head_.units.push_back(u);
+  const size_t head_first = head_.units.empty() ? kNone : head_.units.front();
+  lookup_.next_in_forward = unit_of_block.empty() ? head_first : unit_of_block.front();
+  head_.next_in_backward = unit_of_block.empty() ? kNone : unit_of_block.back();
   for (size_t i = 0; i < unit_of_block.size(); ++i) {
     if (unit_of_block[i] == kNone) continue;
-    if (i + 1 < unit_of_block.size()) units_[unit_of_block[i]].next_in_forward = unit_of_block[i + 1];
+    units_[unit_of_block[i]].next_in_forward = i + 1 < unit_of_block.size() ? unit_of_block[i + 1] : head_first;
     if (i > 0) units_[unit_of_block[i]].next_in_backward = unit_of_block[i - 1];
   }
   params.release_flat_params();
-  bind_root_units();
   if (prefetch) prefetcher_ = std::make_unique<BlockPrefetcher>(group);
   previous_block_ = model.options().block;
   model.options().block = [this](Tape& tape, const Block& block, const Var& x, const ModelOptions& options) {
     return gathered_block(tape, block, x, options);
   };
+  previous_root_ = model.options().root;
+  model.options().root = [this](Tape& tape, ModelOptions::RootPart part, const std::function<Var()>& compute) {
+    return gathered_root(tape, part, compute);
+  };
 }
 
 ZeroStage3Step::~ZeroStage3Step() {
   model().options().block = previous_block_;
+  model().options().root = previous_root_;
 }
 
-void ZeroStage3Step::bind_root_units() {
+size_t ZeroStage3Step::unit_named(const std::string& name) {
   for (size_t u = 0; u < units_.size(); ++u)
-    if (units_[u].root) bind_unit(u, units_[u].whole);
+    for (const size_t i : shards().buckets()[u].bucket.params)
+      if (model().parameters().infos()[i].name == name) return u;
+  return kNone;
 }
 
 size_t ZeroStage3Step::unit_of(const Block& block) const {
@@ -107,7 +114,7 @@ void ZeroStage3Step::bind_unit(size_t u, const Tensor& whole) {
 
 void ZeroStage3Step::gather(size_t u) {
   Unit& unit = units_[u];
-  if (unit.whole.defined()) return;  // a root unit, or gathered already
+  if (unit.whole.defined()) return;  // gathered already
   if (prefetcher_) unit.whole = prefetcher_->take(u);
   if (!unit.whole.defined()) {
     unit.whole = padded_unit(u, MemCategory::Params);
@@ -124,10 +131,19 @@ void ZeroStage3Step::prefetch(size_t u) {
 }
 
 void ZeroStage3Step::release(size_t u) {
-  Unit& unit = units_[u];
-  if (unit.root) return;
   bind_unit(u, Tensor());
-  unit.whole = Tensor();
+  units_[u].whole = Tensor();
+}
+
+void ZeroStage3Step::bind_lookup_gradients() {
+  const ParameterStore& params = model().parameters();
+  MemoryScope scope(MemCategory::Grads);
+  for (const size_t u : lookup_.units) {
+    const std::vector<size_t>& members = shards().buckets()[u].bucket.params;
+    for (size_t k = 0; k < members.size(); ++k)
+      if (params.infos()[members[k]].name != "wte.weight")  // never whole: reduced in chunks
+        units_[u].vars[k].bind_grad(Tensor::zeros(params.infos()[members[k]].shape, DType::F32, params.device()));
+  }
 }
 
 Var ZeroStage3Step::gathered_block(Tape& tape, const Block& block, const Var& x, const ModelOptions& options) {
@@ -151,11 +167,36 @@ Var ZeroStage3Step::gathered_block(Tape& tape, const Block& block, const Var& x,
   return y;
 }
 
+Var ZeroStage3Step::gathered_root(Tape& tape, ModelOptions::RootPart part, const std::function<Var()>& compute) {
+  const MemoryOpScope op("zero3 root");
+  const bool lookup = part == ModelOptions::RootPart::Embedding;
+  const RootUse& use = lookup ? lookup_ : head_;
+  for (const size_t u : use.units) gather(u);
+  prefetch(use.next_in_forward);
+  // Recorded before the part's ops, so run after their backward: the weights released.
+  if (tape.recording())
+    tape.record("zero3 release", std::vector<Tensor>{}, [this, &use] {
+      for (const size_t u : use.units) release(u);
+    });
+  const Var y = previous_root_ ? previous_root_(tape, part, compute) : compute();
+  // Recorded after them, so run first: the head's weights gathered again for its backward; the lookup's backward
+  // reads no weight, and only wpe's gradient needs its shape.
+  if (tape.recording())
+    tape.record("zero3 gather", std::vector<Tensor>{}, [this, &use, lookup] {
+      if (lookup) {
+        bind_lookup_gradients();
+        return;
+      }
+      for (const size_t u : use.units) gather(u);
+      prefetch(use.next_in_backward);
+    });
+  for (const size_t u : use.units) release(u);
+  return y;
+}
+
 void ZeroStage3Step::optimizer_step(double lr, float clip_coefficient) {
   if (prefetcher_) prefetcher_->drop();  // a gather of the weights before this update would be stale
   optimizer().step(static_cast<float>(lr), clip_coefficient, gradient_shard(), parameter_shard_);
-  for (size_t u = 0; u < units_.size(); ++u)                  // the root units, whole again from the updated shards
-    if (units_[u].root) all_gather_unit(u, units_[u].whole);  // bound to it already
 }
 
 void ZeroStage3Step::with_whole_model(const std::function<void()>& use) {
@@ -174,10 +215,7 @@ void ZeroStage3Step::with_whole_model(const std::function<void()>& use) {
   }
   params.restore_flat_params(flat);
   flat = Tensor();
-  const auto shard_again = [&] {
-    params.release_flat_params();
-    bind_root_units();
-  };
+  const auto shard_again = [&] { params.release_flat_params(); };
   try {
     use();
   } catch (...) {

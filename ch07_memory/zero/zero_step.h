@@ -3,13 +3,14 @@
 //   stage  sharded over the D ranks          per-rank bytes, fp32 AdamW (Ψ parameters)   file
 //   0      nothing (data parallelism)        4Ψ + 4Ψ + 8Ψ = 16Ψ                           ch08 dp/
 //   1      optimizer moments                 4Ψ + 4Ψ + 8Ψ/D                               stage1_optimizer_state.h
-//   2      moments and gradients             4Ψ + 4Ψ/D + 8Ψ/D                             stage2_gradients.h
-//   3      moments, gradients, parameters    16Ψ/D (+ the root unit, one block gathered)  stage3_parameters.h
+//   2      moments and gradients             4Ψ + 4Ψ/D + 8Ψ/D (+ a bucket in flight)      stage2_gradients.h
+//   3      moments, gradients, parameters    16Ψ/D (+ the unit in use gathered)           stage3_parameters.h
 //
 // (The paper's 16Ψ is mixed-precision Adam: 2Ψ fp16 parameters, 2Ψ fp16 gradients, 12Ψ fp32 master weights and
 // moments; with fp32 training the moments are 8Ψ and the parameters are their own master copy.) Every stage
 // trains exactly as data parallelism does, up to the order of floating-point additions
-// (tests/ch07_memory/zero); the shards are the buckets' per-rank blocks (shards.h).
+// (tests/ch07_memory/zero); the shards are the buckets' per-rank blocks (shards.h). What each rank holds whole
+// beside its shards at the peak, by name, is zero_theory.h's.
 //
 // Which stage is the right one: stage 1 costs one all-gather of the parameters per step beside data
 // parallelism's all-reduce and saves most of the memory (the moments are half of fp32 training's state);

@@ -47,4 +47,46 @@ inline float bf16_bits_to_float(uint16_t b) {
 uint16_t float_to_f16_bits(float f);  // round to nearest-even, overflow to inf
 float f16_bits_to_float(uint16_t h);
 
+// ---------------------------------------------------------------- 16-bit storage types on the host
+// The element types of bf16 and f16 tensors for CPU kernels templated on their storage type (Tensor::data<Bf16>()),
+// with the conversions such a kernel needs: load as float, compute in float, store rounded (nearest-even).
+struct Bf16 {
+  uint16_t bits;
+};
+struct F16 {
+  uint16_t bits;
+};
+template <>
+struct DTypeOf<Bf16> {
+  static constexpr DType value = DType::BF16;
+};
+template <>
+struct DTypeOf<F16> {
+  static constexpr DType value = DType::F16;
+};
+
+inline float to_float(float v) {
+  return v;
+}
+inline float to_float(Bf16 v) {
+  return bf16_bits_to_float(v.bits);
+}
+inline float to_float(F16 v) {
+  return f16_bits_to_float(v.bits);
+}
+template <typename T>
+T from_float(float v);
+template <>
+inline float from_float<float>(float v) {
+  return v;
+}
+template <>
+inline Bf16 from_float<Bf16>(float v) {
+  return Bf16{float_to_bf16_bits(v)};
+}
+template <>
+inline F16 from_float<F16>(float v) {
+  return F16{float_to_f16_bits(v)};
+}
+
 }  // namespace lab

@@ -194,9 +194,12 @@ Var GPT2::embed(Tape& tape, const Tensor& tokens) const {
   tokens.check_ndim(2, "GPT-2 input tokens");
   LAB_CHECK(tokens.dim(1) <= config_.block_size, InvalidArgument, "sequence length ", tokens.dim(1),
             " exceeds the model's block size ", config_.block_size);
-  if (options_.tensor_parallel)
-    return options_.tensor_parallel->vocab_parallel_embedding(tape, tokens, wte_, wpe_, vocab_start());
-  return ag::embedding(tape, tokens, wte_, wpe_);
+  const auto compute = [&] {
+    if (options_.tensor_parallel)
+      return options_.tensor_parallel->vocab_parallel_embedding(tape, tokens, wte_, wpe_, vocab_start());
+    return options_.embedding(tape, tokens, wte_, wpe_);
+  };
+  return options_.root ? options_.root(tape, ModelOptions::RootPart::Embedding, compute) : compute();
 }
 
 Var GPT2::forward_blocks(Tape& tape, const Var& input) const {
@@ -208,10 +211,14 @@ Var GPT2::forward_blocks(Tape& tape, const Var& input) const {
 
 Var GPT2::head_logits(Tape& tape, const Var& x) const {
   check_holds(shard_.has_head, "the LM head");
-  const Var h = ln_f_.forward(tape, x);
-  // The LM head is column-parallel over the vocabulary: f(h) @ wte_slice^T gives this rank's logits.
-  const Linear head{wte_, Var(), wte_16bit_};
-  return head.forward(tape, options_.tensor_parallel ? options_.tensor_parallel->copy_to_tp_ranks(tape, h) : h);
+  const auto compute = [&] {
+    const Var h = ln_f_.forward(tape, x);
+    if (options_.lm_head && !options_.tensor_parallel && !wte_16bit_.defined()) return options_.lm_head(tape, h, wte_);
+    // The LM head is column-parallel over the vocabulary: f(h) @ wte_slice^T gives this rank's logits.
+    const Linear head{wte_, Var(), wte_16bit_};
+    return head.forward(tape, options_.tensor_parallel ? options_.tensor_parallel->copy_to_tp_ranks(tape, h) : h);
+  };
+  return options_.root ? options_.root(tape, ModelOptions::RootPart::Head, compute) : compute();
 }
 
 Tensor GPT2::head_loss(Tape& tape, const Var& x, const Tensor& targets, float grad_scale) const {
@@ -224,7 +231,9 @@ Tensor GPT2::head_loss(Tape& tape, const Var& x, const Tensor& targets, float gr
 
 Var GPT2::hidden(Tape& tape, const Tensor& tokens) const {
   check_holds(shard_.has_head, "the final LayerNorm");
-  return ln_f_.forward(tape, forward_blocks(tape, embed(tape, tokens)));
+  const Var x = forward_blocks(tape, embed(tape, tokens));
+  const auto compute = [&] { return ln_f_.forward(tape, x); };
+  return options_.root ? options_.root(tape, ModelOptions::RootPart::Head, compute) : compute();
 }
 
 Var GPT2::logits(Tape& tape, const Tensor& tokens) const {

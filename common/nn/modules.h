@@ -56,6 +56,21 @@ struct ModelOptions {
   MlpFn mlp;      // empty: c_proj(gelu(c_fc(x))); a tensor-parallel shard takes none (it needs f and g)
   BlockFn block;  // empty: the standard pre-LN block below
   CrossEntropyFn cross_entropy = ag::cross_entropy;  // the loss over the LM head's logits (single rank)
+  // The embedding lookup (ag::embedding's contract) and the LM head tied to wte, logits = x @ wte^T, of a model
+  // on one rank in fp32. ZeRO (chapter 7) replaces them with functions that compute the same and reduce wte's
+  // gradient chunk by chunk instead of making it whole.
+  using EmbeddingFn = std::function<Var(Tape&, const Tensor& tokens, const Var& wte, const Var& wpe)>;
+  using LmHeadFn = std::function<Var(Tape&, const Var& x, const Var& wte)>;
+  EmbeddingFn embedding = ag::embedding;
+  LmHeadFn lm_head;  // empty, and always under mixed precision: a linear without bias (16-bit or not)
+  // The parts of the pass outside the blocks, which read the root parameters: the embedding lookup (wte, wpe),
+  // and the head (ln_f, then the LM head tied to wte).
+  enum class RootPart { Embedding, Head };
+  using RootFn = std::function<Var(Tape&, RootPart, const std::function<Var()>& compute)>;
+  // Wraps a root part: called with the part and the function that computes it; empty: computed directly. ZeRO
+  // stage 3 (chapter 7) records its steps around them: the sharded root parameters gathered just before use and
+  // released after.
+  RootFn root;
   // The communication of a tensor-parallel shard (see tensor_parallel.h); null for a model on one rank.
   std::shared_ptr<const TensorParallelFunctions> tensor_parallel;
 };

@@ -5,8 +5,7 @@
 namespace lab::ops {
 
 void gelu_forward(const Tensor& out, const Tensor& x) {
-  x.check_dtype(DType::F32, "gelu input");
-  out.check_dtype(DType::F32, "gelu out");
+  check_same_float_dtype({&x, &out}, "gelu_forward");
   LAB_CHECK(out.numel() == x.numel(), InvalidArgument, "gelu_forward: ", out.numel(), " outputs for ", x.numel(),
             " inputs");
   check_same_device({&out, &x}, "gelu_forward");
@@ -14,7 +13,7 @@ void gelu_forward(const Tensor& out, const Tensor& x) {
 }
 
 void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) {
-  for (const Tensor* t : {&dx, &x, &dout}) t->check_dtype(DType::F32, "gelu_backward");
+  check_same_float_dtype({&x, &dx, &dout}, "gelu_backward");
   LAB_CHECK(dx.numel() == x.numel() && dout.numel() == x.numel(), InvalidArgument,
             "gelu_backward: element counts differ");
   check_same_device({&dx, &x, &dout}, "gelu_backward");

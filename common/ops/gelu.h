@@ -5,7 +5,8 @@
 // 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)). Written with tanh, 1 + tanh(u) cancels for x below about -4 (tanh is
 // -1 to within its own rounding), and float results there lose every digit; the sigmoid form keeps a
 // relative error of a few 1e-6 over the whole range.
-// Any shape; all tensors the same number of elements; f32.
+// Any shape; all tensors the same number of elements and the same dtype: f32, or bf16 / f16 stored with fp32
+// arithmetic inside (each result rounded once, when stored; dx's sum too).
 #pragma once
 
 #include "common/core/tensor.h"

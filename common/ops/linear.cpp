@@ -46,4 +46,20 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
   LAB_DISPATCH(dout.device(), linear_backward, dinp, dweight, dbias, dout, inp, weight);
 }
 
+void linear_weight_grad_rows(const Tensor& dweight_rows, const Tensor& dout, const Tensor& inp, int64_t row_begin) {
+  dweight_rows.check_ndim(2, "linear_weight_grad_rows dweight_rows");
+  const int64_t R = dweight_rows.dim(0), C = dweight_rows.dim(1);
+  LAB_CHECK(C > 0 && inp.ndim() >= 1 && inp.dim(-1) == C && dout.ndim() >= 1, InvalidArgument,
+            "linear_weight_grad_rows: input ", shape_str(inp.shape()), " does not match rows ",
+            shape_str(dweight_rows.shape()));
+  const int64_t N = inp.numel() / C, OC = dout.dim(-1);
+  LAB_CHECK(dout.numel() == N * OC, InvalidArgument, "linear_weight_grad_rows: dout ", shape_str(dout.shape()),
+            " should have ", N, " rows");
+  LAB_CHECK(row_begin >= 0 && row_begin + R <= OC, InvalidArgument, "linear_weight_grad_rows: rows [", row_begin, ", ",
+            row_begin + R, ") of a weight with ", OC, " rows");
+  for (const Tensor* t : {&dweight_rows, &dout, &inp}) t->check_dtype(DType::F32, "linear_weight_grad_rows");
+  check_same_device({&dweight_rows, &dout, &inp}, "linear_weight_grad_rows");
+  LAB_DISPATCH(dout.device(), linear_weight_grad_rows, dweight_rows, dout, inp, row_begin);
+}
+
 }  // namespace lab::ops

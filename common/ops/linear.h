@@ -19,16 +19,23 @@ namespace lab::ops {
 void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias);
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                      const Tensor& inp, const Tensor& weight);
+// Rows [row_begin, row_begin + R) of the weight's gradient alone, fp32 (dweight_rows [R, C]):
+//   dweight_rows += dout[:, row_begin : row_begin + R]^T @ inp
+// what linear_backward adds to those rows, for a caller that reduces a large weight's gradient piece by piece
+// without ever making it whole (chapter 7: ZeRO's tied embedding).
+void linear_weight_grad_rows(const Tensor& dweight_rows, const Tensor& dout, const Tensor& inp, int64_t row_begin);
 
 namespace cpu {
 void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias);
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                      const Tensor& inp, const Tensor& weight);
+void linear_weight_grad_rows(const Tensor& dweight_rows, const Tensor& dout, const Tensor& inp, int64_t row_begin);
 }  // namespace cpu
 namespace cuda {
 void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias);
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                      const Tensor& inp, const Tensor& weight);
+void linear_weight_grad_rows(const Tensor& dweight_rows, const Tensor& dout, const Tensor& inp, int64_t row_begin);
 }  // namespace cuda
 
 }  // namespace lab::ops

@@ -5,7 +5,7 @@
 namespace lab::ops {
 
 void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) {
-  for (const Tensor* t : {&out, &a, &b}) t->check_dtype(DType::F32, "residual_forward");
+  check_same_float_dtype({&out, &a, &b}, "residual_forward");
   LAB_CHECK(a.numel() == out.numel() && b.numel() == out.numel(), InvalidArgument,
             "residual_forward: element counts differ (", a.numel(), ", ", b.numel(), " -> ", out.numel(), ")");
   check_same_device({&out, &a, &b}, "residual_forward");
@@ -13,12 +13,9 @@ void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) {
-  dout.check_dtype(DType::F32, "residual dout");
-  for (const Tensor* t : {&da, &db}) {
-    if (!t->defined()) continue;
-    t->check_dtype(DType::F32, "residual_backward");
-    LAB_CHECK(t->numel() == dout.numel(), InvalidArgument, "residual_backward: element counts differ");
-  }
+  check_same_float_dtype({&dout, &da, &db}, "residual_backward");
+  for (const Tensor* t : {&da, &db})
+    LAB_CHECK(!t->defined() || t->numel() == dout.numel(), InvalidArgument, "residual_backward: element counts differ");
   check_same_device({&da, &db, &dout}, "residual_backward");
   LAB_DISPATCH(dout.device(), residual_backward, da, db, dout);
 }

@@ -2,7 +2,8 @@
 //   forward:  out = a + b
 //   backward: da += dout; db += dout   (either may be undefined; either may be dout itself, and both
 //             still receive dout's value from before the call)
-// Any shape, equal element counts; f32.
+// Any shape, equal element counts, one dtype: f32, or bf16 / f16 stored with fp32 arithmetic inside (each result
+// rounded once, when stored).
 #pragma once
 
 #include "common/core/tensor.h"

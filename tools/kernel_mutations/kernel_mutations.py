@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TEST_PROGRAMS = ["test_cuda_ops", "test_gpt2_cuda"]
+TEST_PROGRAMS = ["test_cuda_ops", "test_gpt2_cuda", "test_ch09_flash_attention_cuda"]
 TEST_TIMEOUT_S = 900
 
 
@@ -98,6 +98,30 @@ MUTATIONS = [
     Mutation("adamw-no-bias-correction", "common/ops/cuda/adamw.cu",
              [("const float m_hat = mi / k.bias_correction1;", "const float m_hat = mi;")],
              "AdamW: first moment without bias correction"),
+    Mutation("flash-no-sum-rescale", "common/ops/cuda/flash_attention.cu",
+             [("l = l * rescale + pair_sum(sum);", "l = l + pair_sum(sum);")],
+             "flash forward: the running sum not rescaled when the row max grows"),
+    Mutation("flash-no-output-rescale", "common/ops/cuda/flash_attention.cu",
+             [("o_row[c] *= rescale;", "o_row[c] *= 1.0f;")],
+             "flash forward: the running output not rescaled when the row max grows"),
+    Mutation("flash-causal-off-by-one", "common/ops/cuda/flash_attention.cu",
+             [("const float p = key <= t && key < s.T ? expf(", "const float p = key <= t + 1 && key < s.T ? expf(")],
+             "flash forward: each query also sees the next key"),
+    Mutation("flash-diagonal-tile-skipped", "common/ops/cuda/flash_attention.cu",
+             [("kt <= last_key_tile; ++kt) {\n    const int s0 = kt * kTile;\n"
+               "    __syncthreads();  // every warp is done with the previous K and V\n    load_tile<D>(k, q_head",
+               "kt < last_key_tile; ++kt) {\n    const int s0 = kt * kTile;\n"
+               "    __syncthreads();  // every warp is done with the previous K and V\n    load_tile<D>(k, q_head")],
+             "flash forward: the key tile on the diagonal skipped with the masked ones"),
+    Mutation("flash-key-grads-causal", "common/ops/cuda/flash_attention.cu",
+             [("query >= key && query < s.T", "query + 1 >= key && query < s.T")],
+             "flash backward (dK, dV): each key also gets the gradient of the query before it"),
+    Mutation("flash-query-grads-no-D", "common/ops/cuda/flash_attention.cu",
+             [("p * (dp[at] - row_D)", "p * dp[at]")],
+             "flash backward (dQ): dS without the D = rowsum(dO * O) term"),
+    Mutation("flash-atomic-dq-unscaled", "ch09_advanced/kernels/01_attention/flash_backward_atomic.cu",
+             [("s.scale * dq[(strip + r) * kLdOut<D> + c]", "dq[(strip + r) * kLdOut<D> + c]")],
+             "attention lab v5: dQ added without its 1/sqrt(HS)"),
 ]
 
 

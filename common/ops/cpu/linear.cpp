@@ -80,4 +80,12 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
   if (dbias.defined()) add_column_sums(dbias.data<float>(), d, N, OC);
 }
 
+void linear_weight_grad_rows(const Tensor& dweight_rows, const Tensor& dout, const Tensor& inp, int64_t row_begin) {
+  const int64_t R = dweight_rows.dim(0), C = dweight_rows.dim(1), N = inp.numel() / C, OC = dout.dim(-1);
+  // dweight_rows[R,C] += dout[:, rows]^T @ inp[N,C]: the rows are columns of dout, a leading dimension of OC.
+  GemmRecorder::note({true, false, R, C, N, true});
+  sgemm(true, false, R, C, N, 1.0f, dout.data<float>() + row_begin, OC, inp.data<float>(), C, 1.0f,
+        dweight_rows.data<float>(), C);
+}
+
 }  // namespace lab::ops::cpu

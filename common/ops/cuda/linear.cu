@@ -6,6 +6,7 @@
 //   forward  out[N,OC]    = inp[N,C] @ W[OC,C]^T   ->  sgemm(T, N, OC, N, C):  W (ld C),   inp (ld C)
 //   dinp[N,C]            += dout[N,OC] @ W[OC,C]   ->  sgemm(N, N, C, N, OC):  W (ld C),   dout (ld OC)
 //   dW[OC,C]             += dout^T @ inp           ->  sgemm(N, T, C, OC, N):  inp (ld C), dout (ld OC)
+//   rows [r, r+R) of dW alone: the same on R columns of dout  (sgemm(N, T, C, R, N), dout + r (ld OC))
 // The sgemm runs in the math mode of common/cuda/cublas.h: strict fp32, or TF32 when enabled.
 //
 // 16-bit inputs (bf16 or fp16, linear.h): the same three products as cuBLASLt matmuls with 16-bit A and B,
@@ -151,6 +152,17 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
     add_column_sums<1>({{dbias.data<float>()}}, BiasTerms{dout.data<float>(), OC}, N, OC, dout.device(),
                        scope.stream());
   }
+}
+
+void linear_weight_grad_rows(const Tensor& dweight_rows, const Tensor& dout, const Tensor& inp, int64_t row_begin) {
+  const int64_t R = dweight_rows.dim(0), C = dweight_rows.dim(1), N = inp.numel() / C, OC = dout.dim(-1);
+  if (N == 0 || R == 0) return;
+  const int c = as_blas_int(C, "in_features");
+  LaunchScope scope(dout);
+  // The dweight product of linear_backward on R columns of dout, which start row_begin floats into each row.
+  gemm(DType::F32, CUBLAS_OP_N, CUBLAS_OP_T, c, as_blas_int(R, "weight rows"), as_blas_int(N, "rows"), inp.raw(), c,
+       dout.data<float>() + row_begin, as_blas_int(OC, "out_features"), 1.0f, dweight_rows.data<float>(), c,
+       scope.stream());
 }
 
 }  // namespace lab::ops::cuda

@@ -72,10 +72,14 @@ TEST(MemoryBenchProgram, UnderMpirunWritesTheZeroRowsBesideTheOneProcessRows) {
     EXPECT_EQ(row.at("ranks").as_int(), 2);
     EXPECT_GT(row.at("theory_state_MiB").as_number(), 0) << rung;
     EXPECT_GE(row.at("max_rank_peak_MiB_median").as_number(), row.at("peak_MiB_median").as_number()) << rung;
+    // Every stage within its formula plus what theory holds whole beside the shards (zero/zero_theory.h).
+    EXPECT_LE(row.at("state_MiB_median").as_number(),
+              1.15 * (row.at("theory_state_MiB").as_number() + row.at("theory_whole_MiB").as_number()))
+        << rung;
   }
-  // Data parallelism and stage 1 at their theory, 16Ψ and 8Ψ + 8Ψ/2 (stage 2 holds tiny's tied embedding's
-  // gradient whole beside its shard: zero_staircase.h).
+  // Data parallelism and stage 1 at their formula, 16Ψ and 8Ψ + 8Ψ/2, with nothing whole beside.
   for (const char* rung : {"zero:dp", "zero:zero1"}) {
+    EXPECT_EQ(rows.at(rung).at("theory_whole_MiB").as_number(), 0.0) << rung;
     const double theory = rows.at(rung).at("theory_state_MiB").as_number();
     EXPECT_NEAR(rows.at(rung).at("state_MiB_median").as_number(), theory, 0.01 * theory) << rung;
   }

@@ -1,7 +1,7 @@
 // ZeRO stages 1, 2 and 3 under mpirun (2, 3 and 4 ranks; 3 pads the buckets) against plain data parallelism on
 // the same global batches: the same losses, gradient norms and weights (within 1e-5) with gradient accumulation
-// and clipping, and stage 3 around block recompute too; per-rank bytes of parameters, gradients and optimizer
-// state within 10% of the stage's theory;
+// and clipping, stage 3 around block recompute too, and stage 2 in bf16 (its 16-bit LM head reduced by wte's
+// gradient hook; per-rank bytes: test_zero_memory.cpp);
 // the optimizer state gathered whole for a checkpoint equal to data parallelism's, and sharded back from it; a
 // checkpoint written from a ZeRO run resumes in one process, and one written by one process resumes under ZeRO,
 // continuing as data parallelism does.
@@ -9,18 +9,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <functional>
 
 #include "ch07_memory/memory_steps.h"
 #include "ch07_memory/recompute.h"
 #include "ch07_memory/zero/parameter_gather.h"
-#include "ch07_memory/zero/stage3_parameters.h"
 #include "ch07_memory/zero/zero_step.h"
 #include "ch08_distributed/dp/data_parallel_step.h"
 #include "ch10_gpt2/checkpoint.h"
-#include "common/core/memory.h"
 #include "common/core/parallel.h"
 #include "tests/ch07_memory/step_fixture.h"
 #include "tests/common/comm/mpi_test.h"
@@ -107,6 +104,7 @@ struct ZeroCase {
   double grad_clip;
   RecomputePolicy recompute = RecomputePolicy::None;
   bool prefetch = false;
+  DType matmul = DType::F32;  // bf16: 16-bit products, and the model's own LM head (not stage 2's chunked one)
 };
 
 class ZeroTest : public ::testing::TestWithParam<ZeroCase> {};
@@ -117,21 +115,27 @@ TEST_P(ZeroTest, TrainsAsDataParallelism) {
   const std::unique_ptr<comm::Communicator> group = testing::fresh_communicator();
   RankRun dp = make_run(*group, 0, c.accum_steps, c.grad_clip);
   RankRun zero = make_run(*group, c.stage, c.accum_steps, c.grad_clip, {}, c.recompute, c.prefetch);
+  for (RankRun* run : {&dp, &zero}) run->model->set_matmul_dtype(c.matmul);  // after the step, as the trainer
   train_steps(dp, *group, 0, kSteps);
   train_steps(zero, *group, 0, kSteps);
+  // Under bf16 a last-bit difference in an fp32 weight can flip the rounding of its 16-bit copy, which Adam's
+  // normalised update turns into a step of a fraction of lr: the steps after the first within looser bounds.
+  const bool bf16 = c.matmul == DType::BF16;
+  const double tolerance = bf16 ? 1e-3 : 1e-5;
   for (int s = 0; s < kSteps; ++s) {
-    EXPECT_NEAR(zero.results[s].loss, dp.results[s].loss, 1e-5) << "step " << s;
-    EXPECT_NEAR(zero.results[s].grad_norm, dp.results[s].grad_norm, 1e-5 * dp.results[s].grad_norm) << "step " << s;
+    EXPECT_NEAR(zero.results[s].loss, dp.results[s].loss, tolerance) << "step " << s;
+    EXPECT_NEAR(zero.results[s].grad_norm, dp.results[s].grad_norm, tolerance * dp.results[s].grad_norm)
+        << "step " << s;
   }
-  EXPECT_LT(max_abs_difference(whole_parameters(zero), dp.model->parameters().params()), 1e-5);
+  EXPECT_LT(max_abs_difference(whole_parameters(zero), dp.model->parameters().params()), bf16 ? 0.2 * kLr : 1e-5);
   // The steps must have trained: the loss moved.
   EXPECT_NE(dp.results.front().loss, dp.results.back().loss);
 
   // A checkpoint's moments: gathered whole they are data parallelism's; sharded back they are this rank's.
   const std::unique_ptr<AdamW> whole = gather_whole_optimizer(*group, *zero.optimizer, zero.model->parameters());
   EXPECT_EQ(whole->steps_taken(), kSteps);
-  EXPECT_LT(max_abs_difference(whole->m(), dp.optimizer->m()), 1e-6);
-  EXPECT_LT(max_abs_difference(whole->v(), dp.optimizer->v()), 1e-8);
+  EXPECT_LT(max_abs_difference(whole->m(), dp.optimizer->m()), bf16 ? 1e-4 : 1e-6);
+  EXPECT_LT(max_abs_difference(whole->v(), dp.optimizer->v()), bf16 ? 1e-6 : 1e-8);
   AdamW resumed(zero.model->parameters(), step_test_adamw(), zero.optimizer->owned());
   load_optimizer_shard(*whole, resumed);
   EXPECT_EQ(resumed.steps_taken(), kSteps);
@@ -144,72 +148,15 @@ INSTANTIATE_TEST_SUITE_P(Stages, ZeroTest,
                                            ZeroCase{2, 2, 0.5}, ZeroCase{3, 1, 0.0}, ZeroCase{3, 2, 0.5},
                                            ZeroCase{3, 2, 0.5, RecomputePolicy::Block},
                                            ZeroCase{3, 2, 0.5, RecomputePolicy::None, true},
-                                           ZeroCase{3, 1, 0.0, RecomputePolicy::Block, true}),
+                                           ZeroCase{3, 1, 0.0, RecomputePolicy::Block, true},
+                                           ZeroCase{2, 2, 0.5, RecomputePolicy::None, false, DType::BF16}),
                          [](const auto& info) {
                            return cat("stage", info.param.stage, "_accum", info.param.accum_steps,
                                       info.param.grad_clip > 0 ? "_clipped" : "",
                                       info.param.recompute == RecomputePolicy::Block ? "_block_recompute" : "",
-                                      info.param.prefetch ? "_prefetch" : "");
+                                      info.param.prefetch ? "_prefetch" : "",
+                                      info.param.matmul == DType::BF16 ? "_bf16" : "");
                          });
-
-// Elements of the parameters whose name starts with `prefix` ("h.0."), or of those outside the blocks ("").
-double elements_of(const ParameterStore& params, const std::string& prefix) {
-  double n = 0;
-  for (const ParamInfo& p : params.infos())
-    if (prefix.empty() ? p.name.rfind("h.", 0) != 0 : p.name.rfind(prefix, 0) == 0) n += static_cast<double>(p.numel());
-  return n;
-}
-
-// Peak bytes of parameters + gradients + optimizer state over one step, against the stage's theory for fp32
-// AdamW with Ψ the flat buffer's elements: 4Ψ + 4Ψ + 8Ψ (plain data parallelism), 4Ψ + 4Ψ + 8Ψ/D, 4Ψ + 4Ψ/D + 8Ψ/D,
-// and for stage 3 16Ψ/D plus what it holds whole: the root unit (embeddings, final LayerNorm) and its gradients
-// (the tied embedding's lives through backward), one block's weights and gradients (while it runs backward);
-// with prefetch, one block's weights more.
-TEST(ZeroMemory, PerRankBytesWithinTenPercentOfTheory) {
-  set_num_threads(1);  // the ranks share the machine's cores
-  const std::unique_ptr<comm::Communicator> group = testing::fresh_communicator();
-  const double ranks = group->size();
-  double previous = 0;
-  for (int stage = 0; stage <= 3; ++stage) {
-    RankRun run = make_run(*group, stage, 1, 1.0);
-    const double psi = static_cast<double>(run.model->parameters().numel());
-    const double whole =
-        8 * elements_of(run.model->parameters(), "") + 8 * elements_of(run.model->parameters(), "h.0.");
-    const double theory =
-        stage == 3 ? 16 * psi / ranks + whole
-                   : 4 * psi + (stage >= 2 ? 4 * psi / ranks : 4 * psi) + (stage >= 1 ? 8 * psi / ranks : 8 * psi);
-    allocator_for(Device::cpu()).reset_peak();
-    train_steps(run, *group, 0, 1);
-    const MemoryStats stats = memory_stats(Device::cpu());
-    const double measured = static_cast<double>(stats.peak_of(MemCategory::Params) + stats.peak_of(MemCategory::Grads) +
-                                                stats.peak_of(MemCategory::Optimizer));
-    EXPECT_NEAR(measured, theory, 0.1 * theory) << "stage " << stage << " on " << group->size() << " ranks";
-    if (stage > 0) {
-      EXPECT_LT(measured, previous) << "stage " << stage << " saves nothing on stage " << stage - 1;
-    }
-    previous = measured;
-    if (group->rank() == 0)
-      std::printf("ZeRO stage %d, %d ranks: %.0f bytes of params + grads + optimizer, theory %.0f (%+.1f%%)\n", stage,
-                  group->size(), measured, theory, 100 * (measured / theory - 1));
-  }
-  // Stage 3 with prefetch: one block's weights more, the next one gathered while the current one runs.
-  {
-    RankRun run = make_run(*group, 3, 1, 1.0, {}, RecomputePolicy::None, true);
-    const double psi = static_cast<double>(run.model->parameters().numel());
-    const double theory = 16 * psi / ranks + 8 * elements_of(run.model->parameters(), "") +
-                          12 * elements_of(run.model->parameters(), "h.0.");
-    allocator_for(Device::cpu()).reset_peak();
-    train_steps(run, *group, 0, 1);
-    const MemoryStats stats = memory_stats(Device::cpu());
-    const double measured = static_cast<double>(stats.peak_of(MemCategory::Params) + stats.peak_of(MemCategory::Grads) +
-                                                stats.peak_of(MemCategory::Optimizer));
-    EXPECT_NEAR(measured, theory, 0.1 * theory) << "stage 3 with prefetch on " << group->size() << " ranks";
-    if (group->rank() == 0)
-      std::printf(
-          "ZeRO stage 3 with prefetch, %d ranks: %.0f bytes of params + grads + optimizer, theory %.0f (%+.1f%%)\n",
-          group->size(), measured, theory, 100 * (measured / theory - 1));
-  }
-}
 
 // One process's run on the whole global batch (every rank runs its own copy), with a plain step and AdamW.
 RankRun make_single_process_run() {

@@ -1,0 +1,82 @@
+// The tied embedding's gradient in chunks (see tied_embedding_gradient.h).
+#include "ch07_memory/zero/tied_embedding_gradient.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "ch08_distributed/tp/vocab_parallel_ops.h"
+#include "common/autograd/function_support.h"
+#include "common/core/memory.h"
+#include "common/ops/embedding.h"
+#include "common/ops/linear.h"
+
+namespace lab::ch07 {
+
+TiedEmbeddingGradient::TiedEmbeddingGradient(int64_t vocab_rows, int64_t width, int ranks, int64_t rows_per_rank,
+                                             int64_t chunk_elements, ReduceChunk reduce)
+    : vocab_rows_(vocab_rows),
+      width_(width),
+      ranks_(ranks),
+      rows_per_rank_(rows_per_rank),
+      chunk_rows_(std::clamp<int64_t>(chunk_elements / (width * ranks), 1, std::max<int64_t>(1, rows_per_rank))),
+      reduce_(std::move(reduce)) {}
+
+void TiedEmbeddingGradient::for_each_chunk(
+    const Device& device, const std::function<void(const Tensor& piece, int64_t first_row)>& fill) const {
+  for (int64_t first = 0; first < rows_per_rank_; first += chunk_rows_) {
+    const int64_t rows = std::min(chunk_rows_, rows_per_rank_ - first);
+    Tensor pack;
+    {
+      MemoryScope scope(MemCategory::Grads);  // the gradient in flight: zeros where a rank's rows are padding
+      pack = Tensor::zeros({ranks_ * rows, width_}, DType::F32, device);
+    }
+    for (int r = 0; r < ranks_; ++r) {
+      const int64_t begin = r * rows_per_rank_ + first, end = std::min(begin + rows, vocab_rows_);
+      if (end > begin) fill(pack.slice_rows(r * rows, r * rows + (end - begin)), begin);
+    }
+    reduce_(first, rows, pack);
+  }
+}
+
+Var TiedEmbeddingGradient::lm_head(Tape& tape, const Var& x, const Var& wte) const {
+  const MemoryOpScope op("linear");
+  Shape shape = x.value().shape();
+  shape.back() = wte.value().dim(0);
+  Var out(ag::new_activation(shape, x.value()), tape.recording() && ag::any_requires_grad({&x, &wte}));
+  ops::linear_forward(out.value(), x.value(), wte.value(), Tensor());
+  if (out.requires_grad())
+    tape.record("linear", {x.value(), out.value()},
+                [=, this] {
+                  // wte's value is read when the step runs (stage 3 gathers it again for this backward).
+                  ops::linear_backward(x.grad_or_none(), Tensor(), Tensor(), out.grad(), x.value(), wte.value());
+                  if (!wte.requires_grad()) return;
+                  for_each_chunk(x.value().device(), [&](const Tensor& piece, int64_t first_row) {
+                    ops::linear_weight_grad_rows(piece, out.grad(), x.value(), first_row);
+                  });
+                },
+                {x});
+  return out;
+}
+
+Var TiedEmbeddingGradient::embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe) const {
+  const MemoryOpScope op("embedding");
+  const int64_t T = tokens.dim(1), C = wte.value().dim(1);
+  Var out(ag::new_activation({tokens.dim(0), T, C}, wte.value()),
+          tape.recording() && ag::any_requires_grad({&wte, &wpe}));
+  ops::embedding_forward(out.value(), tokens, wte.value(), wpe.value());
+  if (out.requires_grad())
+    tape.record("embedding", {out.value()},
+                [=, this] {
+                  // The positions' gradient: the sum over the batch, as a bias of T C values per sequence.
+                  if (wpe.requires_grad())
+                    ch08::tp::add_bias_grad(wpe.grad().slice_rows(0, T).flatten(), out.grad().reshape({-1, T * C}));
+                  if (!wte.requires_grad()) return;
+                  for_each_chunk(out.value().device(), [&](const Tensor& piece, int64_t first_row) {
+                    ch08::tp::vocab_slice_embedding_backward(piece, out.grad(), tokens, first_row);
+                  });
+                },
+                {wpe});
+  return out;
+}
+
+}  // namespace lab::ch07

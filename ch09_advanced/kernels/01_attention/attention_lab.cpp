@@ -1,0 +1,223 @@
+// The attention lab's versions and their validation (see attention_lab.h).
+#include "ch09_advanced/kernels/01_attention/attention_lab.h"
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/core/device.h"
+#include "common/core/error.h"
+#include "common/lab/compare.h"
+#include "common/ops/attention.h"
+#include "common/ops/flash_attention.h"
+#include "common/util/rng.h"
+
+#ifdef LAB_WITH_CUDA
+#include "ch09_advanced/kernels/01_attention/flash_versions.h"
+#endif
+
+namespace lab::ch09 {
+
+namespace {
+
+using kernel_lab::Check;
+using kernel_lab::KernelLab;
+using kernel_lab::Version;
+
+// A reference computed on first use and kept: the fp64 references are the slowest part of a lab's start, and
+// the 16-bit ones are needed only when a GPU version is validated.
+class LazyTensor {
+ public:
+  explicit LazyTensor(std::function<Tensor()> make) : state_(std::make_shared<State>(State{std::move(make), {}})) {}
+  const Tensor& get() const {
+    if (!state_->value.defined()) state_->value = state_->make();
+    return state_->value;
+  }
+
+ private:
+  struct State {
+    std::function<Tensor()> make;
+    Tensor value;
+  };
+  std::shared_ptr<State> state_;
+};
+
+Tensor random_tensor(const Shape& shape, Rng& rng) {
+  std::vector<float> values(static_cast<size_t>(shape_numel(shape)));
+  for (float& v : values) v = rng.normal();
+  return Tensor::from_floats(values, shape);
+}
+
+// A tensor of NaN with t's shape, dtype and device.
+Tensor nan_like(const Tensor& t) {
+  Tensor nan = poisoned(t.shape(), Device::cpu());
+  if (t.dtype() != DType::F32) nan = nan.to_dtype(t.dtype());
+  return nan.to(t.device());
+}
+
+// FlashAtomicDq: the flash forward, and the lab's one-pass backward with dQ by atomics (v5).
+enum class Algorithm { Materialized, Flash, FlashAtomicDq };
+
+// One version's tensors, on its device and in its dtype: the inputs, what the forward writes (the probabilities
+// of the materialised algorithm, the log-sum-exp of the flash one) and the gradient.
+struct VersionTensors {
+  Tensor qkv, dout, out, saved, dqkv;
+};
+
+void run_forward(const VersionTensors& t, Algorithm algorithm, int n_head) {
+  if (algorithm == Algorithm::Materialized)
+    ops::attention_forward(t.out, t.saved, t.qkv, n_head);
+  else
+    ops::flash_attention_forward(t.out, t.saved, t.qkv, n_head);
+}
+
+void run_backward(const VersionTensors& t, Algorithm algorithm, int n_head) {
+  switch (algorithm) {
+    case Algorithm::Materialized: return ops::attention_backward(t.dqkv, t.dout, t.qkv, t.saved, n_head);
+    case Algorithm::Flash: return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
+    case Algorithm::FlashAtomicDq:
+#ifdef LAB_WITH_CUDA
+      return attention_lab::flash_backward_atomic_dq(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
+#else
+      fail(ErrorKind::Unsupported, "the atomic-dQ flash backward needs the CUDA backend");
+#endif
+  }
+}
+
+// The references of one input precision: the exact result of the inputs as that precision stores them, and, for
+// 16 bits, the straightforward same-precision computation.
+struct References {
+  LazyTensor exact_out, exact_lse, exact_dqkv;
+  LazyTensor baseline_out, baseline_dqkv;  // 16-bit only
+};
+
+References references_for(const AttentionShape& s, const Tensor& qkv, const Tensor& dout, DType dtype) {
+  const auto rounded = [dtype](const Tensor& t) {
+    return dtype == DType::F32 ? t : t.to_dtype(dtype).to_dtype(DType::F32);
+  };
+  const Tensor q = rounded(qkv), g = rounded(dout);
+  const auto exact = std::make_shared<ReferenceForward>();  // out and lse come from one reference run
+  const auto exact_forward = [=] {
+    if (!exact->out.defined()) *exact = reference_forward(s, q);
+    return *exact;
+  };
+  return {LazyTensor([=] { return exact_forward().out; }), LazyTensor([=] { return exact_forward().lse; }),
+          LazyTensor([=] { return reference_backward(s, q, g); }),
+          LazyTensor([=] { return reference_forward(s, q, dtype).out; }),
+          LazyTensor([=] { return reference_backward(s, q, g, dtype); })};
+}
+
+struct AttentionLab {
+  KernelLab& lab;
+  AttentionShape shape;
+  LabPass pass;
+  Tensor qkv, dout;  // f32, on the CPU
+  References f32_refs, narrow_refs;
+  Tolerance tol;
+
+  void add(std::string name, std::string what_changes, Algorithm algorithm, DType dtype, Device device) {
+    const auto convert = [&](const Tensor& t) { return (dtype == DType::F32 ? t : t.to_dtype(dtype)).to(device); };
+    const AttentionShape s = shape;
+    VersionTensors t{convert(qkv), convert(dout), Tensor::empty({s.B, s.T, s.C()}, dtype, device),
+                     algorithm == Algorithm::Materialized ? Tensor::empty({s.B, s.NH, s.T, s.T}, DType::F32, device)
+                                                          : Tensor::empty({s.B, s.NH, s.T}, DType::F32, device),
+                     Tensor::zeros({s.B, s.T, 3 * s.C()}, dtype, device)};
+    const int n_head = static_cast<int>(s.NH);
+    const References refs = dtype == DType::F32 ? f32_refs : narrow_refs;
+    const Tolerance f32_tol = tol;
+    // A check of `actual` against the exact result, or by the low-precision rule against the baseline too.
+    const auto judge = [dtype, f32_tol](const char* what, const Tensor& actual, const LazyTensor& exact,
+                                        const LazyTensor& baseline) {
+      if (dtype == DType::F32) return Check::close(what, actual, exact.get(), f32_tol);
+      return Check::low_precision(what, actual, baseline.get(), exact.get(), dtype);
+    };
+    Version v;
+    v.name = std::move(name);
+    v.what_changes = std::move(what_changes);
+    v.device = device;
+    v.precision = dtype == DType::BF16  ? bench::Precision::BF16
+                  : dtype == DType::F16 ? bench::Precision::FP16
+                                        : bench::Precision::FP32;
+    if (pass == LabPass::Forward) {
+      v.run = [t, algorithm, n_head] { run_forward(t, algorithm, n_head); };
+      v.validate = [t, algorithm, n_head, refs, judge, f32_tol] {
+        t.out.copy_from(nan_like(t.out));
+        t.saved.copy_from(nan_like(t.saved));
+        run_forward(t, algorithm, n_head);
+        std::vector<Check> checks{judge("out", t.out, refs.exact_out, refs.baseline_out)};
+        // The log-sum-exp is f32 from f32 sums of exact 16-bit products: judged as f32 in every version.
+        if (algorithm != Algorithm::Materialized)
+          checks.push_back(Check::close("lse", t.saved, refs.exact_lse.get(), f32_tol));
+        return checks;
+      };
+    } else {
+      run_forward(t, algorithm, n_head);  // what this version's backward reads
+      v.run = [t, algorithm, n_head] { run_backward(t, algorithm, n_head); };
+      v.validate = [t, algorithm, n_head, refs, judge] {
+        t.dqkv.zero_();
+        run_backward(t, algorithm, n_head);
+        return std::vector<Check>{judge("dqkv", t.dqkv, refs.exact_dqkv, refs.baseline_dqkv)};
+      };
+    }
+    lab.add(std::move(v));
+  }
+};
+
+std::string problem_text(const AttentionProblem& p) {
+  const AttentionShape& s = p.shape;
+  return cat("causal attention ", "B=", s.B, " T=", s.T, " NH=", s.NH, " HS=", s.HS, ", f32 (CUDA flash ",
+             dtype_name(p.flash_dtype), "), FLOPs of the causal half");
+}
+
+}  // namespace
+
+kernel_lab::Cost attention_cost(const AttentionShape& s, LabPass pass) {
+  const double B = static_cast<double>(s.B), T = static_cast<double>(s.T), NH = static_cast<double>(s.NH);
+  const double HS = static_cast<double>(s.HS), BTC = B * T * NH * HS, rows = B * NH * T;
+  const double forward_flops = 4.0 * B * NH * T * T * HS / 2.0;
+  if (pass == LabPass::Forward) return {forward_flops, 2.0 * (3.0 * BTC + BTC) + 4.0 * rows};
+  return {2.5 * forward_flops, 2.0 * (3.0 * BTC + BTC + BTC + 6.0 * BTC) + 8.0 * rows};
+}
+
+KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
+  const AttentionShape& s = p.shape;
+  LAB_CHECK(s.B > 0 && s.T > 0 && s.NH > 0 && s.HS > 0, InvalidArgument,
+            "attention lab: batch, sequence, heads and head size must be positive");
+  LAB_CHECK(p.flash_dtype == DType::BF16 || p.flash_dtype == DType::F16, InvalidArgument,
+            "attention lab: the flash version runs in bf16 or f16, not ", dtype_name(p.flash_dtype));
+  KernelLab lab(pass == LabPass::Forward ? "attention_forward" : "attention_backward", problem_text(p),
+                attention_cost(s, pass));
+  Rng rng(p.seed);
+  const Tensor qkv = random_tensor({s.B, s.T, 3 * s.C()}, rng), dout = random_tensor({s.B, s.T, s.C()}, rng);
+  AttentionLab al{lab,
+                  s,
+                  pass,
+                  qkv,
+                  dout,
+                  references_for(s, qkv, dout, DType::F32),
+                  references_for(s, qkv, dout, p.flash_dtype),
+                  tolerance_for(DType::F32, std::max(s.T, s.HS))};
+
+  al.add("CPU reference", "ops::cpu::attention: T x T scores by sgemm per head, softmax rows, sgemm; kept for backward",
+         Algorithm::Materialized, DType::F32, Device::cpu());
+  al.add("CPU flash", "64 x 64 tiles, online softmax: no T x T buffer, masked tiles skipped", Algorithm::Flash,
+         DType::F32, Device::cpu());
+#ifdef LAB_WITH_CUDA
+  if (cuda_available()) {
+    const Device gpu = Device::cuda(0);
+    al.add("CUDA materialised", "the core's op: batched cuBLAS sgemms (fp32) around a softmax kernel, T x T in memory",
+           Algorithm::Materialized, DType::F32, gpu);
+    al.add("CUDA flash, tensor cores", "a block per query tile, K/V tiles in shared memory, WMMA products, f32 softmax",
+           Algorithm::Flash, p.flash_dtype, gpu);
+    if (pass == LabPass::Backward)
+      al.add("CUDA flash, dQ by atomics", "one pass over key tiles, dS K added into f32 dQ: 5 tile products, not 7",
+             Algorithm::FlashAtomicDq, p.flash_dtype, gpu);
+  }
+#endif
+  return lab;
+}
+
+}  // namespace lab::ch09

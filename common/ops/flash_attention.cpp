@@ -1,0 +1,48 @@
+#include "common/ops/flash_attention.h"
+
+#include "common/core/dtype.h"
+#include "common/core/error.h"
+#include "common/ops/dispatch.h"
+
+namespace lab::ops {
+
+namespace {
+
+void check_float_storage(const Tensor& t, DType expected, const char* what) {
+  LAB_CHECK(expected == DType::F32 || expected == DType::BF16 || expected == DType::F16, InvalidArgument, what, ": ",
+            dtype_name(expected), " (flash attention takes f32, bf16 or f16)");
+  t.check_dtype(expected, what);
+}
+
+void check_flash(const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head, const char* op) {
+  qkv.check_ndim(3, "flash attention qkv");
+  const int64_t B = qkv.dim(0), T = qkv.dim(1), C3 = qkv.dim(2);
+  LAB_CHECK(C3 % 3 == 0 && n_head > 0 && (C3 / 3) % n_head == 0, InvalidArgument, op, ": qkv width ", C3,
+            " is not 3 * n_head(", n_head, ") * head_size");
+  check_float_storage(qkv, qkv.dtype(), "flash attention qkv");
+  check_float_storage(out, qkv.dtype(), "flash attention out (the dtype of qkv)");
+  out.check_shape({B, T, C3 / 3}, "flash attention out");
+  lse.check_dtype(DType::F32, "flash attention lse");
+  lse.check_shape({B, n_head, T}, "flash attention lse");
+}
+
+}  // namespace
+
+void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head) {
+  check_flash(qkv, out, lse, n_head, "flash_attention_forward");
+  check_same_device({&out, &lse, &qkv}, "flash_attention_forward");
+  LAB_DISPATCH(qkv.device(), flash_attention_forward, out, lse, qkv, n_head);
+}
+
+void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                              const Tensor& lse, int n_head) {
+  check_flash(qkv, out, lse, n_head, "flash_attention_backward");
+  check_float_storage(dqkv, qkv.dtype(), "flash attention dqkv (the dtype of qkv)");
+  dqkv.check_shape(qkv.shape(), "flash attention dqkv");
+  check_float_storage(dout, qkv.dtype(), "flash attention dout (the dtype of qkv)");
+  dout.check_shape(out.shape(), "flash attention dout");
+  check_same_device({&dqkv, &dout, &qkv, &out, &lse}, "flash_attention_backward");
+  LAB_DISPATCH(qkv.device(), flash_attention_backward, dqkv, dout, qkv, out, lse, n_head);
+}
+
+}  // namespace lab::ops

@@ -1,0 +1,55 @@
+// Causal multi-head self-attention without the T x T matrices: flash attention (Dao et al. 2022, FlashAttention-2
+// 2023). Same inputs and outputs as attention.h, but instead of the probabilities the forward keeps one number
+// per row, the log-sum-exp of its scaled scores, from which the backward recomputes the probabilities tile by
+// tile. Memory grows as T, not T^2.
+//   qkv [B,T,3C] holds q, k, v side by side, each [B,T,NH,HS] with HS = C/NH (as attention.h).
+//   forward:  out[b,t,h,:] = sum_{s<=t} softmax_s(q_t . k_s / sqrt(HS)) v_s       out [B,T,C], dtype of qkv
+//             lse[b,h,t]   = log sum_{s<=t} exp(q_t . k_s / sqrt(HS))              lse [B,NH,T], f32
+//   backward: dqkv += the gradient of out's loss with respect to qkv, from dout [B,T,C], qkv, out and lse
+//             (dqkv and dout in the dtype of qkv; accumulates, as attention_backward does)
+// The algorithm, in tiles of Br queries and Bc keys:
+//   forward   for each query tile: for each key tile at or below the diagonal: S = scale Q K^T; new row max m';
+//             P = exp(S - m'); l = l exp(m - m') + rowsum(P); O = O exp(m - m') + P V; m = m'.
+//             At the end O /= l and lse = m + log l.
+//   backward  D = rowsum(dout * out) (a pre-pass); then P = exp(scale Q K^T - lse) recomputed, and
+//             dV += P^T dO, dP = dO V^T, dS = P (dP - D), dK += scale dS^T Q, dQ += scale dS K.
+//             dK and dV are summed per key tile, dQ in a second pass per query tile (both backends; see
+//             cuda/flash_attention.cu for why a second pass rather than atomics).
+//
+// Dtypes, by backend:
+//   CPU   f32, bf16 and f16 storage, computed in f32 (16-bit tiles widened when loaded); any head size.
+//   CUDA  bf16 and f16 on tensor cores (16-bit products, f32 accumulation), head sizes up to 128 (64 and 128
+//         are the kernels' tile widths; smaller heads are zero-padded to 64 or 128). f32 inputs are not
+//         flash attention on CUDA: they take the materialised path of attention.h (strict fp32 through cuBLAS,
+//         T x T probabilities in a workspace that lives for the call), so f32 memory still grows as T^2.
+//         16-bit heads wider than 128 are Unsupported. Shared memory per block: up to 110 KiB forward and 187 KiB
+//         backward at head size 128 (70 and 123 KiB at 64): a Hopper GPU's 227 KiB; on an A100 (163 KiB) the
+//         head-size-128 backward launch fails with a CUDA error.
+#pragma once
+
+#include <cstdint>
+
+#include "common/core/tensor.h"
+
+namespace lab::ops {
+
+// The tile sizes both backends use (queries per tile, keys per tile).
+inline constexpr int64_t kFlashQueryTile = 64;
+inline constexpr int64_t kFlashKeyTile = 64;
+
+void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
+void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                              const Tensor& lse, int n_head);
+
+namespace cpu {
+void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
+void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                              const Tensor& lse, int n_head);
+}  // namespace cpu
+namespace cuda {
+void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
+void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                              const Tensor& lse, int n_head);
+}  // namespace cuda
+
+}  // namespace lab::ops

@@ -1,0 +1,164 @@
+// Chapter 9 on CUDA: the flash attention kernels (common/ops/cuda/flash_attention.cu) in bf16 and f16 against
+// the fp64 reference by the low-precision rule (their error within 4x that of the straightforward same-precision
+// computation), at shapes off the 64-row tiles and head sizes the kernels pad (32, 8); that the backward adds into
+// dqkv; the attention lab's GPU versions; the f32 fallback to the materialised op; that the 16-bit path holds no T x T
+// buffer; and the head sizes it refuses. Labels ch09 and cuda: they run in the emulation build (so the shapes are tiny)
+// and skip without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "ch09_advanced/kernels/01_attention/attention_lab.h"
+#include "common/core/memory.h"
+#include "common/lab/compare.h"
+#include "common/ops/flash_attention.h"
+#include "tests/ch06_single_gpu/lab_versions.h"
+#include "tests/ch09_advanced/flash_cases.h"
+#include "tests/common/cuda/gpu_test.h"
+#include "tests/common/cuda/op_check.h"
+#include "tests/common/expect_error.h"
+
+namespace lab {
+namespace {
+
+using test::FlashCase;
+using test::FlashInputs;
+using test::kGpu;
+
+uint64_t test_seed() {
+  return std::hash<std::string>{}(::testing::UnitTest::GetInstance()->current_test_info()->name());
+}
+
+struct GpuCase {
+  FlashCase shape;
+  DType dtype;
+  std::string name() const { return shape.name() + "_" + dtype_name(dtype); }
+};
+
+void PrintTo(const GpuCase& c, std::ostream* os) {
+  *os << c.name();
+}
+
+// T = 1; T off the tile (65, 70) and over two tiles (130); 1 to 16 heads; head sizes 64 and 128 (the kernels'
+// widths) and 32 and 8 (zero-padded to 64); scores of std 64 (spread 8).
+const GpuCase kCases[] = {
+    {{1, 1, 1, 64}, DType::BF16},  {{2, 65, 2, 64}, DType::BF16}, {{1, 130, 1, 128}, DType::BF16},
+    {{1, 70, 3, 32}, DType::BF16}, {{1, 33, 16, 8}, DType::BF16}, {{1, 70, 1, 64, 8.0f}, DType::BF16},
+    {{1, 130, 2, 64}, DType::F16}, {{2, 17, 1, 128}, DType::F16}, {{1, 70, 1, 64, 8.0f}, DType::F16}};
+
+class FlashGpu : public ::testing::TestWithParam<GpuCase> {
+ protected:
+  void SetUp() override { LAB_REQUIRE_GPU(); }
+};
+
+TEST_P(FlashGpu, WithinLowPrecisionRuleOfReference) {
+  const GpuCase p = GetParam();
+  const FlashCase& c = p.shape;
+  Rng rng(test_seed());
+  FlashInputs in = test::rounded_to(test::random_flash_inputs(c, rng), p.dtype);
+  in.dqkv_before = Tensor::zeros(in.qkv.shape(), DType::F32);
+  const test::AttentionResult flash = test::run_flash(in, c.NH, p.dtype, kGpu);
+  const ch09::ReferenceForward exact = ch09::reference_forward(c.shape(), in.qkv);
+  const Tensor exact_dqkv = ch09::reference_backward(c.shape(), in.qkv, in.dout);
+  const ch09::ReferenceForward baseline = ch09::reference_forward(c.shape(), in.qkv, p.dtype);
+  const Tensor baseline_dqkv = ch09::reference_backward(c.shape(), in.qkv, in.dout, p.dtype);
+  for (const auto& [what, actual, base, accurate] : {std::tuple{"out", flash.out, baseline.out, exact.out},
+                                                     std::tuple{"dqkv", flash.dqkv, baseline_dqkv, exact_dqkv}}) {
+    const ErrorRatioReport r = compare_error_to_baseline(actual, base, accurate, p.dtype);
+    EXPECT_TRUE(r.ok()) << r.describe(what);
+  }
+  const Tolerance tol = tolerance_for_offset(DType::F32, std::max(c.T, c.HS), 4.0 * c.spread * c.spread);
+  EXPECT_TRUE(test::all_close("lse", flash.lse, exact.lse, tol));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FlashGpu, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return info.param.name(); });
+
+// The attention lab's GPU versions (the materialised op, the flash kernels, and in the backward the one-pass
+// backward with dQ by atomics), bf16 and f16, against its fp64 reference.
+TEST(AttentionLabGpu, GpuVersionsPass) {
+  LAB_REQUIRE_GPU();
+  for (const auto& [shape, dtype] : {std::pair{ch09::AttentionShape{1, 70, 2, 64}, DType::BF16},
+                                     std::pair{ch09::AttentionShape{2, 65, 1, 64}, DType::BF16},
+                                     std::pair{ch09::AttentionShape{1, 130, 2, 128}, DType::F16}}) {
+    for (const ch09::LabPass pass : {ch09::LabPass::Forward, ch09::LabPass::Backward}) {
+      const kernel_lab::KernelLab lab = ch09::make_attention_lab({shape, dtype, test_seed()}, pass);
+      const std::vector<int> gpu = test::versions_on(lab, DeviceType::CUDA);
+      ASSERT_EQ(gpu.size(), pass == ch09::LabPass::Forward ? 2u : 3u) << "materialised, flash (, dQ by atomics)";
+      for (const int n : gpu) EXPECT_TRUE(test::version_passes(lab, n));
+    }
+  }
+}
+
+// The backward adds into dqkv: from random values it ends at those values plus the gradient from zero (each sum
+// rounded once more to bf16).
+TEST(FlashGpuAccumulation, BackwardAddsIntoDqkv) {
+  LAB_REQUIRE_GPU();
+  Rng rng(test_seed());
+  const FlashCase c{1, 70, 2, 64};
+  FlashInputs in = test::rounded_to(test::random_flash_inputs(c, rng), DType::BF16);
+  const Tensor before = in.dqkv_before;
+  const test::AttentionResult added = test::run_flash(in, c.NH, DType::BF16, kGpu);
+  in.dqkv_before = Tensor::zeros(before.shape(), DType::F32);
+  const std::vector<float> alone = test::run_flash(in, c.NH, DType::BF16, kGpu).dqkv.to_floats(),
+                           initial = before.to_floats();
+  std::vector<float> sum(alone.size());
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = initial[i] + alone[i];
+  const double eps = dtype_epsilon(DType::BF16);
+  EXPECT_TRUE(test::all_close("dqkv", added.dqkv, Tensor::from_floats(sum, before.shape()), {eps, eps}));
+}
+
+// f32 inputs take the materialised path: the same results as the CPU flash attention, within f32's tolerance.
+TEST(FlashGpuFallback, F32MatchesCpuFlash) {
+  LAB_REQUIRE_GPU();
+  Rng rng(test_seed());
+  const FlashCase c{2, 70, 3, 16};
+  const FlashInputs in = test::random_flash_inputs(c, rng);
+  const test::AttentionResult gpu = test::run_flash(in, c.NH, DType::F32, kGpu);
+  const test::AttentionResult cpu = test::run_flash(in, c.NH, DType::F32, Device::cpu());
+  const Tolerance tol = tolerance_for(DType::F32, c.T);
+  EXPECT_TRUE(test::all_close("out", gpu.out, cpu.out, tol));
+  EXPECT_TRUE(test::all_close("lse", gpu.lse, cpu.lse, tol));
+  EXPECT_TRUE(test::all_close("dqkv", gpu.dqkv, cpu.dqkv, tol));
+}
+
+// Memory linear in T on the GPU allocator too: at T = 512 one head's bf16 T x T matrix is 512 KiB; the 16-bit
+// forward and backward together may add an eighth of it (they add D, 2 KiB), while the f32 fallback's
+// probabilities are the whole f32 matrix (checked, so that the measurement is known to see such a buffer).
+TEST(FlashGpuMemory, SixteenBitPathAllocatesNoTxTBuffer) {
+  LAB_REQUIRE_GPU();
+  Rng rng(test_seed());
+  const FlashCase c{1, 512, 1, 64};
+  const FlashInputs in = test::random_flash_inputs(c, rng);
+  const auto peak_growth = [](const Tensor& qkv, const Tensor& dout) {
+    const Tensor out = Tensor::empty(dout.shape(), qkv.dtype(), kGpu),
+                 lse = Tensor::empty({1, 1, 512}, DType::F32, kGpu);
+    const Tensor dqkv = Tensor::zeros(qkv.shape(), qkv.dtype(), kGpu);
+    Allocator& allocator = allocator_for(kGpu);
+    allocator.reset_peak();
+    const int64_t before = allocator.stats().live_total;
+    ops::flash_attention_forward(out, lse, qkv, 1);
+    ops::flash_attention_backward(dqkv, dout, qkv, out, lse, 1);
+    return allocator.stats().peak_total - before;
+  };
+  const int64_t bf16 = peak_growth(in.qkv.to_dtype(DType::BF16).to(kGpu), in.dout.to_dtype(DType::BF16).to(kGpu));
+  const int64_t f32 = peak_growth(in.qkv.to(kGpu), in.dout.to(kGpu));
+  EXPECT_LT(bf16, c.T * c.T * 2 / 8) << "the bf16 flash forward + backward grew the peak by " << bf16 << " bytes";
+  EXPECT_GE(f32, c.T * c.T * 4);
+}
+
+TEST(FlashGpuArguments, HeadsWiderThan128AreUnsupportedIn16Bit) {
+  LAB_REQUIRE_GPU();
+  const Tensor qkv = Tensor::zeros({1, 4, 3 * 160}, DType::BF16, kGpu);
+  const Tensor out = Tensor::zeros({1, 4, 160}, DType::BF16, kGpu), lse = Tensor::zeros({1, 1, 4}, DType::F32, kGpu);
+  testing::expect_error([&] { ops::flash_attention_forward(out, lse, qkv, 1); }, ErrorKind::Unsupported,
+                        {"head size 160"});
+}
+
+}  // namespace
+}  // namespace lab
