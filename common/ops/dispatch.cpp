@@ -21,8 +21,8 @@ void check_same_float_dtype(std::initializer_list<const Tensor*> tensors, const 
     if (!t->defined()) continue;
     if (!first) {
       first = t;
-      LAB_CHECK(t->dtype() == DType::F32 || t->dtype() == DType::BF16 || t->dtype() == DType::F16, InvalidArgument,
-                op, ": ", dtype_name(t->dtype()), " tensors (expected f32, bf16 or f16)");
+      LAB_CHECK(t->dtype() == DType::F32 || t->dtype() == DType::BF16 || t->dtype() == DType::F16, InvalidArgument, op,
+                ": ", dtype_name(t->dtype()), " tensors (expected f32, bf16 or f16)");
       continue;
     }
     LAB_CHECK(t->dtype() == first->dtype(), InvalidArgument, op, ": tensors of different dtypes (",

@@ -47,8 +47,8 @@ void gelu_forward(const Tensor& out, const Tensor& x) {
   dispatch_float_dtype(x.dtype(), "gelu_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using D = typename DeviceType<T>::type;
-    LAB_LAUNCH(gelu_forward_kernel<D>, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()},
-               device_data<T>(out), device_data<T>(x), n);
+    LAB_LAUNCH(gelu_forward_kernel<D>, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()}, device_data<T>(out),
+               device_data<T>(x), n);
   });
 }
 
@@ -59,8 +59,8 @@ void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) {
   dispatch_float_dtype(x.dtype(), "gelu_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using D = typename DeviceType<T>::type;
-    LAB_LAUNCH(gelu_backward_kernel<D>, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()},
-               device_data<T>(dx), device_data<T>(x), device_data<T>(dout), n);
+    LAB_LAUNCH(gelu_backward_kernel<D>, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()}, device_data<T>(dx),
+               device_data<T>(x), device_data<T>(dout), n);
   });
 }
 
