@@ -6,6 +6,10 @@
 
 namespace lab {
 
+std::string sampled_text(const GPT2Tokenizer& tokenizer, int32_t id) {
+  return id == GPT2Tokenizer::kEndOfText ? std::string("\n\n") : tokenizer.token_bytes(id);
+}
+
 std::vector<int32_t> sample_tokens(const GPT2& model, const std::vector<int32_t>& prompt, const SampleOptions& options,
                                    Rng& rng) {
   LAB_CHECK(!prompt.empty(), InvalidArgument, "sampling needs a non-empty prompt");

@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "common/nn/gpt2.h"
+#include "common/text/tokenizer.h"
 #include "common/util/rng.h"
 
 namespace lab {
@@ -24,5 +26,9 @@ struct SampleOptions {
 // Continues `prompt` (token ids; must not be empty) and returns only the new tokens.
 std::vector<int32_t> sample_tokens(const GPT2& model, const std::vector<int32_t>& prompt, const SampleOptions& options,
                                    Rng& rng);
+
+// A sampled token as text: its bytes, or a paragraph break for end-of-text (which separates documents: the
+// sample goes on with a new one).
+std::string sampled_text(const GPT2Tokenizer& tokenizer, int32_t id);
 
 }  // namespace lab

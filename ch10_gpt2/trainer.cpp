@@ -59,25 +59,6 @@ int64_t saved_step_tokens(const TrainState& saved) {
   return batch * seq * saved.parallel.dp * pipeline_micro;
 }
 
-// The device of this rank: --device as given, except that a GPU named without an index ("cuda", or "auto" on
-// a machine with GPUs) is GPU rank mod the GPUs visible, so that the ranks of a node share its GPUs out.
-Device device_of_rank(const std::string& flag, int rank, int ranks) {
-  Device device;
-  try {
-    device = flag == "auto" ? best_device() : parse_device(flag);
-  } catch (const Error&) {
-    fail(ErrorKind::InvalidArgument, "--device: unknown device '", flag, "' (expected auto, cpu, cuda or cuda:N)");
-  }
-#ifdef LAB_WITH_CUDA
-  if (device.is_cuda() && ranks > 1 && flag.find(':') == std::string::npos && cuda_available())
-    device = Device::cuda(rank % cuda::device_count());
-#else
-  (void)rank;
-  (void)ranks;
-#endif
-  return device;
-}
-
 // Runs `body`; an Error from it is rethrown with the flag it concerns in front, so the one line a user reads
 // says which of the command's paths was wrong.
 template <typename Body>
@@ -89,6 +70,20 @@ auto for_flag(const char* flag, Body&& body) {
     if (message.rfind(flag, 0) == 0) throw;
     fail(e.kind(), flag, ": ", message);
   }
+}
+
+// The device of this rank: --device as given, except that a GPU named without an index ("cuda", or "auto" on
+// a machine with GPUs) is GPU rank mod the GPUs visible, so that the ranks of a node share its GPUs out.
+Device device_of_rank(const std::string& flag, int rank, int ranks) {
+  Device device = for_flag("--device", [&] { return parse_device_or_auto(flag); });
+#ifdef LAB_WITH_CUDA
+  if (device.is_cuda() && ranks > 1 && flag.find(':') == std::string::npos && cuda_available())
+    device = Device::cuda(rank % cuda::device_count());
+#else
+  (void)rank;
+  (void)ranks;
+#endif
+  return device;
 }
 
 }  // namespace
@@ -359,8 +354,7 @@ std::string Trainer::sample_text(int64_t step) {
   }
   const std::vector<int32_t> ids = sample_tokens(*sampled, {GPT2Tokenizer::kEndOfText}, so, sample_rng_);
   std::string text;
-  // End-of-text separates documents (here: paragraphs); show it as a paragraph break and keep going.
-  for (int32_t id : ids) text += id == GPT2Tokenizer::kEndOfText ? std::string("\n\n") : tokenizer_->token_bytes(id);
+  for (int32_t id : ids) text += sampled_text(*tokenizer_, id);
   if (leader())
     std::printf("---- sample at step %lld ----\n%s\n------------------------------\n", static_cast<long long>(step),
                 text.c_str());

@@ -67,10 +67,14 @@ class Block:
         for command in self.commands:
             for old, new in self.subs:
                 command = command.replace(old, new)
-            runs_program = not command.startswith("cmake ") and any(
-                w in programs for w in re.findall(r"(?:^|[\s/])([\w-]+)", command))
+            runs_program = not command.startswith("cmake ") and bool(programs_in(command, programs))
             out.append(" ".join([command] + (self.appends if runs_program else [])))
         return out
+
+
+def programs_in(command, programs):
+    """The programs of the build that a command names, as build/bin/PROGRAM or by their bare names, in order."""
+    return [w for w in re.findall(r"(?:^|[\s/])([\w-]+)", command) if w in programs]
 
 
 def strip_comment(line):
@@ -165,8 +169,8 @@ def check_programs_are_built(blocks_by_file, programs):
             for c in b.commands:
                 if c.startswith("cmake "):
                     continue
-                for word in re.findall(r"(?:^|[\s/])([\w-]+)", c):
-                    if word in programs and word not in by_train and word not in built_here and word not in reported:
+                for word in programs_in(c, programs):
+                    if word not in by_train and word not in built_here and word not in reported:
                         reported.add(word)
                         problems.append(f"{path}:{b.line}: {word} is not built by scripts/train.sh, and {path} does "
                                         f"not show the `cmake --build build --target {word}` that builds it")

@@ -224,7 +224,7 @@ struct Stall {
 // Trains `s.model` (weights from a fixed seed) for the warm-up and the counted steps through common/train's
 // loop, on batches from the given stage over the bench's shards, as gpt2_train does.
 Stall measure_stall(const Settings& s, const std::string& stage, bool slow) {
-  const Device device = s.device == "auto" ? best_device() : parse_device(s.device);
+  const Device device = parse_device_or_auto(s.device);
   GPT2 model(GPT2Config::from_name(s.model), device);
   model.init_weights(1);
   AdamW optimizer(model.parameters(), AdamWConfig{});
@@ -297,7 +297,7 @@ int run(int argc, char** argv) {
   if (s.quick) apply_quick_settings(s, flags);
   if (!s.json.empty()) bench::BenchResult::check_destination(s.json);  // before minutes of measurements
   if (s.threads > 0) set_num_threads(static_cast<int>(s.threads));
-  const Device device = s.device == "auto" ? best_device() : parse_device(s.device);
+  const Device device = parse_device_or_auto(s.device);
 
   bench::BenchResult result = bench::BenchResult::start("ch05_loader", argc, argv);
   std::printf("ch05_loader_bench on %s; batches go to %s\n", result.machine.summary().c_str(), device.str().c_str());

@@ -53,7 +53,7 @@ int64_t peak_resident_bytes() {
 int run_staircase_bench(const std::string& name, const StepBenchSettings& base, const std::string& json_path, int argc,
                         char** argv) {
   LAB_CHECK(name == "ch06", InvalidArgument, "unknown staircase '", name, "' (known: ch06)");
-  const Device device = base.device == "auto" ? best_device() : parse_device(base.device);
+  const Device device = parse_device_or_auto(base.device);
   const staircase::Staircase stairs =
       ch06::speed_staircase({"--model", base.model, "--device", device.str(), "--seq", std::to_string(base.seq),
                              "--steps", std::to_string(base.steps), "--warmup", std::to_string(base.warmup)},

@@ -34,7 +34,7 @@ StepBenchSettings StepBenchSettings::from_flags(const std::vector<std::string>& 
 }
 
 StepBench::StepBench(const StepBenchSettings& settings)
-    : settings_(settings), device_(settings.device == "auto" ? best_device() : parse_device(settings.device)) {
+    : settings_(settings), device_(parse_device_or_auto(settings.device)) {
   const MathMode math_mode = parse_math_mode(settings_.dtype);
   LAB_CHECK(device_.is_cuda() || math_mode != MathMode::TF32, InvalidArgument, "--dtype tf32 needs a GPU");
   apply_math_mode(device_, math_mode);

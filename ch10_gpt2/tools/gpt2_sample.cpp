@@ -62,10 +62,9 @@ int sample(int argc, char** argv) {
   if (threads > 0) lab::set_num_threads(static_cast<int>(threads));
   lab::Device device;
   try {
-    device = device_name == "auto" ? lab::best_device() : lab::parse_device(device_name);
-  } catch (const lab::Error&) {
-    lab::fail(lab::ErrorKind::InvalidArgument, "--device: unknown device '", device_name,
-              "' (expected auto, cpu, cuda or cuda:N)");
+    device = lab::parse_device_or_auto(device_name);
+  } catch (const lab::Error& e) {
+    throw lab::Error(e.kind(), std::string("--device: ") + e.what());
   }
   LAB_CHECK(!device.is_cuda() || lab::cuda_available(), Unsupported, "--device ", device_name,
             ": no CUDA GPU is available");
@@ -81,9 +80,8 @@ int sample(int argc, char** argv) {
   options.max_new_tokens = tokens;
   options.temperature = static_cast<float>(temperature);
   options.top_k = static_cast<int>(top_k);
-  // End-of-text separates documents: show it as a paragraph break and keep going.
   options.on_token = [&](int32_t id) {
-    const std::string text = id == lab::GPT2Tokenizer::kEndOfText ? std::string("\n\n") : tokenizer.token_bytes(id);
+    const std::string text = lab::sampled_text(tokenizer, id);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   };

@@ -1,6 +1,7 @@
 #include "common/core/device.h"
 
 #include <fstream>
+#include <optional>
 
 #include "common/core/error.h"
 #include "common/core/gpu_backend.h"
@@ -11,14 +12,30 @@ std::string Device::str() const {
   return is_cpu() ? std::string("cpu") : cat("cuda:", index);
 }
 
-Device parse_device(const std::string& name) {
+namespace {
+
+// "cpu", "cuda", "cuda:N" as a device; none otherwise.
+std::optional<Device> named_device(const std::string& name) {
   if (name == "cpu") return Device::cpu();
   if (name == "cuda") return Device::cuda(0);
   if (name.rfind("cuda:", 0) == 0) {
     const std::string idx = name.substr(5);
     if (!idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos) return Device::cuda(std::stoi(idx));
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Device parse_device(const std::string& name) {
+  if (const std::optional<Device> device = named_device(name)) return *device;
   fail(ErrorKind::InvalidArgument, "unknown device '", name, "' (expected cpu, cuda or cuda:N)");
+}
+
+Device parse_device_or_auto(const std::string& name) {
+  if (name == "auto") return best_device();
+  if (const std::optional<Device> device = named_device(name)) return *device;
+  fail(ErrorKind::InvalidArgument, "unknown device '", name, "' (expected auto, cpu, cuda or cuda:N)");
 }
 
 const GpuBackend& require_gpu_backend(const std::string& what) {

@@ -22,6 +22,8 @@ struct Device {
 
 // Parses "cpu", "cuda", "cuda:N"; throws InvalidArgument otherwise.
 Device parse_device(const std::string& name);
+// The same, and "auto": best_device(). What a program's --device flag takes.
+Device parse_device_or_auto(const std::string& name);
 
 // True when this build has CUDA and at least one GPU is visible.
 bool cuda_available();

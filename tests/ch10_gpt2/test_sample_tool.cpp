@@ -47,8 +47,7 @@ std::string expected_text(const std::string& weights, const std::string& prompt,
   options.max_new_tokens = tokens;
   Rng rng(seed);
   std::string text = prompt;
-  for (int32_t id : sample_tokens(model, tokenizer.encode(prompt), options, rng))
-    text += id == GPT2Tokenizer::kEndOfText ? std::string("\n\n") : tokenizer.token_bytes(id);
+  for (int32_t id : sample_tokens(model, tokenizer.encode(prompt), options, rng)) text += sampled_text(tokenizer, id);
   return text + "\n";
 }
 
