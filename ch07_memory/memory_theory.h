@@ -9,6 +9,8 @@
 //                 per block   18 C + 4 + heads x T   (none)
 //                             14 C + 4               (selective: no probabilities, no GELU output)
 //                             C                      (block: its input only)
+//               flash attention (chapter 9) keeps one f32 log-sum-exp per head and token instead of the
+//               probabilities: heads x T becomes heads, under none and selective alike
 //                 outside     2 C + 3 + Vp           (embedding output, ln_f with its statistics, the logits
 //                                                     that become their own gradient, the loss)
 //               The per-block count of `none` is the kept tensors of one pre-LN block: ln_1 (C, mean and rstd),
@@ -42,8 +44,8 @@ struct MemoryTheory {
 };
 
 // The theory for one micro-batch of B x T tokens, with `bytes_per_element` for parameters, gradients and
-// activations (4 for fp32, 2 for bf16 with fp32 master weights).
+// activations (4 for fp32, 2 for bf16 with fp32 master weights), and the core's attention or flash attention.
 MemoryTheory memory_theory(const GPT2Config& config, int64_t batch, int64_t seq, RecomputePolicy policy,
-                           int64_t bytes_per_element = 4);
+                           int64_t bytes_per_element = 4, bool flash_attention = false);
 
 }  // namespace lab::ch07

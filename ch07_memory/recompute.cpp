@@ -78,6 +78,16 @@ const char* recompute_policy_name(RecomputePolicy policy) {
   return "?";
 }
 
+namespace {
+
+bool is_core_attention(const ModelOptions::AttentionFn& attention) {
+  using Plain = Var (*)(Tape&, const Var&, int);
+  const Plain* fn = attention.target<Plain>();
+  return fn != nullptr && *fn == &ag::attention;
+}
+
+}  // namespace
+
 void apply_recompute(ModelOptions& options, RecomputePolicy policy) {
   switch (policy) {
     case RecomputePolicy::None: return;
@@ -86,7 +96,9 @@ void apply_recompute(ModelOptions& options, RecomputePolicy policy) {
                 "--recompute selective replaces the MLP, which a tensor-parallel shard cannot do (use --recompute "
                 "block with --tp)");
       LAB_CHECK(!options.mlp, InvalidArgument, "--recompute selective: the model already has an MLP of its own");
-      options.attention = attention_recomputing_probabilities;
+      // Only the core's attention keeps probabilities to drop: another one (flash attention, chapter 9, which
+      // keeps one number per row) stays as installed.
+      if (is_core_attention(options.attention)) options.attention = attention_recomputing_probabilities;
       options.mlp = mlp_recomputing_gelu;
       return;
     case RecomputePolicy::Block: options.block = block_recomputed; return;

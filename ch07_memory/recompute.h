@@ -11,7 +11,8 @@
 //              the GELU output [B, T, 4C] are dropped and recomputed; the GEMM outputs are kept. Those two are
 //              the activations that are big but cheap to compute again (no GEMM: the scores grow with T^2, the
 //              GELU is elementwise). Here the attention op computes probabilities and output together, so its
-//              recompute also repeats the probabilities-times-values product.
+//              recompute also repeats the probabilities-times-values product. An attention other than the
+//              core's (flash attention, chapter 9, keeps no probabilities) is left as installed.
 //   block      only each block's input is kept; backward runs the block's forward again on a tape of its own
 //              and then that tape's backward (torch.utils.checkpoint around every block). One extra forward
 //              per step, about a third more compute, for activations of one block instead of all of them.

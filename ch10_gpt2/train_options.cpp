@@ -9,6 +9,7 @@
 #include "ch07_memory/max_batch.h"
 #include "ch07_memory/recompute.h"
 #include "ch08_distributed/parallel_options.h"
+#include "ch09_advanced/attention_choice.h"
 #include "common/bench/result.h"
 #include "common/core/error.h"
 
@@ -84,6 +85,9 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_choice("kernels", &kernels, {"reference", "fused"},
                "reference: the core's kernels; fused: chapter 6's fused residual + LayerNorm, GEMM + bias + GELU and "
                "classifier");
+  f.add_choice("attention", &attention, ch09::attention_names(),
+               "materialized: the T x T probabilities kept for backward; flash: chapter 9's flash attention, one "
+               "log-sum-exp per row kept instead (memory grows as T, not T^2), in the --dtype's matmul storage");
   f.add_int("threads", &threads, "CPU threads (0: all cores)", 0, 4096);
   f.add_int("seed", &seed, "seed of initialisation, shuffling and sampling", 0, INT64_MAX);
   f.add_string("log-json", &log_json, "write one JSON object per step (and per evaluation) to this file");

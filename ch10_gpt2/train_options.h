@@ -56,11 +56,12 @@ struct TrainOptions {
   bool zero_prefetch = false;          // ZeRO-3: gather the next block while the current one computes
   // execution
   std::string device = "auto";
-  std::string dtype = "fp32";          // fp32, tf32, bf16 or fp16 (common/train/math_mode.h)
-  double loss_scale = 65536.0;         // fp16: the initial loss scale (common/train/loss_scaler.h)
-  int64_t loss_scale_interval = 2000;  // fp16: clean steps before the scale doubles
-  int64_t threads = 0;                 // 0: all cores
-  std::string kernels = "reference";   // reference, or fused: chapter 6's kernels (ch06_single_gpu/fused_model.h)
+  std::string dtype = "fp32";              // fp32, tf32, bf16 or fp16 (common/train/math_mode.h)
+  double loss_scale = 65536.0;             // fp16: the initial loss scale (common/train/loss_scaler.h)
+  int64_t loss_scale_interval = 2000;      // fp16: clean steps before the scale doubles
+  int64_t threads = 0;                     // 0: all cores
+  std::string kernels = "reference";       // reference, or fused: chapter 6's kernels (ch06_single_gpu/fused_model.h)
+  std::string attention = "materialized";  // or flash: chapter 9's (ch09_advanced/attention_choice.h)
   int64_t seed = 1337;
   // output
   std::string log_json;

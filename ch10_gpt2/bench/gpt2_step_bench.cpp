@@ -14,7 +14,8 @@
 // --staircase NAME runs a chapter's staircase instead (common/lab/staircase.h): each rung's step in turn in this
 // one process, each compared with the rung before it; the command line's model, device, batch, sequence length
 // and steps are the workload every rung shares. `ch06`: fp32 -> tf32 (GPU) -> bf16 -> fused kernels -> twice the
-// batch (ch06_single_gpu/step_staircase.h).
+// batch (ch06_single_gpu/step_staircase.h). `ch09`: bf16 + fused with materialised attention -> flash attention
+// (ch09_advanced/step_staircase.h).
 //
 //   gpt2_step_bench --model d12 --device cpu --batch 4 --seq 64 --steps 10 --json result.json
 //   gpt2_step_bench --staircase ch06 --model small --device cpu --batch 8 --seq 128 --steps 5
@@ -24,6 +25,8 @@
 #include <optional>
 
 #include "ch06_single_gpu/step_staircase.h"
+#include "ch09_advanced/attention_choice.h"
+#include "ch09_advanced/step_staircase.h"
 #include "ch10_gpt2/bench/gemm_floor.h"
 #include "ch10_gpt2/bench/step_bench.h"
 #include "common/bench/gpu_peaks.h"
@@ -49,15 +52,23 @@ int64_t peak_resident_bytes() {
   return 0;
 }
 
+std::vector<std::string> with_batch(std::vector<std::string> flags, int64_t batch) {
+  flags.insert(flags.end(), {"--batch", std::to_string(batch)});
+  return flags;
+}
+
 // Runs the named staircase, prints its table and writes its rows (one per rung) to `json_path`.
 int run_staircase_bench(const std::string& name, const StepBenchSettings& base, const std::string& json_path, int argc,
                         char** argv) {
-  LAB_CHECK(name == "ch06", InvalidArgument, "unknown staircase '", name, "' (known: ch06)");
+  LAB_CHECK(name == "ch06" || name == "ch09", InvalidArgument, "unknown staircase '", name, "' (known: ch06, ch09)");
   const Device device = parse_device_or_auto(base.device);
-  const staircase::Staircase stairs =
-      ch06::speed_staircase({"--model", base.model, "--device", device.str(), "--seq", std::to_string(base.seq),
-                             "--steps", std::to_string(base.steps), "--warmup", std::to_string(base.warmup)},
-                            base.batch, device.is_cuda());
+  const std::vector<std::string> workload = {"--model",  base.model,
+                                             "--device", device.str(),
+                                             "--seq",    std::to_string(base.seq),
+                                             "--steps",  std::to_string(base.steps),
+                                             "--warmup", std::to_string(base.warmup)};
+  const staircase::Staircase stairs = name == "ch06" ? ch06::speed_staircase(workload, base.batch, device.is_cuda())
+                                                     : ch09::attention_staircase(with_batch(workload, base.batch));
   std::printf("gpt2_step_bench --staircase %s: %s, %s on %s (%s), %d threads\n", name.c_str(),
               stairs.description.c_str(), base.model.c_str(), device.str().c_str(), lab::device_name(device).c_str(),
               num_threads());
@@ -106,14 +117,14 @@ int run(int argc, char** argv) {
                 1, 1000);
   flags.add_string("json", &json_path, "write the result here (bench JSON)");
   flags.add_string("staircase", &staircase_name,
-                   "run this chapter's staircase (ch06) on the workload of --model, --device, --batch, --seq, "
-                   "--steps and --warmup; the rungs set --dtype and --kernels");
+                   "run this chapter's staircase (ch06, ch09) on the workload of --model, --device, --batch, --seq, "
+                   "--steps and --warmup; the rungs set --dtype, --kernels and --attention");
   if (!flags.parse(argc, argv)) return 0;
   if (!json_path.empty()) bench::BenchResult::check_destination(json_path);  // before minutes of steps
   if (threads > 0) set_num_threads(static_cast<int>(threads));
   if (!staircase_name.empty()) {
-    LAB_CHECK(!flags.was_set("dtype") && !flags.was_set("kernels"), InvalidArgument,
-              "--staircase sets --dtype and --kernels on each rung: leave them out");
+    LAB_CHECK(!flags.was_set("dtype") && !flags.was_set("kernels") && !flags.was_set("attention"), InvalidArgument,
+              "--staircase sets --dtype, --kernels and --attention on each rung: leave them out");
     return run_staircase_bench(staircase_name, settings, json_path, argc, argv);
   }
 
@@ -123,9 +134,13 @@ int run(int argc, char** argv) {
   const std::string& dtype = settings.dtype;
   const int64_t batch = settings.batch, seq = settings.seq;
   const GPT2& model = step_bench.model();
-  std::printf("gpt2_step_bench: %s (%s) on %s (%s), B=%lld T=%lld, %s kernels, %d threads\n", model_name.c_str(),
-              model.config().str().c_str(), device.str().c_str(), lab::device_name(device).c_str(),
-              static_cast<long long>(batch), static_cast<long long>(seq), settings.kernels.c_str(), num_threads());
+  std::printf("gpt2_step_bench: %s (%s) on %s (%s), B=%lld T=%lld, %s kernels, %s attention, %d threads\n",
+              model_name.c_str(), model.config().str().c_str(), device.str().c_str(), lab::device_name(device).c_str(),
+              static_cast<long long>(batch), static_cast<long long>(seq), settings.kernels.c_str(),
+              settings.attention.c_str(), num_threads());
+  const std::string note = ch09::flash_note(ch09::parse_attention(settings.attention), device,
+                                            matmul_dtype(parse_math_mode(settings.dtype)));
+  if (!note.empty()) std::printf("%s\n", note.c_str());
 
   // On the CPU, the GEMM floor (gemm_floor.h): the step's sgemm shapes, recorded by one more step, timed between
   // the timed steps. The peak resident set is the steps' own, read before the floor's operands exist.
@@ -169,6 +184,7 @@ int run(int argc, char** argv) {
   row.set("device", device.is_cuda() ? "cuda" : "cpu");
   row.set("dtype", dtype);
   row.set("kernels", settings.kernels);
+  row.set("attention", settings.attention);
   row.set("batch", batch);
   row.set("seq", seq);
   row.set("ms_median", step.median * 1e3);

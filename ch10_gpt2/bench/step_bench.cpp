@@ -1,6 +1,7 @@
 #include "ch10_gpt2/bench/step_bench.h"
 
 #include "ch06_single_gpu/fused_model.h"
+#include "ch09_advanced/attention_choice.h"
 #include "common/train/math_mode.h"
 #include "common/util/rng.h"
 
@@ -19,6 +20,9 @@ void StepBenchSettings::register_flags(Flags& flags) {
                    "math precision (tf32: GPU; bf16, fp16: mixed precision, common/train/math_mode.h)");
   flags.add_choice("kernels", &kernels, {"reference", "fused"},
                    "reference: the core's kernels; fused: chapter 6's fused kernels (ch06_single_gpu/fused_model.h)");
+  flags.add_choice("attention", &attention, ch09::attention_names(),
+                   "materialized: the T x T probabilities; flash: chapter 9's flash attention "
+                   "(ch09_advanced/attention_choice.h)");
   flags.add_int("batch", &batch, "batch size B", 1, 1 << 16);
   flags.add_int("seq", &seq, "sequence length T", 1, 1 << 16);
   flags.add_int("steps", &steps, "timed steps", 1, 100000);
@@ -38,8 +42,9 @@ StepBench::StepBench(const StepBenchSettings& settings)
   const MathMode math_mode = parse_math_mode(settings_.dtype);
   LAB_CHECK(device_.is_cuda() || math_mode != MathMode::TF32, InvalidArgument, "--dtype tf32 needs a GPU");
   apply_math_mode(device_, math_mode);
-  model_ = std::make_unique<GPT2>(GPT2Config::from_name(settings_.model), device_,
-                                  ch06::with_kernels({}, ch06::parse_kernels(settings_.kernels)));
+  ModelOptions options = ch06::with_kernels({}, ch06::parse_kernels(settings_.kernels));
+  ch09::use_attention(options, ch09::parse_attention(settings_.attention), matmul_dtype(math_mode));
+  model_ = std::make_unique<GPT2>(GPT2Config::from_name(settings_.model), device_, options);
   model_->init_weights(1);
   optimizer_ = std::make_unique<AdamW>(model_->parameters(), AdamWConfig{});
   Rng rng(2);

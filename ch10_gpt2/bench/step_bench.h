@@ -22,6 +22,7 @@ struct StepBenchSettings {
   std::string device = "auto";
   std::string dtype = "fp32";
   std::string kernels = "reference";
+  std::string attention = "materialized";
   int64_t batch = 4;
   int64_t seq = 64;
   int64_t steps = 10;

@@ -3,7 +3,9 @@
 #include "common/autograd/function_support.h"
 #include "common/ops/attention.h"
 #include "common/ops/classifier.h"
+#include "common/ops/convert.h"
 #include "common/ops/embedding.h"
+#include "common/ops/flash_attention.h"
 #include "common/ops/gelu.h"
 #include "common/ops/layernorm.h"
 #include "common/ops/linear.h"
@@ -85,6 +87,60 @@ Var attention(Tape& tape, const Var& qkv, int n_head) {
   if (out.requires_grad())
     tape.record("attention", {q, att, out.value()},
                 [=] { ops::attention_backward(qkv.grad(), out.grad(), qkv.value(), att, n_head); }, {qkv});
+  return out;
+}
+
+namespace {
+
+Tensor empty_as(const Shape& shape, DType dtype, Device device, MemCategory category) {
+  MemoryScope scope(category);
+  return Tensor::empty(shape, dtype, device);
+}
+
+// `t` in `storage`: itself when it has that dtype already, else a rounded copy charged to `category`.
+Tensor in_storage(const Tensor& t, DType storage, MemCategory category) {
+  if (t.dtype() == storage) return t;
+  const Tensor copy = empty_as(t.shape(), storage, t.device(), category);
+  ops::convert(copy, t);
+  return copy;
+}
+
+}  // namespace
+
+Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
+  const MemoryOpScope op("attention");
+  const Tensor& q = qkv.value();
+  const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2) / 3;
+  Var out(new_activation({B, T, C}, q), tape.recording() && qkv.requires_grad());
+  const Tensor lse = empty_as({B, n_head, T}, DType::F32, q.device(), MemCategory::Activations);
+  if (storage == q.dtype()) {
+    ops::flash_attention_forward(out.value(), lse, q, n_head);
+  } else {  // the rounded copies live for the call only
+    const Tensor out_s = empty_as({B, T, C}, storage, q.device(), MemCategory::Activations);
+    ops::flash_attention_forward(out_s, lse, in_storage(q, storage, MemCategory::Activations), n_head);
+    ops::convert(out.value(), out_s);
+  }
+  if (out.requires_grad())
+    tape.record("flash attention", {q, out.value(), lse},
+                [=] {
+                  const Tensor& x = qkv.value();
+                  if (storage == x.dtype()) {
+                    ops::flash_attention_backward(qkv.grad(), out.grad(), x, out.value(), lse, n_head);
+                    return;
+                  }
+                  const MemCategory work = MemCategory::Workspace;
+                  Tensor dqkv_s;
+                  {
+                    MemoryScope scope(work);
+                    dqkv_s = Tensor::zeros(x.shape(), storage, x.device());
+                  }
+                  ops::flash_attention_backward(dqkv_s, in_storage(out.grad(), storage, work),
+                                                in_storage(x, storage, work), in_storage(out.value(), storage, work),
+                                                lse, n_head);
+                  const Tensor dqkv = in_storage(dqkv_s, x.dtype(), work);
+                  ops::residual_backward(qkv.grad(), Tensor(), dqkv);  // qkv's gradient += the widened one
+                },
+                {qkv});
   return out;
 }
 

@@ -19,6 +19,14 @@ Var gelu(Tape& tape, const Var& x);
 Var residual(Tape& tape, const Var& a, const Var& b);
 // Causal self-attention on packed qkv [B,T,3C] -> [B,T,C]
 Var attention(Tape& tape, const Var& qkv, int n_head);
+// The same function by flash attention (common/ops/flash_attention.h): the tape keeps one log-sum-exp per row,
+// [B, heads, T] f32, instead of the [B, heads, T, T] probabilities, and backward recomputes them tile by tile.
+// `storage` is the dtype the op runs in: qkv's own, or bf16/f16 for the GPU's tensor-core kernels, in which case
+// qkv is rounded to it for the call and the output widened back (so is the backward's output gradient; its qkv
+// gradient is widened and added). Only the log-sum-exp is kept: backward rounds qkv and the output, which the
+// tape keeps anyway as the neighbouring linears' input and output, again. CUDA with f32 storage runs the
+// materialised kernels inside the op (their probabilities live for the call only).
+Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage);
 
 // Cross-entropy of logits [..., Vp] (the first `vocab` columns real) against targets with one entry per
 // leading position (N of them), returning the per-row losses [N]. When the tape records, the gradient of grad_scale *

@@ -18,10 +18,12 @@ void apply_math_mode(Device device, MathMode mode) {
     set_tf32(device, false);
 }
 
+DType matmul_dtype(MathMode mode) {
+  return mode == MathMode::BF16 ? DType::BF16 : mode == MathMode::FP16 ? DType::F16 : DType::F32;
+}
+
 void apply_math_mode(MathMode mode, TrainStep& step, const LossScalerConfig& scaling) {
-  step.model().set_matmul_dtype(mode == MathMode::BF16   ? DType::BF16
-                                : mode == MathMode::FP16 ? DType::F16
-                                                         : DType::F32);
+  step.model().set_matmul_dtype(matmul_dtype(mode));
   step.set_loss_scaling(mode == MathMode::FP16 ? std::optional<LossScalerConfig>(scaling) : std::nullopt);
 }
 

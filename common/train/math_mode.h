@@ -24,6 +24,9 @@ using MathMode = bench::Precision;
 // "fp32" | "tf32" | "bf16" | "fp16" -> the mode; Error(InvalidArgument) naming --dtype for anything else.
 MathMode parse_math_mode(const std::string& dtype);
 
+// The storage of the mode's matrix-product operands: bf16, f16, or f32 (fp32 and tf32).
+DType matmul_dtype(MathMode mode);
+
 // Sets what the mode means for `device`'s matrix products: TF32 on for tf32 (Error(Unsupported) on the CPU,
 // which has no TF32), off for every other mode on a GPU (TF32 is per device and outlives a run, so a later fp32
 // run in the same process must switch it off). Nothing on the CPU otherwise.

@@ -67,6 +67,18 @@ TEST(Trainer, SameFlagsAndSeedGiveTheSameRun) {
   EXPECT_EQ(a.model().parameters().params().to_floats(), b.model().parameters().params().to_floats());
 }
 
+TEST(Trainer, FlashAttentionTrainsAsTheMaterialisedOneAlsoUnderSelectiveRecompute) {
+  const std::string dir = scratch_directory();
+  TrainOptions o = tiny_options(dir);
+  o.steps = 3;
+  const double materialized = Trainer(o).run().last_loss;
+  o.attention = "flash";
+  for (const char* recompute : {"none", "selective"}) {
+    o.recompute = recompute;
+    EXPECT_NEAR(Trainer(o).run().last_loss, materialized, 1e-4) << "--recompute " << recompute;
+  }
+}
+
 TEST(Trainer, ResumeContinuesBitForBit) {
   const std::string dir = scratch_directory();
   TrainOptions o = tiny_options(dir);
@@ -148,6 +160,7 @@ TEST(TrainerCommandLine, BadFlagsGiveOneErrorLineAndNonZeroExit) {
       {"--lr-schedule exponential", "not one of constant|cosine|linear"},
       {"--model d99", "unknown model 'd99'"},
       {"--dtype fp8", "not one of fp32|tf32|bf16|fp16"},
+      {"--attention fast", "not one of materialized|flash"},
       {"--preset nonsense", "unknown preset"},
       {"--total-batch-tokens 100 --batch 2 --seq 16", "not a multiple"},
       {"--data-train /nonexistent/shard_*.bin --steps 1", "/nonexistent/shard_*.bin"},

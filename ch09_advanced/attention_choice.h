@@ -1,0 +1,45 @@
+// --attention materialized|flash: which attention a GPT-2 runs. Chapter 9's rung on top of chapter 6's.
+//
+//   materialized  the core's attention (common/ops/attention.h): the scores and probabilities [B, heads, T, T]
+//                 are written to memory, and the probabilities stay on the tape for backward. The reference.
+//   flash         flash attention (common/ops/flash_attention.h, ag::flash_attention): the same function
+//                 computed tile by tile with an online softmax; the tape keeps one log-sum-exp per row instead of
+//                 the probabilities, and backward recomputes them. What changes from the previous rung: attention's
+//                 activation memory grows as T instead of T^2 (at d12, B=8, T=1024 the probabilities are 4.8 GB
+//                 in fp32 over the 12 layers; the log-sum-exps 4.7 MB), and on a GPU in bf16/fp16 the products run
+//                 on tensor cores instead of as fp32 GEMMs.
+//
+// The storage flash attention runs in is the run's matmul precision: bf16 or fp16 under mixed precision (qkv
+// rounded for the call, as the 16-bit linears round their inputs), fp32 otherwise. When not to use it: an fp32
+// or tf32 run on a GPU, where flash attention has no fp32 tensor-core kernel and the op runs the materialised
+// kernels inside (no saving, so `flash_note` says so); and on a CPU at short sequences, where the probabilities
+// are small and the tiled loops are no faster. Results are the materialised path's to rounding (not bitwise:
+// the online softmax sums in another order).
+//
+// With --recompute selective (chapter 7), which recomputes the materialised probabilities, flash attention is
+// kept as it is: it stores no probabilities to drop. Install the attention before the recompute policy.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/core/device.h"
+#include "common/nn/modules.h"
+
+namespace lab::ch09 {
+
+enum class Attention { Materialized, Flash };
+
+std::vector<std::string> attention_names();              // "materialized", "flash"
+Attention parse_attention(const std::string& name);      // InvalidArgument naming the choices
+const char* attention_name(Attention attention);
+
+// Sets options.attention for `attention`, flash attention running in `storage` (the matmul dtype: f32, bf16 or
+// f16). Materialized leaves the core's attention.
+void use_attention(ModelOptions& options, Attention attention, DType storage);
+
+// One line for the user when the choice will not do what its name promises on `device` in `storage` (flash in
+// f32 on a GPU runs the materialised kernels); empty otherwise.
+std::string flash_note(Attention attention, Device device, DType storage);
+
+}  // namespace lab::ch09

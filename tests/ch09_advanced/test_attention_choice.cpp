@@ -1,0 +1,116 @@
+// Chapter 9's --attention rung in the model (ch09_advanced/attention_choice.h), on the CPU:
+// - ag::flash_attention against the core's ag::attention, values and qkv gradients, on fresh random inputs that
+//   cross a tile boundary: f32 storage to float rounding; bf16 storage (qkv rounded for the call) to bf16's;
+// - a tiny GPT-2 trained 50 steps with flash attention follows the materialised run's losses;
+// - what the forward keeps is, byte for byte, chapter 7's theory with flash attention (one log-sum-exp per head
+//   and token instead of the probabilities), under every recompute policy: selective keeps flash attention;
+// - the choice's names and errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "ch07_memory/memory_theory.h"
+#include "ch07_memory/recompute.h"
+#include "ch09_advanced/attention_choice.h"
+#include "common/autograd/functions.h"
+#include "common/core/memory.h"
+#include "common/nn/gpt2.h"
+#include "tests/ch09_advanced/attention_choice_run.h"
+#include "tests/common/expect_error.h"
+#include "tests/support/test_support.h"
+
+namespace lab {
+namespace {
+
+using test::random_normal;
+
+ModelOptions::AttentionFn flash_in(DType storage) {
+  ModelOptions options;
+  ch09::use_attention(options, ch09::Attention::Flash, storage);
+  return options.attention;
+}
+
+struct FunctionCase {
+  DType storage;
+  double tolerance;  // of max_scaled_error against the materialised f32 function
+};
+
+TEST(AttentionChoice, FlashFunctionMatchesTheCoreAttention) {
+  // B=2, T=130 (two full 64-row tiles and a partial one), 3 heads of 24 (a head size the tiles pad).
+  const int n_head = 3;
+  Rng rng(21);
+  const Tensor qkv = random_normal({2, 130, 3 * 72}, rng), dout = random_normal({2, 130, 72}, rng);
+  const test::AttentionRun reference = test::run_attention_function(ag::attention, qkv, dout, n_head, Device::cpu());
+  // f32: the same sums in another order (the online softmax); bf16: q, k, v, the output and both gradients
+  // rounded to 8 significant bits, a relative error of 2^-9 each, a few of them compounded.
+  for (const FunctionCase c : {FunctionCase{DType::F32, 1e-5}, FunctionCase{DType::BF16, 3e-2}}) {
+    SCOPED_TRACE(dtype_name(c.storage));
+    const test::AttentionRun flash =
+        test::run_attention_function(flash_in(c.storage), qkv, dout, n_head, Device::cpu());
+    EXPECT_LT(test::max_scaled_error(flash.out, reference.out), c.tolerance);
+    EXPECT_LT(test::max_scaled_error(flash.dqkv, reference.dqkv), c.tolerance);
+  }
+}
+
+TEST(AttentionChoice, ATinyGpt2TrainsWithFlashAsWithMaterialisedAttention) {
+  const test::TrainingRun materialized =
+      test::train_tiny_gpt2(ch09::Attention::Materialized, DType::F32, Device::cpu(), 50);
+  const test::TrainingRun flash = test::train_tiny_gpt2(ch09::Attention::Flash, DType::F32, Device::cpu(), 50);
+  ASSERT_EQ(flash.losses.size(), materialized.losses.size());
+  // fp32 rounding differences, carried through 50 updates of lr 1e-3.
+  for (size_t s = 0; s < flash.losses.size(); ++s)
+    EXPECT_NEAR(flash.losses[s], materialized.losses[s], 1e-3) << "step " << s;
+  EXPECT_LT(materialized.losses.back(), materialized.losses.front() - 0.5);  // the steps trained
+  EXPECT_LT(flash.activation_peak, materialized.activation_peak);
+}
+
+TEST(AttentionChoice, TheForwardKeepsTheFlashTheoryUnderEveryRecomputePolicy) {
+  const GPT2Config config = test::tiny_gpt2_config(97, 2, 4, 64, 160);
+  const int64_t B = 2, T = 96;
+  for (const auto policy :
+       {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block}) {
+    SCOPED_TRACE(ch07::recompute_policy_name(policy));
+    ModelOptions options;
+    ch09::use_attention(options, ch09::Attention::Flash, DType::F32);  // before the policy, as the trainer
+    ch07::apply_recompute(options, policy);
+    GPT2 model(config, Device::cpu(), options);
+    model.init_weights(1);
+    Rng rng(3);
+    const Tensor tokens = test::random_ids({B, T}, rng, config.vocab_size);
+    const Tensor targets = test::random_ids({B, T}, rng, config.vocab_size);
+    const int64_t before = memory_stats(Device::cpu()).live_of(MemCategory::Activations);
+    Tape tape;
+    const Tensor losses = model.loss(tape, tokens, targets);
+    const int64_t stored = memory_stats(Device::cpu()).live_of(MemCategory::Activations) - before;
+    const int64_t flash = ch07::memory_theory(config, B, T, policy, 4, true).of(MemCategory::Activations);
+    EXPECT_EQ(stored, flash);
+    // Without recompute, the log-sum-exps instead of the probabilities; selective recompute keeps neither of the
+    // materialised attention's (and flash attention's log-sum-exps beside); block keeps each block's input alone.
+    if (policy == ch07::RecomputePolicy::None) {
+      EXPECT_LT(flash, ch07::memory_theory(config, B, T, policy, 4, false).of(MemCategory::Activations));
+    }
+  }
+}
+
+TEST(AttentionChoice, NamesAndErrors) {
+  for (const std::string& name : ch09::attention_names())
+    EXPECT_EQ(ch09::attention_name(ch09::parse_attention(name)), name);
+  testing::expect_error([] { ch09::parse_attention("fast"); }, ErrorKind::InvalidArgument,
+                        {"'fast'", "materialized|flash"});
+  ModelOptions options;
+  testing::expect_error([&] { ch09::use_attention(options, ch09::Attention::Flash, DType::I32); },
+                        ErrorKind::InvalidArgument, {"--attention"});
+  // Materialised attention is the core's own: nothing replaced.
+  ch09::use_attention(options, ch09::Attention::Materialized, DType::BF16);
+  ASSERT_NE(options.attention.target<Var (*)(Tape&, const Var&, int)>(), nullptr);
+  EXPECT_EQ(*options.attention.target<Var (*)(Tape&, const Var&, int)>(), &ag::attention);
+  // The note is for flash in f32 on a GPU only.
+  EXPECT_FALSE(ch09::flash_note(ch09::Attention::Flash, Device::cuda(0), DType::F32).empty());
+  EXPECT_TRUE(ch09::flash_note(ch09::Attention::Flash, Device::cuda(0), DType::BF16).empty());
+  EXPECT_TRUE(ch09::flash_note(ch09::Attention::Flash, Device::cpu(), DType::F32).empty());
+  EXPECT_TRUE(ch09::flash_note(ch09::Attention::Materialized, Device::cuda(0), DType::F32).empty());
+}
+
+}  // namespace
+}  // namespace lab

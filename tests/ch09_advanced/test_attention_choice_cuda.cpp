@@ -1,0 +1,45 @@
+// Chapter 9's --attention rung on CUDA (label cuda: runs in the emulation build, skips without a GPU):
+// ag::flash_attention in bf16 storage, the tensor-core kernels, against the core's attention on the CPU (values
+// and qkv gradients), and a tiny GPT-2 in bf16 mixed precision trained a few steps with flash attention beside
+// the materialised run on the same device, keeping fewer activation bytes.
+#include <gtest/gtest.h>
+
+#include "ch09_advanced/attention_choice.h"
+#include "common/autograd/functions.h"
+#include "common/core/device.h"
+#include "tests/ch09_advanced/attention_choice_run.h"
+#include "tests/support/test_support.h"
+
+namespace lab {
+namespace {
+
+using test::random_normal;
+
+
+TEST(AttentionChoiceCuda, FlashFunctionInBf16MatchesTheCoreAttention) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
+  const int n_head = 2;
+  Rng rng(31);
+  const Tensor qkv = random_normal({1, 80, 3 * 64}, rng), dout = random_normal({1, 80, 64}, rng);
+  const test::AttentionRun reference = test::run_attention_function(ag::attention, qkv, dout, n_head, Device::cpu());
+  ModelOptions options;
+  ch09::use_attention(options, ch09::Attention::Flash, DType::BF16);
+  const test::AttentionRun flash = test::run_attention_function(options.attention, qkv, dout, n_head, Device::cuda());
+  // bf16 operands (8 significant bits) on the tensor cores, fp32 sums; the gradients rounded to bf16 once more.
+  EXPECT_LT(test::max_scaled_error(flash.out, reference.out), 3e-2);
+  EXPECT_LT(test::max_scaled_error(flash.dqkv, reference.dqkv), 3e-2);
+}
+
+TEST(AttentionChoiceCuda, ATinyGpt2InBf16TrainsWithFlashAsWithMaterialisedAttention) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
+  const test::TrainingRun materialized =
+      test::train_tiny_gpt2(ch09::Attention::Materialized, DType::BF16, Device::cuda(), 3);
+  const test::TrainingRun flash = test::train_tiny_gpt2(ch09::Attention::Flash, DType::BF16, Device::cuda(), 3);
+  ASSERT_EQ(flash.losses.size(), materialized.losses.size());
+  for (size_t s = 0; s < flash.losses.size(); ++s)
+    EXPECT_NEAR(flash.losses[s], materialized.losses[s], 2e-2) << "step " << s;
+  EXPECT_LT(flash.activation_peak, materialized.activation_peak);
+}
+
+}  // namespace
+}  // namespace lab
