@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/autograd/functions.h"
 #include "common/nn/gpt2.h"
 #include "common/optim/adamw.h"
 #include "common/optim/lr_schedule.h"
@@ -25,8 +26,9 @@ double mean_loss(const GPT2& model, const Tensor& tokens, const Tensor& targets)
   return s / static_cast<double>(losses.size());
 }
 
-TEST(GPT2, FiniteDifferenceGradientsOfEveryParameter) {
-  GPT2 model(tiny_config(), Device::cpu());
+// Every parameter's gradient against central differences of the loss, for the model built with `options`.
+void expect_finite_difference_gradients(const ModelOptions& options) {
+  GPT2 model(tiny_config(), Device::cpu(), options);
   model.init_weights(1);
   // Larger weights than GPT-2's 0.02 make every gradient large enough to measure by differences.
   {
@@ -49,6 +51,18 @@ TEST(GPT2, FiniteDifferenceGradientsOfEveryParameter) {
     // atol; at eps 1e-3 that noise was a third of atol, and an -O2 build's summation order crossed it.
     test::expect_gradient_close(loss, value, grad, p.name, 3e-3, 3e-4, 1e-2, 6, rng);
   }
+}
+
+TEST(GPT2, FiniteDifferenceGradientsOfEveryParameter) {
+  expect_finite_difference_gradients({});
+}
+
+TEST(GPT2, FiniteDifferenceGradientsOfEveryParameterWithFlashAttention) {
+  ModelOptions options;
+  options.attention = [](Tape& tape, const Var& qkv, int n_head) {
+    return ag::flash_attention(tape, qkv, n_head, DType::F32);
+  };
+  expect_finite_difference_gradients(options);
 }
 
 TEST(GPT2, PaddedVocabularyRowsGetNoGradientAndStayZero) {

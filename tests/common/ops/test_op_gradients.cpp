@@ -162,6 +162,18 @@ TEST(OpGradients, Attention) {
                         2e-3, 120, rng);
 }
 
+TEST(OpGradients, FlashAttention) {
+  // T = 70 crosses a 64-row tile, so the gradient of the online softmax's rescaling across tiles is checked too.
+  Rng rng(19);
+  const int n_head = 2;
+  Var qkv(random_normal({1, 70, 3 * 8}, rng));
+  const Tensor r = random_normal({1, 70, 8}, rng);
+  auto f = [&](Tape& t) { return ag::flash_attention(t, qkv, n_head, DType::F32); };
+  run_backward(f, r);
+  expect_gradient_close([&] { return forward_loss(f, r); }, qkv.value(), qkv.grad().to_floats(), "dqkv", kEps, 2e-3,
+                        2e-3, 120, rng);
+}
+
 TEST(OpGradients, AttentionIsCausal) {
   // Changing a later position's k or v must not change earlier outputs.
   Rng rng(10);
