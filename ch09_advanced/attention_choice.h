@@ -30,8 +30,8 @@ namespace lab::ch09 {
 
 enum class Attention { Materialized, Flash };
 
-std::vector<std::string> attention_names();              // "materialized", "flash"
-Attention parse_attention(const std::string& name);      // InvalidArgument naming the choices
+std::vector<std::string> attention_names();          // "materialized", "flash"
+Attention parse_attention(const std::string& name);  // InvalidArgument naming the choices
 const char* attention_name(Attention attention);
 
 // Sets options.attention for `attention`, flash attention running in `storage` (the matmul dtype: f32, bf16 or

@@ -3,8 +3,8 @@
 namespace lab::ch09 {
 
 staircase::Staircase attention_staircase(const std::vector<std::string>& base_flags) {
-  staircase::Staircase stairs{"ch09", "one GPT-2 training step (forward, backward, AdamW), bf16 and fused kernels",
-                              base_flags, {}};
+  staircase::Staircase stairs{
+      "ch09", "one GPT-2 training step (forward, backward, AdamW), bf16 and fused kernels", base_flags, {}};
   stairs.base_flags.insert(stairs.base_flags.end(), {"--dtype", "bf16", "--kernels", "fused"});
   stairs.rungs.push_back({"materialized",
                           "the baseline: chapter 6's top rung, attention's T x T probabilities written and kept",

@@ -15,9 +15,14 @@ Occupancy follows NVIDIA's occupancy calculator for compute capability 9.0:
 The threads per block come from the table BLOCK_THREADS below (each launcher's configuration, read from
 its LAB_LAUNCH call); a kernel missing from the table is an error, so a new kernel cannot slip through.
 
+The last column counts each kernel's tensor-core instructions: mma in its PTX, and HMMA/HGMMA in its SASS where
+cuobjdump is installed. The kernels of TENSOR_CORE_KERNELS (flash attention's tile kernels, the WMMA matmul)
+must have them.
+
 Exit status: 0; 1 when a kernel spills registers (spill stores or loads > 0) and is not listed, with a
-reason, in scripts/kernel_resources_allowlist.txt; 2 when a file does not compile, nvcc is missing or a
-kernel has no block size.
+reason, in scripts/kernel_resources_allowlist.txt, or when a kernel of TENSOR_CORE_KERNELS has no tensor-core
+instruction; 2 when a file does not compile, nvcc is missing, a kernel has no block size, or TENSOR_CORE_KERNELS
+names a kernel that no file defines.
 
     python3 scripts/kernel_resources.py                      # table on stdout
     python3 scripts/kernel_resources.py --out kernels.md     # and into a file
@@ -131,6 +136,8 @@ class Kernel:
     stack_bytes: int = 0
     shared_bytes: int = 0
     name: str = ""
+    ptx_mma: int = 0
+    sass_mma: int = -1  # -1: no cuobjdump to read the SASS
 
 
 def cu_sources():
@@ -144,13 +151,53 @@ def cu_sources():
 
 
 def compile_one(nvcc, source, scratch):
-    """Compiles one file's device code; returns (source, ptxas report, error text or None)."""
-    out = Path(scratch) / (source.stem + ".cubin")
+    """Compiles one file's device code, keeping its PTX; returns (source, ptxas report, error text or None,
+    the PTX text, the cubin's path)."""
+    keep = Path(scratch) / str(source.relative_to(ROOT)).replace("/", "_")
+    keep.mkdir()
+    out = keep / (source.stem + ".cubin")
     command = [nvcc, "-std=c++20", f"-arch={ARCH}", "-O3", "--expt-relaxed-constexpr", f"-I{ROOT}",
-               "-DLAB_WITH_CUDA", "-Xptxas", "-v", "-cubin", "-o", str(out), str(source)]
+               "-DLAB_WITH_CUDA", "-Xptxas", "-v", "-cubin", "-keep", "-keep-dir", str(keep), "-o", str(out),
+               str(source)]
     done = subprocess.run(command, capture_output=True, text=True)
     report = done.stdout + done.stderr
-    return source, report, (None if done.returncode == 0 else report)
+    ptx = keep / (source.stem + ".ptx")
+    return (source, report, (None if done.returncode == 0 else report), ptx.read_text() if ptx.exists() else "",
+            out)
+
+
+# The kernels whose every instantiation must run its products on tensor cores: the PTX holds mma instructions
+# (wmma.mma.sync, mma.sync, wgmma) and, where cuobjdump is installed, the SASS holds HMMA (or HGMMA). A kernel
+# whose products fell back to scalar FMAs (a 16-bit type lost in a template, a WMMA wrapper compiled out) fails the
+# check; a name listed here that no longer exists fails it too, so the check cannot go stale.
+TENSOR_CORE_KERNELS = {
+    "flash_forward_kernel",
+    "flash_key_grads_kernel",
+    "flash_query_grads_kernel",
+    "flash_key_grads_atomic_kernel",
+    "matmul_wmma_bf16_kernel",
+}
+PTX_MMA = re.compile(r"\b(?:wmma\.mma\.sync|mma\.sync|wgmma\.mma_async)\b")
+SASS_MMA = re.compile(r"\b(?:HMMA|HGMMA)\b")
+
+
+def ptx_mma_counts(ptx):
+    """mangled entry name -> tensor-core instructions in its PTX body."""
+    counts = {}
+    parts = re.split(r"\.entry\s+(\S+?)\s*\(", ptx)
+    for name, body in zip(parts[1::2], parts[2::2]):
+        counts[name] = len(PTX_MMA.findall(body))
+    return counts
+
+
+def sass_mma_counts(cuobjdump, cubin):
+    """mangled function name -> HMMA/HGMMA instructions in its SASS, from `cuobjdump -sass`."""
+    listing = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True).stdout
+    counts = {}
+    parts = re.split(r"Function : (\S+)", listing)
+    for name, body in zip(parts[1::2], parts[2::2]):
+        counts[name] = len(SASS_MMA.findall(body))
+    return counts
 
 
 ENTRY = re.compile(r"Compiling entry function '(\S+)' for '(\w+)'")
@@ -233,18 +280,27 @@ def main():
         print("kernel_resources: nvcc not found (PATH or /usr/local/cuda/bin)", file=sys.stderr)
         return 2
     sources = cu_sources()
+    cuobjdump = shutil.which("cuobjdump") or shutil.which("cuobjdump", path=str(Path(nvcc).parent))
     kernels = []
     with tempfile.TemporaryDirectory() as scratch, concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for source, report, error in pool.map(lambda s: compile_one(nvcc, s, scratch), sources):
+        for source, report, error, ptx, cubin in pool.map(lambda s: compile_one(nvcc, s, scratch), sources):
             if error is not None:
                 print(f"kernel_resources: {source.relative_to(ROOT)} does not compile:\n{error}", file=sys.stderr)
                 return 2
-            kernels += parse_report(source, report)
+            found = parse_report(source, report)
+            ptx_counts = ptx_mma_counts(ptx)
+            sass_counts = sass_mma_counts(cuobjdump, cubin) if cuobjdump else {}
+            for k in found:
+                k.ptx_mma = ptx_counts.get(k.mangled, 0)
+                if cuobjdump:
+                    k.sass_mma = sass_counts.get(k.mangled, 0)
+            kernels += found
     for kernel, name in zip(kernels, readable_names([k.mangled for k in kernels])):
         kernel.name = name
     kernels.sort(key=lambda k: (k.source, k.name))
 
-    rows, unlisted_spills, missing = [], [], []
+    rows, unlisted_spills, missing, no_tensor_cores = [], [], [], []
+    stale = sorted(TENSOR_CORE_KERNELS - {k.name.split("<", 1)[0] for k in kernels})
     allowed = read_allowlist()
     for k in kernels:
         base = k.name.split("<", 1)[0]
@@ -260,16 +316,20 @@ def main():
                 note = f" (allowed: {allowed[k.name]})"
             else:
                 unlisted_spills.append(k.name)
+        if base in TENSOR_CORE_KERNELS and (k.ptx_mma == 0 or k.sass_mma == 0):
+            no_tensor_cores.append(f"{k.name} ({k.source})")
+        sass = "" if k.sass_mma < 0 else f" / {k.sass_mma}"
         rows.append(f"| `{k.name}` | {k.source} | {threads} | {k.registers} | {k.spill_stores} / {k.spill_loads}{note} "
-                    f"| {k.stack_bytes} | {k.shared_bytes} | {blocks} | {fraction:.0%} | {limited_by} |")
+                    f"| {k.stack_bytes} | {k.shared_bytes} | {blocks} | {fraction:.0%} | {limited_by} "
+                    f"| {k.ptx_mma}{sass} |")
 
     table = "\n".join([
         f"Static resources per kernel ({ARCH}, `{Path(nvcc).name} -O3 -Xptxas -v`) and theoretical occupancy on an "
         "H100 at the launch block size.",
         "",
         "| kernel | file | threads/block | registers | spill stores / loads (B) | stack (B) | static smem (B) "
-        "| blocks/SM | occupancy | limited by |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| blocks/SM | occupancy | limited by | tensor-core ops, PTX" + (" / SASS |" if cuobjdump else " |"),
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
         *rows,
     ])
     print(table)
@@ -278,6 +338,14 @@ def main():
     if missing:
         print("kernel_resources: no block size in BLOCK_THREADS for: " + "; ".join(missing), file=sys.stderr)
         return 2
+    if stale:
+        print("kernel_resources: TENSOR_CORE_KERNELS names kernels that no file defines: " + ", ".join(stale),
+              file=sys.stderr)
+        return 2
+    if no_tensor_cores:
+        print("kernel_resources: no tensor-core instruction (" + ("PTX mma or SASS HMMA" if cuobjdump else "PTX mma")
+              + ") in: " + "; ".join(no_tensor_cores), file=sys.stderr)
+        return 1
     if unlisted_spills:
         print(f"kernel_resources: register spills in {', '.join(unlisted_spills)}: fix them or list each in "
               f"{ALLOWLIST.relative_to(ROOT)} as 'kernel -- reason'", file=sys.stderr)

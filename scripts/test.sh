@@ -63,7 +63,9 @@ phase "test"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
 
 # Every kernel's registers, spills and occupancy on sm_90 from ptxas: fails on a kernel that spills without a
-# reason in scripts/kernel_resources_allowlist.txt, or that has no block size in the script's table.
+# reason in scripts/kernel_resources_allowlist.txt, that has no block size in the script's table, or that should
+# run on tensor cores (flash attention's tile kernels, the WMMA matmul) and has no mma in its PTX (nor HMMA in its
+# SASS, where cuobjdump is installed).
 if command -v nvcc >/dev/null 2>&1; then
   phase "kernel resources (sm_90)"
   python3 scripts/kernel_resources.py --out "$BUILD_DIR/kernel_resources.md" >/dev/null

@@ -15,7 +15,6 @@ namespace {
 
 using test::random_normal;
 
-
 TEST(AttentionChoiceCuda, FlashFunctionInBf16MatchesTheCoreAttention) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
   const int n_head = 2;
