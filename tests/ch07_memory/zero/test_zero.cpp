@@ -120,6 +120,9 @@ TEST_P(ZeroTest, TrainsAsDataParallelism) {
   train_steps(zero, *group, 0, kSteps);
   // Under bf16 a last-bit difference in an fp32 weight can flip the rounding of its 16-bit copy, which Adam's
   // normalised update turns into a step of a fraction of lr: the steps after the first within looser bounds.
+  // Not bitwise even in fp32: stages 2 and 3 reduce wte's two contributions apart, (h0 + h1) + (l0 + l1), where data
+  // parallelism reduces each rank's sum, (h0 + l0) + (h1 + l1) (ch07 README: keeping that order would need wte's
+  // gradient whole, which these stages exist to avoid).
   const bool bf16 = c.matmul == DType::BF16;
   const double tolerance = bf16 ? 1e-3 : 1e-5;
   for (int s = 0; s < kSteps; ++s) {
