@@ -101,7 +101,14 @@ void apply_recompute(ModelOptions& options, RecomputePolicy policy) {
       if (is_core_attention(options.attention)) options.attention = attention_recomputing_probabilities;
       options.mlp = mlp_recomputing_gelu;
       return;
-    case RecomputePolicy::Block: options.block = block_recomputed; return;
+    case RecomputePolicy::Block: {
+      // A decorator: the block recomputed is whichever was installed (chapter 6's fused one), or the standard one.
+      ModelOptions::BlockFn installed = options.block;
+      options.block = [installed](Tape& tape, const Block& block, const Var& x, const ModelOptions& o) {
+        return block_recomputed(tape, block, x, o, installed);
+      };
+      return;
+    }
   }
 }
 
@@ -130,14 +137,18 @@ Var mlp_recomputing_gelu(Tape& tape, const MLP& mlp, const Var& x) {
   return gelu_linear_recomputing_gelu(tape, mlp.c_fc.forward(tape, x), mlp.c_proj.weight, mlp.c_proj.bias);
 }
 
-Var block_recomputed(Tape& tape, const Block& block, const Var& x, const ModelOptions& options) {
+Var block_recomputed(Tape& tape, const Block& block, const Var& x, const ModelOptions& options,
+                     const ModelOptions::BlockFn& recomputed) {
   const MemoryOpScope op("block");
   ModelOptions inner = options;
-  inner.block = nullptr;  // inside, the standard block (with the other hooks)
+  inner.block = nullptr;  // inside, the block computed once (with the other hooks), not recomputed again
+  const auto run_block = [=](Tape& t, const Var& input) {
+    return recomputed ? recomputed(t, block, input, inner) : block_forward(t, block, input, inner);
+  };
   Tensor y;
   {
     Tape forward_only(false);  // records nothing: each activation is freed after its last use
-    y = block_forward(forward_only, block, x, inner).value();
+    y = run_block(forward_only, x).value();
   }
   Var out(y, tape.recording());
   if (!out.requires_grad()) return out;
@@ -151,7 +162,7 @@ Var block_recomputed(Tape& tape, const Block& block, const Var& x, const ModelOp
         Tape recorded;
         const Var x_again(x.value(), x.requires_grad());
         if (x.requires_grad()) x_again.bind_grad(x.grad());
-        const Var y_again = block_forward(recorded, block, x_again, inner);
+        const Var y_again = run_block(recorded, x_again);
         y_again.bind_grad(out.grad());
         recorded.backward();
       },

@@ -18,8 +18,9 @@
 //              per step, about a third more compute, for activations of one block instead of all of them.
 //
 // The policies are ModelOptions hooks (attention and mlp for selective, block for block), so the core model
-// does not know them. Selective replaces the MLP, which a tensor-parallel shard cannot (Megatron's MLP needs
-// its communication): it refuses tensor parallelism; block works with it.
+// does not know them. Block recompute wraps the block hook installed before it (chapter 6's fused block).
+// Selective replaces the MLP, which a tensor-parallel shard cannot (Megatron's MLP needs its communication): it
+// refuses tensor parallelism; block works with it.
 #pragma once
 
 #include <string>
@@ -44,7 +45,10 @@ void apply_recompute(ModelOptions& options, RecomputePolicy policy);
 Var attention_recomputing_probabilities(Tape& tape, const Var& qkv, int n_head);
 // c_proj(gelu(c_fc(x))) keeping c_fc's output but not the GELU's.
 Var mlp_recomputing_gelu(Tape& tape, const MLP& mlp, const Var& x);
-// The block, keeping only its input and output; backward re-runs its forward (with `options`' other hooks).
-Var block_recomputed(Tape& tape, const Block& block, const Var& x, const ModelOptions& options);
+// The block, keeping only its input and output; backward re-runs its forward (with `options`' other hooks). The
+// block computed is `recomputed` (a block hook installed before the policy, chapter 6's fused block), or the
+// standard block when it is empty.
+Var block_recomputed(Tape& tape, const Block& block, const Var& x, const ModelOptions& options,
+                     const ModelOptions::BlockFn& recomputed = {});
 
 }  // namespace lab::ch07

@@ -21,6 +21,7 @@
 #include "ch08_distributed/tp/tensor_parallel.h"
 #include "ch08_distributed/tp/whole_tensors.h"
 #include "ch09_advanced/attention_choice.h"
+#include "ch10_gpt2/model_rungs.h"
 #include "ch10_gpt2/sampler.h"
 #include "common/bench/gpu_peaks.h"
 #include "common/bench/machine.h"
@@ -159,14 +160,11 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   setup_parallel();
   setup_data();
   model_ = ch08::tp::model_for_rank(*context_, config, device_);  // this rank's shard: tp slice, pipeline stage
-  ch06::use_kernels(*model_, ch06::parse_kernels(options_.kernels));
-  // The attention before the recompute policy, which recomputes the materialised probabilities only.
-  const ch09::Attention attention = ch09::parse_attention(options_.attention);
-  ch09::use_attention(model_->options(), attention, matmul_dtype(math_mode_));
-  if (const std::string note = ch09::flash_note(attention, device_, matmul_dtype(math_mode_));
+  const ModelRungs rungs = ModelRungs::parse(options_.kernels, options_.attention, options_.recompute);
+  rungs.apply(model_->options(), matmul_dtype(math_mode_));
+  if (const std::string note = ch09::flash_note(rungs.attention, device_, matmul_dtype(math_mode_));
       !note.empty() && leader())
     std::printf("%s\n", note.c_str());
-  ch07::apply_recompute(model_->options(), ch07::parse_recompute_policy(options_.recompute));
   // Chapter 7's rungs choose the optimizer (sharded under ZeRO) and the step, chapter 8's layout otherwise.
   const ch07::MemoryStepOptions memory_steps{options_.optimizer_in_backward, options_.offload == "optimizer",
                                              static_cast<int>(options_.zero), options_.zero_prefetch};

@@ -123,8 +123,9 @@ int run(int argc, char** argv) {
   if (!json_path.empty()) bench::BenchResult::check_destination(json_path);  // before minutes of steps
   if (threads > 0) set_num_threads(static_cast<int>(threads));
   if (!staircase_name.empty()) {
-    LAB_CHECK(!flags.was_set("dtype") && !flags.was_set("kernels") && !flags.was_set("attention"), InvalidArgument,
-              "--staircase sets --dtype, --kernels and --attention on each rung: leave them out");
+    for (const char* rung_flag : {"dtype", "kernels", "attention", "recompute"})
+      LAB_CHECK(!flags.was_set(rung_flag), InvalidArgument, "--staircase sets --", rung_flag,
+                " on each rung (or keeps the default): leave it out");
     return run_staircase_bench(staircase_name, settings, json_path, argc, argv);
   }
 
@@ -134,12 +135,12 @@ int run(int argc, char** argv) {
   const std::string& dtype = settings.dtype;
   const int64_t batch = settings.batch, seq = settings.seq;
   const GPT2& model = step_bench.model();
-  std::printf("gpt2_step_bench: %s (%s) on %s (%s), B=%lld T=%lld, %s kernels, %s attention, %d threads\n",
-              model_name.c_str(), model.config().str().c_str(), device.str().c_str(), lab::device_name(device).c_str(),
-              static_cast<long long>(batch), static_cast<long long>(seq), settings.kernels.c_str(),
-              settings.attention.c_str(), num_threads());
-  const std::string note = ch09::flash_note(ch09::parse_attention(settings.attention), device,
-                                            matmul_dtype(parse_math_mode(settings.dtype)));
+  std::printf("gpt2_step_bench: %s (%s) on %s (%s), B=%lld T=%lld, %s, %d threads\n", model_name.c_str(),
+              model.config().str().c_str(), device.str().c_str(), lab::device_name(device).c_str(),
+              static_cast<long long>(batch), static_cast<long long>(seq), settings.model_rungs().str().c_str(),
+              num_threads());
+  const std::string note =
+      ch09::flash_note(settings.model_rungs().attention, device, matmul_dtype(parse_math_mode(settings.dtype)));
   if (!note.empty()) std::printf("%s\n", note.c_str());
 
   // On the CPU, the GEMM floor (gemm_floor.h): the step's sgemm shapes, recorded by one more step, timed between
@@ -185,6 +186,7 @@ int run(int argc, char** argv) {
   row.set("dtype", dtype);
   row.set("kernels", settings.kernels);
   row.set("attention", settings.attention);
+  row.set("recompute", settings.recompute);
   row.set("batch", batch);
   row.set("seq", seq);
   row.set("ms_median", step.median * 1e3);

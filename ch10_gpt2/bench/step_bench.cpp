@@ -1,7 +1,5 @@
 #include "ch10_gpt2/bench/step_bench.h"
 
-#include "ch06_single_gpu/fused_model.h"
-#include "ch09_advanced/attention_choice.h"
 #include "common/train/math_mode.h"
 #include "common/util/rng.h"
 
@@ -23,10 +21,16 @@ void StepBenchSettings::register_flags(Flags& flags) {
   flags.add_choice("attention", &attention, ch09::attention_names(),
                    "materialized: the T x T probabilities; flash: chapter 9's flash attention "
                    "(ch09_advanced/attention_choice.h)");
+  flags.add_choice("recompute", &recompute, ch07::recompute_policy_names(),
+                   "activation recompute: none, selective (attention probabilities and GELU), block (whole blocks)");
   flags.add_int("batch", &batch, "batch size B", 1, 1 << 16);
   flags.add_int("seq", &seq, "sequence length T", 1, 1 << 16);
   flags.add_int("steps", &steps, "timed steps", 1, 100000);
   flags.add_int("warmup", &warmup, "untimed steps first", 0, 1000);
+}
+
+ModelRungs StepBenchSettings::model_rungs() const {
+  return ModelRungs::parse(kernels, attention, recompute);
 }
 
 StepBenchSettings StepBenchSettings::from_flags(const std::vector<std::string>& flags) {
@@ -42,8 +46,8 @@ StepBench::StepBench(const StepBenchSettings& settings)
   const MathMode math_mode = parse_math_mode(settings_.dtype);
   LAB_CHECK(device_.is_cuda() || math_mode != MathMode::TF32, InvalidArgument, "--dtype tf32 needs a GPU");
   apply_math_mode(device_, math_mode);
-  ModelOptions options = ch06::with_kernels({}, ch06::parse_kernels(settings_.kernels));
-  ch09::use_attention(options, ch09::parse_attention(settings_.attention), matmul_dtype(math_mode));
+  ModelOptions options;
+  settings_.model_rungs().apply(options, matmul_dtype(math_mode));
   model_ = std::make_unique<GPT2>(GPT2Config::from_name(settings_.model), device_, options);
   model_->init_weights(1);
   optimizer_ = std::make_unique<AdamW>(model_->parameters(), AdamWConfig{});

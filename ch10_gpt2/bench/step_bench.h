@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ch10_gpt2/model_rungs.h"
 #include "common/nn/gpt2.h"
 #include "common/ops/cpu/gemm.h"
 #include "common/optim/adamw.h"
@@ -23,12 +24,15 @@ struct StepBenchSettings {
   std::string dtype = "fp32";
   std::string kernels = "reference";
   std::string attention = "materialized";
+  std::string recompute = "none";
   int64_t batch = 4;
   int64_t seq = 64;
   int64_t steps = 10;
   int64_t warmup = 2;
 
   void register_flags(Flags& flags);
+  // --kernels, --attention and --recompute as the model's rungs; Error(InvalidArgument) for a bad value.
+  ModelRungs model_rungs() const;
   // From a flag list in the same form (a staircase rung's flags); Error(InvalidArgument) on a bad one.
   static StepBenchSettings from_flags(const std::vector<std::string>& flags);
 };

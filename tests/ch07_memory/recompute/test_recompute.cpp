@@ -1,6 +1,7 @@
 // Activation recompute on the CPU: the same ops in the same order, so losses and gradients are bitwise those of
 // no recompute; gradient hooks still run once per parameter; and block recompute keeps less than half the
-// activations at the GPT-2 d12 shape (measured by the allocator).
+// activations at the GPT-2 d12 shape (measured by the allocator); block recompute recomputes the block hook
+// installed before it.
 #include <gtest/gtest.h>
 
 #include "tests/ch07_memory/recompute/recompute_run.h"
@@ -33,6 +34,37 @@ TEST(Recompute, BlockKeepsLessThanHalfTheActivationsAtTheD12Shape) {
   const int64_t block =
       test::run_with_recompute(config, Device::cpu(), RecomputePolicy::Block, 1, 32, false).activation_peak;
   EXPECT_LT(2 * block, none) << "block " << block << " bytes, none " << none << " bytes";
+}
+
+TEST(Recompute, BlockRecomputeWrapsTheBlockInstalledBeforeIt) {
+  // A block hook installed first (chapter 6's fused block, here a counting one) is the block that block recompute
+  // runs: once in forward, once again in backward, for each of the model's blocks; and the gradients are those
+  // of that block without recompute.
+  const GPT2Config config = GPT2Config::from_name("tiny");
+  int calls = 0;
+  ModelOptions options;
+  options.block = [&calls](Tape& tape, const Block& block, const Var& x, const ModelOptions& o) {
+    ++calls;
+    return block_forward(tape, block, x, o);
+  };
+  ModelOptions recomputed = options;
+  ch07::apply_recompute(recomputed, RecomputePolicy::Block);
+  Rng rng(5);
+  const Tensor tokens = test::random_ids({2, 8}, rng, config.vocab_size);
+  std::vector<float> grads[2];
+  int i = 0;
+  for (const ModelOptions* o : {&options, &recomputed}) {
+    calls = 0;
+    GPT2 model(config, Device::cpu(), *o);
+    model.init_weights(2);
+    model.parameters().zero_grad();
+    Tape tape;
+    model.loss(tape, tokens, tokens);
+    tape.backward();
+    EXPECT_EQ(calls, (o == &recomputed ? 2 : 1) * config.n_layer);
+    grads[i++] = model.parameters().grads().to_floats();
+  }
+  EXPECT_EQ(grads[1], grads[0]);
 }
 
 TEST(Recompute, PolicyNames) {

@@ -1,0 +1,41 @@
+#include "ch10_gpt2/model_rungs.h"
+
+#include "common/core/error.h"
+
+namespace lab {
+
+ModelRungs ModelRungs::parse(const std::string& kernels, const std::string& attention, const std::string& recompute) {
+  return {ch06::parse_kernels(kernels), ch09::parse_attention(attention), ch07::parse_recompute_policy(recompute)};
+}
+
+std::string ModelRungs::incompatibility() const {
+  if (kernels == ch06::Kernels::Fused && recompute == ch07::RecomputePolicy::Selective)
+    return "--recompute selective recomputes the GELU of the core's MLP, and --kernels fused replaces that MLP with "
+           "its fused GEMM + bias + GELU: use --recompute block with --kernels fused";
+  return "";
+}
+
+void ModelRungs::apply(ModelOptions& options, DType matmul) const {
+  const std::string why = incompatibility();
+  LAB_CHECK(why.empty(), InvalidArgument, why);
+  options = ch06::with_kernels(options, kernels);
+  ch09::use_attention(options, attention, matmul);
+  ch07::apply_recompute(options, recompute);
+}
+
+std::string ModelRungs::str() const {
+  return cat("--kernels ", ch06::kernels_name(kernels), " --attention ", ch09::attention_name(attention),
+             " --recompute ", ch07::recompute_policy_name(recompute));
+}
+
+std::vector<ModelRungs> every_model_rungs() {
+  std::vector<ModelRungs> all;
+  for (const ch06::Kernels k : {ch06::Kernels::Reference, ch06::Kernels::Fused})
+    for (const ch09::Attention a : {ch09::Attention::Materialized, ch09::Attention::Flash})
+      for (const ch07::RecomputePolicy r :
+           {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block})
+        all.push_back({k, a, r});
+  return all;
+}
+
+}  // namespace lab

@@ -1,0 +1,47 @@
+// The model's rungs: the flags that change which functions a GPT-2 runs, not its weights or its step.
+//
+//   --kernels reference|fused           chapter 6: fused residual + LayerNorm, GEMM + bias + GELU, classifier
+//   --attention materialized|flash      chapter 9: flash attention, one log-sum-exp per row kept
+//   --recompute none|selective|block    chapter 7: activations dropped in forward and computed again in backward
+//
+// Each rung installs ModelOptions hooks (common/nn/modules.h). They compose in one order, the one `apply` uses:
+// kernels first (they replace the block, the MLP and the loss), then the attention, then recompute, which wraps
+// what is installed (block recompute recomputes the fused block; selective recompute leaves flash attention,
+// which keeps no probabilities to drop). The pairs that cannot compose are declared here once, each with the line
+// a user sees, and a test runs every other combination against the plain model (tests/ch10_gpt2/
+// test_model_rungs.cpp). The trainer and gpt2_step_bench build their models through this.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ch06_single_gpu/fused_model.h"
+#include "ch07_memory/recompute.h"
+#include "ch09_advanced/attention_choice.h"
+
+namespace lab {
+
+struct ModelRungs {
+  ch06::Kernels kernels = ch06::Kernels::Reference;
+  ch09::Attention attention = ch09::Attention::Materialized;
+  ch07::RecomputePolicy recompute = ch07::RecomputePolicy::None;
+
+  // From the flags' values; Error(InvalidArgument) naming the choices of a bad one.
+  static ModelRungs parse(const std::string& kernels, const std::string& attention, const std::string& recompute);
+
+  // Why these rungs cannot run together, as the one-line error a user sees; empty when they can. (What a rung
+  // cannot do on a tensor-parallel shard, its own chapter refuses when it is installed.)
+  std::string incompatibility() const;
+
+  // Installs the rungs in `options`, flash attention in `matmul` storage; Error(InvalidArgument) with
+  // incompatibility()'s line when they cannot run together.
+  void apply(ModelOptions& options, DType matmul) const;
+
+  // "--kernels fused --attention flash --recompute block"
+  std::string str() const;
+};
+
+// Every combination of the rungs' values, compatible or not.
+std::vector<ModelRungs> every_model_rungs();
+
+}  // namespace lab
