@@ -100,6 +100,10 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_int("val-batches", &val_batches, "validation batches per evaluation (0: the whole split)", 0, int64_t{1} << 40);
   f.add_int("sample-every", &sample_every, "sampling interval in steps (0: only at the end)", 0, int64_t{1} << 40);
   f.add_int("sample-tokens", &sample_tokens, "tokens to sample (0: no sampling)", 0, 1 << 20);
+  f.add_int("profile", &profile,
+            "count and time every op and kernel of step N (1-based) and print the tables after it "
+            "(common/core/step_profile.h; 0: off)",
+            0, int64_t{1} << 40);
   f.add_bool("memory-report", &memory_report,
              "after the first step, print live and peak bytes by category beside theory, and the process's "
              "resident memory against the allocator's");
@@ -129,6 +133,7 @@ void TrainOptions::validate() const {
   } catch (const Error& e) {
     fail(ErrorKind::InvalidArgument, "--memory-budget: ", e.what());
   }
+  LAB_CHECK(profile <= steps, InvalidArgument, "--profile ", profile, " is beyond --steps ", steps);
   LAB_CHECK(micro_batches == 1 || pp > 1, InvalidArgument, "--micro-batches ", micro_batches,
             " needs pipeline parallelism (--pp > 1); for gradient accumulation use --total-batch-tokens");
 }

@@ -74,6 +74,7 @@ struct TrainOptions {
   int64_t sample_tokens = 96;
   std::string preset;
   // memory (chapter 7)
+  int64_t profile = 0;             // print the ops and kernels of this step (1-based; 0: none)
   bool memory_report = false;      // print live/peak bytes by category against theory after the first step
   std::string memory_snapshot;     // write the first step's allocation timeline here (JSON)
   std::string recompute = "none";  // activation recompute: none, selective, block

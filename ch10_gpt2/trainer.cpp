@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "ch05_data/loaders/make_loader.h"
 #include "ch05_data/tokenize/prepare.h"
@@ -30,6 +31,7 @@
 #include "common/comm/device_communicator.h"
 #include "common/comm/single_process.h"
 #include "common/core/parallel.h"
+#include "common/core/step_profile.h"
 #ifdef LAB_WITH_CUDA
 #include "common/cuda/runtime.h"
 #endif
@@ -40,6 +42,15 @@
 namespace lab {
 
 namespace {
+
+// --profile's tables: the step's ops, and on a GPU its kernels.
+void print_profile(const StepProfile& profile, int64_t step) {
+  std::printf("profile of step %lld: %lld op calls\n%s", static_cast<long long>(step),
+              static_cast<long long>(profile.calls(ProfileKind::Op)), profile.table(ProfileKind::Op).c_str());
+  if (profile.calls(ProfileKind::Kernel) > 0)
+    std::printf("%lld kernel launches and cuBLAS calls (device time between CUDA events):\n%s",
+                static_cast<long long>(profile.calls(ProfileKind::Kernel)), profile.table(ProfileKind::Kernel).c_str());
+}
 
 // The settings that must not change between a run and its resumption (they define the batches and the
 // optimizer trajectory); the rest (steps, logging, evaluation, device, layout) may. The global micro-batch,
@@ -515,7 +526,18 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
         return MicroBatch{inputs_, targets_};
       },
       schedule_);
+  // --profile N: the profile opens after everything step N - 1 did and closes right after step N.
+  std::optional<StepProfile> profile;
+  const auto profile_from = [&](int64_t next_step) {
+    if (options_.profile == next_step + 1) profile.emplace();
+  };
+  profile_from(start_step_);
   const auto after_step = [&](int64_t step, const TrainStepResult& r) {
+    if (profile) {
+      profile->close();
+      if (leader()) print_profile(*profile, step + 1);
+      profile.reset();
+    }
     if (step == start_step_ && !options_.memory_snapshot.empty()) {
       snapshot.stop();
       if (leader()) snapshot.write(options_.memory_snapshot);
@@ -530,6 +552,7 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
     if (!options_.save.empty() && ((options_.save_every > 0 && (step + 1) % options_.save_every == 0) || last))
       save(step + 1);
     allocator_for(device_).reset_peak();
+    profile_from(step + 1);
   };
   // A stop during the last step's evaluation ends the run as interrupted too (no sample follows).
   summary.interrupted = loop.run(start_step_, options_.steps, after_step, stop).interrupted || summary.stop_signal != 0;

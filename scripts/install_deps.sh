@@ -1,5 +1,6 @@
 # Sourced by scripts/test.sh and scripts/train.sh: installs the Debian 12 packages the build needs when
-# they are missing (as root, or through sudo), and says what to install otherwise.
+# they are missing (as root, or through sudo), and says what to install otherwise. A script that needs more sets
+# LAB_EXTRA_PACKAGES (an array) before sourcing this.
 LAB_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -7,6 +8,7 @@ LAB_PACKAGES=(
   libboost-context-dev
   clang-16 libc++-16-dev libc++abi-16-dev libomp-16-dev
   python3 python3-numpy python3-matplotlib
+  ${LAB_EXTRA_PACKAGES[@]+"${LAB_EXTRA_PACKAGES[@]}"}
 )
 lab_missing=()
 for pkg in "${LAB_PACKAGES[@]}"; do

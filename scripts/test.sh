@@ -39,6 +39,9 @@ done
 # Each phase's header says how long the run has taken so far.
 phase() { echo "== $* [$((SECONDS / 60)) min $((SECONDS % 60)) s]"; }
 
+# PyTorch (CPU, Debian's 1.13) for the step bench's PyTorch anchor (tools/compare/pytorch_gpt2_step.py), which a test
+# runs at a tiny size.
+LAB_EXTRA_PACKAGES=(python3-torch)
 source scripts/install_deps.sh
 
 # CUDA toolkits install nvcc outside the default PATH.

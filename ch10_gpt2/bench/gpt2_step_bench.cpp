@@ -33,6 +33,7 @@
 #include "common/bench/result.h"
 #include "common/bench/timer.h"
 #include "common/core/parallel.h"
+#include "common/core/step_profile.h"
 #include "common/ops/cpu/gemm.h"
 #include "common/train/math_mode.h"
 #include "common/util/flags.h"
@@ -102,10 +103,40 @@ int run_staircase_bench(const std::string& name, const StepBenchSettings& base, 
   return 0;
 }
 
+// One more step with the step profile open: its op table (and, on CUDA, its kernel table) printed, and a row per op
+// and kernel added to `result`.
+void add_profile(StepBench& bench, bench::BenchResult& result) {
+  StepProfile profile;
+  bench.run_one_step();
+  profile.close();
+  std::printf("profile of one step: %lld op calls\n%s", static_cast<long long>(profile.calls(ProfileKind::Op)),
+              profile.table(ProfileKind::Op).c_str());
+  if (bench.device().is_cuda())
+    std::printf(
+        "%lld kernel launches and cuBLAS calls (device time between CUDA events; under the CUDA emulator, the "
+        "emulated kernels' host time):\n%s",
+        static_cast<long long>(profile.calls(ProfileKind::Kernel)), profile.table(ProfileKind::Kernel).c_str());
+  for (const ProfileKind kind : {ProfileKind::Op, ProfileKind::Kernel}) {
+    double total = 0;
+    for (const ProfileRow& r : profile.rows(kind)) total += r.seconds;
+    for (const ProfileRow& r : profile.rows(kind)) {
+      Json row = Json::object();
+      row.set("profile", cat(kind == ProfileKind::Op ? "op " : "kernel ", r.name));
+      row.set("calls", r.calls);
+      row.set("total_ms", r.seconds * 1e3);
+      row.set("share", total > 0 ? r.seconds / total : 0.0);
+      result.add_row(row);
+    }
+  }
+  result.describe_column("total_ms", "ms", bench::Better::Lower);
+  result.describe_column("calls", "count", bench::Better::Lower);
+}
+
 int run(int argc, char** argv) {
   StepBenchSettings settings;
   std::string json_path, staircase_name;
   int64_t threads = 0, gemm_repeats = 10;
+  bool profile = false;
   Flags flags("gpt2_step_bench",
               "Times GPT-2 training steps and compares them with the GEMM floor (CPU) or the "
               "GPU's peak (MFU), or runs a chapter's staircase of such steps.");
@@ -116,6 +147,9 @@ int run(int argc, char** argv) {
                 "fastest is kept)",
                 1, 1000);
   flags.add_string("json", &json_path, "write the result here (bench JSON)");
+  flags.add_bool("profile", &profile,
+                 "after the timed steps, run one more with every op and kernel counted and timed, and print the "
+                 "tables (the JSON gets one row per op and kernel)");
   flags.add_string("staircase", &staircase_name,
                    "run this chapter's staircase (ch06, ch09) on the workload of --model, --device, --batch, --seq, "
                    "--steps and --warmup; the rungs set --dtype, --kernels and --attention");
@@ -257,6 +291,7 @@ int run(int argc, char** argv) {
       mem.peak_of(MemCategory::Grads) / 1048576.0, mem.peak_of(MemCategory::Optimizer) / 1048576.0,
       mem.peak_of(MemCategory::Activations) / 1048576.0, rss / 1048576.0);
   result.add_row(row);
+  if (profile) add_profile(step_bench, result);
   if (!json_path.empty()) {
     result.write(json_path);
     std::printf("wrote %s\n", json_path.c_str());

@@ -85,4 +85,8 @@ std::vector<ops::cpu::GemmShape> StepBench::record_gemm_shapes() {
   return recorder.shapes();
 }
 
+void StepBench::run_one_step() {
+  train_step_->run([&] { return MicroBatch{tokens_, targets_}; }, kLr);
+}
+
 }  // namespace lab

@@ -52,6 +52,8 @@ class StepBench {
   StepSamples run(const std::function<void(int64_t, double)>& on_step = {});
   // The sgemm calls of one more step (the CPU's GEMM floor times each shape alone).
   std::vector<ops::cpu::GemmShape> record_gemm_shapes();
+  // One more step, untimed (the step profile's: common/core/step_profile.h).
+  void run_one_step();
 
   const StepBenchSettings& settings() const { return settings_; }
   Device device() const { return device_; }

@@ -1,5 +1,5 @@
 // The GPU, as the core sees it: the few calls the core makes on a device other than the CPU (how many GPUs
-// there are, their names, synchronising one, TF32, its allocator, copying and zeroing bytes).
+// there are, their names, synchronising one, TF32, its allocator, copying and zeroing bytes, NVTX ranges).
 //
 // The core does not include the CUDA backend: it calls gpu_backend(), which the backend defines
 // (common/cuda/gpu_backend.cpp, compiled with LAB_WITH_CUDA) and a build without it defines as "none"
@@ -29,6 +29,9 @@ class GpuBackend {
   // Between any two devices, a GPU among them.
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) const = 0;
   virtual void memset_zero(void* dst, Device device, size_t bytes) const = 0;
+  // An NVTX range around an op (step_profile.h), for Nsight Systems; nothing where NVTX is not built in.
+  virtual void range_push(const char* name) const = 0;
+  virtual void range_pop() const = 0;
 };
 
 // The backend of this build; null when it was built without one.

@@ -5,6 +5,10 @@
 #include "common/cuda/cublas.h"
 #include "common/cuda/runtime.h"
 
+#ifndef LAB_CUDA_EMULATION
+#include <nvtx3/nvToolsExt.h>  // header-only NVTX 3: a no-op until a tool such as Nsight Systems attaches
+#endif
+
 namespace lab {
 
 namespace {
@@ -27,6 +31,18 @@ class CudaBackend final : public GpuBackend {
     cuda::copy(dst, dst_device, src, src_device, bytes);
   }
   void memset_zero(void* dst, Device device, size_t bytes) const override { cuda::memset_zero(dst, device, bytes); }
+#ifdef LAB_CUDA_EMULATION
+  // The emulator has no Nsight to show ranges to.
+  void range_push(const char*) const override {}
+  void range_pop() const override {}
+#else
+  void range_push(const char* name) const override {
+    nvtxRangePushA(name);
+  }
+  void range_pop() const override {
+    nvtxRangePop();
+  }
+#endif
 };
 
 }  // namespace

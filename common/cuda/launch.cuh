@@ -7,6 +7,7 @@
 //
 //   LAB_LAUNCH(layernorm_forward_kernel, {grid, block, 0, stream}, out, mean, rstd, x, w, b, N, C);
 //
+// Each launch is also a kernel row of the step profile when one is open (kernel_timing.h).
 // The launch check reports a bad configuration (grid, block, shared memory) at once, as an Error naming
 // the kernel. With LAB_CUDA_SYNC_LAUNCH=1 in the environment it also waits for the kernel to finish and
 // reports any fault it raised as this kernel's (slow: for hunting a fault, never for timing).
@@ -27,6 +28,7 @@
 #include <utility>
 
 #include "common/cuda/check.h"
+#include "common/cuda/kernel_timing.h"
 
 #ifdef LAB_CUDA_EMULATION
 #include "common/cuda/emulation/kernel_launch.h"
@@ -44,6 +46,7 @@ struct LaunchConfig {
 template <typename... Params, typename... Args>
 void launch(const char* name, void (*kernel)(Params...), const LaunchConfig& config, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "a kernel launch passes one argument per kernel parameter");
+  const KernelTiming timing(name, config.stream);  // a row of the step profile, when one is open
 #ifdef LAB_CUDA_EMULATION
   emu::launch_kernel(name, kernel, config.grid, config.block, config.shared_bytes, config.stream,
                      std::forward<Args>(args)...);

@@ -9,6 +9,7 @@
 
 #include "common/core/dtype.h"
 #include "common/core/error.h"
+#include "common/core/step_profile.h"
 #include "common/core/tensor.h"
 
 namespace lab::ops {
@@ -46,19 +47,22 @@ void dispatch_float_dtype(DType dtype, const char* op, Body&& body) {
 
 }  // namespace lab::ops
 
+// Each dispatch is one op call for the step profile and an NVTX range (common/core/step_profile.h).
 #ifdef LAB_WITH_CUDA
-#define LAB_DISPATCH(device, fn, ...) \
-  do {                                \
-    if ((device).is_cuda())           \
-      cuda::fn(__VA_ARGS__);          \
-    else                              \
-      cpu::fn(__VA_ARGS__);           \
+#define LAB_DISPATCH(device, fn, ...)              \
+  do {                                             \
+    const ::lab::ProfiledOp lab_profiled_op_(#fn); \
+    if ((device).is_cuda())                        \
+      cuda::fn(__VA_ARGS__);                       \
+    else                                           \
+      cpu::fn(__VA_ARGS__);                        \
   } while (0)
 #else
 #define LAB_DISPATCH(device, fn, ...)                                                                      \
   do {                                                                                                     \
     if ((device).is_cuda())                                                                                \
       ::lab::fail(::lab::ErrorKind::Unsupported, #fn ": CUDA tensor, but this build has no CUDA backend"); \
+    const ::lab::ProfiledOp lab_profiled_op_(#fn);                                                         \
     cpu::fn(__VA_ARGS__);                                                                                  \
   } while (0)
 #endif

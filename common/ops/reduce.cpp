@@ -6,6 +6,7 @@ namespace lab::ops {
 
 double sum_squares(const Tensor& x) {
   x.check_dtype(DType::F32, "sum_squares");
+  const ProfiledOp profiled("sum_squares");  // as LAB_DISPATCH does for the ops that return nothing
 #ifdef LAB_WITH_CUDA
   if (x.is_cuda()) return cuda::sum_squares(x);
 #endif
@@ -15,6 +16,7 @@ double sum_squares(const Tensor& x) {
 
 double sum(const Tensor& x) {
   x.check_dtype(DType::F32, "sum");
+  const ProfiledOp profiled("sum");
 #ifdef LAB_WITH_CUDA
   if (x.is_cuda()) return cuda::sum(x);
 #endif

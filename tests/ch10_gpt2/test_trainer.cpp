@@ -79,6 +79,20 @@ TEST(Trainer, FlashAttentionTrainsAsTheMaterialisedOneAlsoUnderSelectiveRecomput
   }
 }
 
+TEST(TrainerCommandLine, ProfilePrintsTheOpsOfTheStepItNames) {
+  const std::string dir = scratch_directory();
+  const auto run = run_gpt2_train(tiny_flags(dir) + " --steps 3 --profile 2 --save ''");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("profile of step 2: "), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("profile of step 1"), std::string::npos);
+  EXPECT_EQ(run.out.find("profile of step 3"), std::string::npos);
+  for (const char* op : {"linear_forward", "attention_backward", "adamw_update", "total"})
+    EXPECT_NE(run.out.find(op), std::string::npos) << op;
+  const auto beyond = run_gpt2_train(tiny_flags(dir) + " --steps 3 --profile 4");
+  EXPECT_EQ(beyond.exit_code, 1);
+  EXPECT_NE(beyond.err.find("--profile 4 is beyond --steps 3"), std::string::npos) << beyond.err;
+}
+
 TEST(Trainer, ResumeContinuesBitForBit) {
   const std::string dir = scratch_directory();
   TrainOptions o = tiny_options(dir);

@@ -21,6 +21,8 @@
 #include <cmath>
 
 #include "common/cuda/cublas.h"
+#include "common/cuda/kernel_timing.h"
+#include "common/cuda/stream.h"
 #include "common/ops/attention.h"
 #include "common/ops/cuda/launch.cuh"
 #include "common/ops/cuda/reductions.cuh"
@@ -81,6 +83,9 @@ Dims dims_of(const Tensor& qkv, int n_head) {
 void gemm_over_heads(cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k, float alpha, const float* a,
                      int lda, int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c,
                      int ldc, int64_t stride_c, int heads) {
+  const lab::cuda::KernelTiming timing(
+      lab::cuda::tf32_enabled() ? "cublasSgemmStridedBatched tf32" : "cublasSgemmStridedBatched",
+      lab::cuda::current_stream());
   CUBLAS_CHECK(cublasSgemmStridedBatched(lab::cuda::cublas_handle(), op_a, op_b, m, n, k, &alpha, a, lda, stride_a, b,
                                          ldb, stride_b, &beta, c, ldc, stride_c, heads));
 }

@@ -22,6 +22,7 @@
 
 #include "common/core/memory.h"
 #include "common/cuda/cublas.h"
+#include "common/cuda/kernel_timing.h"
 #include "common/ops/convert.h"
 #include "common/ops/cuda/column_sums.cuh"
 #include "common/ops/cuda/launch.cuh"
@@ -87,6 +88,7 @@ void gemm_16bit(DType dtype, cublasOperation_t transa, cublasOperation_t transb,
   LAB_CHECK(found > 0, Unsupported, "linear: cuBLASLt has no algorithm for a ", dtype_name(dtype), " product of ", m,
             " x ", k, " and ", k, " x ", n);
   const float alpha = 1.0f;
+  const lab::cuda::KernelTiming timing(dtype == DType::BF16 ? "cublasLt matmul bf16" : "cublasLt matmul f16", stream);
   CUBLAS_CHECK(cublasLtMatmul(handle, d.desc, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &heuristic.algo,
                               workspace.data, workspace.bytes, stream));
 }
@@ -100,6 +102,7 @@ void gemm(DType dtype, cublasOperation_t transa, cublasOperation_t transb, int m
     return;
   }
   const float alpha = 1.0f;
+  const lab::cuda::KernelTiming timing(lab::cuda::tf32_enabled() ? "cublasSgemm tf32" : "cublasSgemm", stream);
   CUBLAS_CHECK(cublasSgemm(lab::cuda::cublas_handle(), transa, transb, m, n, k, &alpha, static_cast<const float*>(A),
                            lda, static_cast<const float*>(B), ldb, &beta, C, ldc));
 }
