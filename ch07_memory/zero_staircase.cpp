@@ -7,8 +7,8 @@
 #include "ch07_memory/gradient_accumulation.h"
 #include "ch07_memory/zero/shards.h"
 #include "ch07_memory/zero/zero_step.h"
-#include "ch08_distributed/dp/data_parallel_step.h"
 #include "common/core/error.h"
+#include "common/dist/data_parallel_step.h"
 
 namespace lab::ch07 {
 
@@ -48,12 +48,12 @@ RankTraining make_rank_training(const staircase::Settings& settings, comm::Commu
   t.model->init_weights(1);
   if (stage == 0) {
     t.optimizer = std::make_unique<AdamW>(t.model->parameters(), AdamWConfig{});
-    t.step = std::make_unique<ch08::DataParallelStep>(group, ch08::DpStage::Bucketed, bucket_bytes, *t.model,
+    t.step = std::make_unique<dist::DataParallelStep>(group, dist::DpStage::Bucketed, bucket_bytes, *t.model,
                                                       *t.optimizer, step_config);
   } else {
     const ZeroShards shards = zero_shards(stage, t.model->parameters(), group.size(), group.rank(), bucket_bytes);
     t.optimizer = std::make_unique<AdamW>(t.model->parameters(), AdamWConfig{}, shards.owned());
-    t.step = make_zero_step(stage, group, shards, ch08::DpStage::Bucketed, *t.model, *t.optimizer, step_config,
+    t.step = make_zero_step(stage, group, shards, dist::DpStage::Bucketed, *t.model, *t.optimizer, step_config,
                             setting_or(settings, "zero-prefetch", "false") == "true");
   }
   return t;

@@ -2,7 +2,7 @@
 //
 //   layout              step                                        status
 //   dp 1 x tp 1 x pp 1  TrainStep (common/train)                    one process
-//   dp D                DataParallelStep (dp/), --dp-stage          gradients averaged over the dp group
+//   dp D                DataParallelStep (common/dist), --dp-stage  gradients averaged over the dp group
 //   tp T                TensorParallelStep (tp/)                    the norm over the tp group
 //   pp P                PipelineStep (pp/), --pp-schedule           the schedule over --micro-batches
 //
@@ -13,7 +13,7 @@
 //            from DataParallelStep and changes gradient_norm() (the sum of squares over the tp group, the
 //            replicated parameters counted once).
 //   dp x pp  the pipeline step replaces run_micro_batches() with its schedule and averages each stage's
-//            gradients over its dp group after the schedule (a GradientReducer, dp/gradient_reducer.h; the
+//            gradients over its dp group after the schedule (a GradientReducer, common/dist/gradient_reducer.h; the
 //            overlapped stage listens during the last micro-batch's backward).
 //   tp x pp  each pipeline stage is tp-sharded; the schedule's transfers run between stages of the same
 //            tp rank.

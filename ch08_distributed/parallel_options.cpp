@@ -1,4 +1,4 @@
-// Names of the stages and schedules, and the layout from the flags (see parallel_options.h).
+// Names of the schedules, and the layout from the flags (see parallel_options.h).
 #include "ch08_distributed/parallel_options.h"
 
 #include "common/core/error.h"
@@ -7,31 +7,9 @@ namespace lab::ch08 {
 
 namespace {
 
-constexpr DpStage kDpStages[] = {DpStage::Naive, DpStage::Bucketed, DpStage::Overlap};
 constexpr PpSchedule kPpSchedules[] = {PpSchedule::GPipe, PpSchedule::OneFOneB};
 
 }  // namespace
-
-const char* dp_stage_name(DpStage stage) {
-  switch (stage) {
-    case DpStage::Naive: return "naive";
-    case DpStage::Bucketed: return "bucketed";
-    case DpStage::Overlap: return "overlap";
-  }
-  return "?";
-}
-
-std::vector<std::string> dp_stage_names() {
-  std::vector<std::string> names;
-  for (const DpStage s : kDpStages) names.emplace_back(dp_stage_name(s));
-  return names;
-}
-
-DpStage parse_dp_stage(const std::string& name) {
-  for (const DpStage s : kDpStages)
-    if (name == dp_stage_name(s)) return s;
-  fail(ErrorKind::InvalidArgument, "--dp-stage: '", name, "' is not one of naive|bucketed|overlap");
-}
 
 const char* pp_schedule_name(PpSchedule schedule) {
   return schedule == PpSchedule::GPipe ? "gpipe" : "1f1b";

@@ -2,7 +2,7 @@
 //
 //   --dp D --tp T --pp P      the layout; D * T * P must be the number of ranks (mpirun -np)
 //   --dp-stage naive|bucketed|overlap
-//                             how data-parallel ranks average their gradients (dp/, one file per stage)
+//                             how data-parallel ranks average their gradients (common/dist/dp_stage.h)
 //   --bucket-mb MB            the bucket size of the bucketed and overlapped stages (PyTorch DDP's 25)
 //   --micro-batches M         micro-batches per pipeline per step (pipeline parallelism)
 //   --pp-schedule gpipe|1f1b  the pipeline schedule
@@ -17,24 +17,19 @@
 #include <vector>
 
 #include "common/comm/parallel_context.h"
+#include "common/dist/dp_stage.h"
 
 namespace lab::ch08 {
 
-enum class DpStage { Naive, Bucketed, Overlap };
 enum class PpSchedule { GPipe, OneFOneB };
 
 struct ParallelOptions {
   comm::ParallelLayout layout;
-  DpStage dp_stage = DpStage::Overlap;
+  dist::DpStage dp_stage = dist::DpStage::Overlap;
   int64_t bucket_bytes = int64_t{25} << 20;
   int64_t micro_batches = 1;
   PpSchedule pp_schedule = PpSchedule::OneFOneB;
 };
-
-// "naive", "bucketed", "overlap"; parse_dp_stage throws InvalidArgument naming --dp-stage for anything else.
-const char* dp_stage_name(DpStage stage);
-DpStage parse_dp_stage(const std::string& name);
-std::vector<std::string> dp_stage_names();
 
 // "gpipe", "1f1b"; parse_pp_schedule throws InvalidArgument naming --pp-schedule for anything else.
 const char* pp_schedule_name(PpSchedule schedule);

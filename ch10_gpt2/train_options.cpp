@@ -52,7 +52,7 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_int("dp", &dp, "data-parallel ranks (under mpirun; 0: the ranks left over by --tp and --pp)", 0, 1 << 20);
   f.add_int("tp", &tp, "tensor-parallel ranks (under mpirun)", 1, 1 << 20);
   f.add_int("pp", &pp, "pipeline-parallel stages (under mpirun)", 1, 1 << 20);
-  f.add_choice("dp-stage", &dp_stage, ch08::dp_stage_names(),
+  f.add_choice("dp-stage", &dp_stage, dist::dp_stage_names(),
                "how data-parallel ranks average gradients: per tensor, flat buckets, or buckets overlapped with "
                "backward");
   f.add_float("bucket-mb", &bucket_mb, "gradient bucket size of the bucketed and overlapped stages, in MiB", 1e-3, 1e6);

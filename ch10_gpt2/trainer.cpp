@@ -12,16 +12,15 @@
 #include "ch07_memory/max_batch.h"
 #include "ch07_memory/memory_report.h"
 #include "ch07_memory/memory_snapshot.h"
-#include "ch07_memory/memory_steps.h"
 #include "ch07_memory/recompute.h"
 #include "ch07_memory/zero/parameter_gather.h"
 #include "ch08_distributed/make_train_step.h"
 #include "ch08_distributed/pp/evaluation.h"
 #include "ch08_distributed/pp/pipeline_step.h"
-#include "ch08_distributed/rank_coordination.h"
 #include "ch08_distributed/tp/tensor_parallel.h"
 #include "ch08_distributed/tp/whole_tensors.h"
 #include "ch09_advanced/attention_choice.h"
+#include "ch10_gpt2/memory_steps.h"
 #include "ch10_gpt2/model_rungs.h"
 #include "ch10_gpt2/sampler.h"
 #include "common/bench/gpu_peaks.h"
@@ -32,6 +31,7 @@
 #include "common/comm/single_process.h"
 #include "common/core/parallel.h"
 #include "common/core/step_profile.h"
+#include "common/dist/rank_coordination.h"
 #ifdef LAB_WITH_CUDA
 #include "common/cuda/runtime.h"
 #endif
@@ -112,7 +112,7 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   }
   world_->set_timeout(std::chrono::seconds(options_.comm_timeout));
   parallel_.layout = ch08::resolve_layout(options_.dp, options_.tp, options_.pp, world_->size());
-  parallel_.dp_stage = ch08::parse_dp_stage(options_.dp_stage);
+  parallel_.dp_stage = dist::parse_dp_stage(options_.dp_stage);
   parallel_.bucket_bytes = static_cast<int64_t>(options_.bucket_mb * (1 << 20));
   parallel_.micro_batches = options_.micro_batches;
   parallel_.pp_schedule = ch08::parse_pp_schedule(options_.pp_schedule);
@@ -177,11 +177,11 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
       !note.empty() && leader())
     std::printf("%s\n", note.c_str());
   // Chapter 7's rungs choose the optimizer (sharded under ZeRO) and the step, chapter 8's layout otherwise.
-  const ch07::MemoryStepOptions memory_steps{options_.optimizer_in_backward, options_.offload == "optimizer",
-                                             static_cast<int>(options_.zero), options_.zero_prefetch};
-  optimizer_ = ch07::make_optimizer(memory_steps, *context_, parallel_, *model_,
-                                    AdamWConfig{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
-                                                1e-8f, static_cast<float>(options_.weight_decay)});
+  const MemoryStepOptions memory_steps{options_.optimizer_in_backward, options_.offload == "optimizer",
+                                       static_cast<int>(options_.zero), options_.zero_prefetch};
+  optimizer_ = make_optimizer(memory_steps, *context_, parallel_, *model_,
+                              AdamWConfig{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2), 1e-8f,
+                                          static_cast<float>(options_.weight_decay)});
   sample_rng_.reseed(static_cast<uint64_t>(options_.seed) ^ 0x5a5a5a5aull);
   if (!options_.resume.empty()) {
     if (optimizer_->sharded()) {  // ZeRO: the checkpoint's whole state, then this rank's shard of it
@@ -205,8 +205,8 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
     model_->init_weights(static_cast<uint64_t>(options_.seed));
   }
   // After the weights: ZeRO stage 3's step shards them as they are.
-  step_ = ch07::make_step(memory_steps, *context_, parallel_, *model_, *optimizer_,
-                          TrainStepConfig{accum_steps_, options_.grad_clip, false});
+  step_ = make_step(memory_steps, *context_, parallel_, *model_, *optimizer_,
+                    TrainStepConfig{accum_steps_, options_.grad_clip, false});
   // Mixed precision: the model's 16-bit matrix products (a copy of the weights just set) and, for fp16, loss
   // scaling, from the checkpoint's scale when it has one.
   apply_math_mode(math_mode_, *step_, LossScalerConfig{options_.loss_scale, 2.0, 0.5, options_.loss_scale_interval});
@@ -252,7 +252,7 @@ void Trainer::setup_parallel() {
   device_comm_ = comm::communicator_for(*world_, device_);
   context_ = std::make_unique<comm::ParallelContext>(*device_comm_, parallel_.layout);
   if (world_->size() == 1) return;
-  const std::vector<std::string> lines = ch08::gather_lines(*world_, context_->describe());
+  const std::vector<std::string> lines = dist::gather_lines(*world_, context_->describe());
   if (!leader()) return;
   std::printf("parallel: %s on %d ranks (%s), data-parallel stage %s (buckets of %g MiB)\n",
               parallel_.layout.str().c_str(), world_->size(), device_comm_->backend().c_str(),
@@ -352,7 +352,7 @@ double Trainer::evaluate(const std::function<bool()>& stop) {
     total += ch08::pp::pipeline_loss(
         *model_, link, {x.device() == device_ ? x : x.to(device_), y.device() == device_ ? y : y.to(device_)});
   }
-  return ch08::mean_over(context_->dp(), total / static_cast<double>(n), device_);
+  return dist::mean_over(context_->dp(), total / static_cast<double>(n), device_);
 }
 
 std::string Trainer::sample_text(int64_t step) {
@@ -394,8 +394,8 @@ void Trainer::save_checkpoint_at(int64_t step) {
   s.parallel = parallel_.layout;
   if (step_->loss_scaler()) s.loss_scaler = step_->loss_scaler()->state();
   // ZeRO: every rank's shard of the optimizer state, gathered whole (the checkpoint holds the whole model's).
-  const std::unique_ptr<AdamW> gathered = ch07::whole_optimizer_for_checkpoint(*context_, *optimizer_, *model_);
-  ch07::with_whole_model(*step_, [&] {  // ZeRO-3: the parameters gathered from the shards meanwhile
+  const std::unique_ptr<AdamW> gathered = whole_optimizer_for_checkpoint(*context_, *optimizer_, *model_);
+  with_whole_model(*step_, [&] {  // ZeRO-3: the parameters gathered from the shards meanwhile
     save_checkpoint(options_.save, *model_, gathered ? *gathered : *optimizer_, s, context_.get());
   });
   if (leader()) std::printf("checkpoint: step %lld saved to %s\n", static_cast<long long>(step), options_.save.c_str());
@@ -485,7 +485,7 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
   }
   log_->write(log_header());
   auto stop = [&] {
-    summary.stop_signal = ch08::agree_on_stop(*world_, stop_signal ? stop_signal() : 0);
+    summary.stop_signal = dist::agree_on_stop(*world_, stop_signal ? stop_signal() : 0);
     return summary.stop_signal != 0;
   };
   auto eval_and_log = [&](int64_t step) {

@@ -16,6 +16,7 @@
 #   DIR-asan   the emulation build again under AddressSanitizer + UndefinedBehaviorSanitizer: the CPU suite
 #              and the emulated CUDA suite
 #
+# Before them: the format check and the layering check (common/ includes no chapter, a chapter only earlier ones).
 # Exits non-zero on any failure.
 #
 #   scripts/test.sh [--no-sanitize] [--build-dir DIR] [--jobs N]
@@ -57,6 +58,10 @@ if command -v clang-format >/dev/null 2>&1; then
   phase "format check"
   scripts/format.sh --check
 fi
+
+# The dependencies run one way: common/ includes no chapter, a chapter only earlier ones (check_layering.py).
+phase "layering check"
+python3 scripts/check_layering.py
 
 phase "configure ($BUILD_DIR)"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAB_WERROR=ON

@@ -20,12 +20,12 @@ bool is_embedding(const ParamInfo& p) {
 ZeroShards::ZeroShards(const ParameterStore& params, int ranks, int rank, int64_t bucket_bytes)
     : ZeroShards(params, ranks, rank, bucket_bytes, byte_buckets(params, bucket_bytes)) {}
 
-std::vector<ch08::GradientBucket> ZeroShards::byte_buckets(const ParameterStore& params, int64_t bucket_bytes) {
+std::vector<dist::GradientBucket> ZeroShards::byte_buckets(const ParameterStore& params, int64_t bucket_bytes) {
   LAB_CHECK(bucket_bytes > 0, InvalidArgument, "gradient buckets must hold at least one byte, got ", bucket_bytes);
   const int64_t cap = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));  // in elements
   // The embeddings' gradients come last in backward: in a bucket with the first block's, they would keep those
   // waiting through the rest of backward.
-  return ch08::cut_buckets(params, [cap](const ch08::GradientBucket& current, const ParamInfo& next) {
+  return dist::cut_buckets(params, [cap](const dist::GradientBucket& current, const ParamInfo& next) {
     return is_embedding(next) || next.offset + next.numel() - current.range.begin > cap;
   });
 }
@@ -33,16 +33,16 @@ std::vector<ch08::GradientBucket> ZeroShards::byte_buckets(const ParameterStore&
 ZeroShards ZeroShards::per_block(const ParameterStore& params, int ranks, int rank) {
   const std::vector<ParamInfo>& infos = params.infos();
   return ZeroShards(params, ranks, rank, 0,
-                    ch08::cut_buckets(params, [&](const ch08::GradientBucket& current, const ParamInfo& next) {
+                    dist::cut_buckets(params, [&](const dist::GradientBucket& current, const ParamInfo& next) {
                       return block_of(next) < 0 || block_of(infos[current.params.front()]) != block_of(next);
                     }));
 }
 
 ZeroShards::ZeroShards(const ParameterStore& params, int ranks, int rank, int64_t bucket_bytes,
-                       std::vector<ch08::GradientBucket> buckets)
+                       std::vector<dist::GradientBucket> buckets)
     : ranks_(ranks), rank_(rank), bucket_bytes_(bucket_bytes) {
   LAB_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, InvalidArgument, "ZeroShards: rank ", rank, " of ", ranks);
-  for (ch08::GradientBucket& b : buckets) {
+  for (dist::GradientBucket& b : buckets) {
     ShardedBucket s;
     // The tied embedding's blocks are whole rows, so that its gradient can be reduced rows at a time
     // (tied_embedding_gradient.h).

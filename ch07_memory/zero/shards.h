@@ -1,6 +1,6 @@
 // ZeRO's shards: which elements of the flat buffers each rank of a data-parallel group owns.
 //
-// The flat buffer is cut into the data-parallel buckets (ch08_distributed/dp/buckets.h: whole parameters in
+// The flat buffer is cut into the data-parallel buckets (common/dist/buckets.h: whole parameters in
 // backward order, at most bucket_bytes unless one parameter is larger), with the embeddings (wpe, and the tied
 // wte) in buckets of their own, and each bucket into one block per rank, as a reduce-scatter or an all-gather
 // of that bucket cuts it: a bucket of n elements is padded to a multiple of the group's size D and rank r owns
@@ -21,13 +21,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "ch08_distributed/dp/buckets.h"
+#include "common/dist/buckets.h"
 #include "common/ops/element_range.h"
 
 namespace lab::ch07 {
 
 struct ShardedBucket {
-  ch08::GradientBucket bucket;  // its range of the flat buffer and its parameters
+  dist::GradientBucket bucket;  // its range of the flat buffer and its parameters
   int64_t block = 0;            // elements per rank's block: the bucket padded to a multiple of the ranks
   int64_t row = 1;              // elements the block is a whole number of (the tied embedding's: C; else 1)
   ElementRange owned;           // this rank's block, clipped to the bucket (possibly empty)
@@ -57,8 +57,8 @@ class ZeroShards {
 
  private:
   ZeroShards(const ParameterStore& params, int ranks, int rank, int64_t bucket_bytes,
-             std::vector<ch08::GradientBucket> buckets);
-  static std::vector<ch08::GradientBucket> byte_buckets(const ParameterStore& params, int64_t bucket_bytes);
+             std::vector<dist::GradientBucket> buckets);
+  static std::vector<dist::GradientBucket> byte_buckets(const ParameterStore& params, int64_t bucket_bytes);
 
   int ranks_, rank_;
   int64_t bucket_bytes_;

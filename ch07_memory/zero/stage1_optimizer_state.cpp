@@ -6,9 +6,11 @@
 
 namespace lab::ch07 {
 
-ZeroStage1Step::ZeroStage1Step(comm::Communicator& group, const ZeroShards& shards, ch08::DpStage stage, GPT2& model,
+ZeroStage1Step::ZeroStage1Step(comm::Communicator& group, const ZeroShards& shards, dist::DpStage stage, GPT2& model,
                                AdamW& optimizer, TrainStepConfig config)
-    : DataParallelStep(group, stage, shards.bucket_bytes(), model, optimizer, config), group_(group), shards_(shards) {
+    : dist::DataParallelStep(group, stage, shards.bucket_bytes(), model, optimizer, config),
+      group_(group),
+      shards_(shards) {
   check_sharding(group, shards, optimizer);
 }
 

@@ -1,6 +1,6 @@
 // ZeRO stage 1 (`--zero 1`): the optimizer state is sharded over the data-parallel ranks.
 //
-// What changes from data parallelism (ch08_distributed/dp/data_parallel_step.h): only the optimizer step. The
+// What changes from data parallelism (common/dist/data_parallel_step.h): only the optimizer step. The
 // gradients are averaged over the group exactly as there (the --dp-stage reducer: every rank holds the whole
 // averaged gradient, so the norm and clipping are unchanged), but each rank's AdamW keeps moments for its shard
 // only (shards.h: about 1/D of the buffer) and updates only the shard's parameters; an all-gather of the
@@ -13,14 +13,14 @@
 #pragma once
 
 #include "ch07_memory/zero/shards.h"
-#include "ch08_distributed/dp/data_parallel_step.h"
+#include "common/dist/data_parallel_step.h"
 
 namespace lab::ch07 {
 
-class ZeroStage1Step : public ch08::DataParallelStep {
+class ZeroStage1Step : public dist::DataParallelStep {
  public:
   // `optimizer` must be sharded as `shards` says (AdamW built with shards.owned()), `group` the shards' ranks.
-  ZeroStage1Step(comm::Communicator& group, const ZeroShards& shards, ch08::DpStage stage, GPT2& model,
+  ZeroStage1Step(comm::Communicator& group, const ZeroShards& shards, dist::DpStage stage, GPT2& model,
                  AdamW& optimizer, TrainStepConfig config);
 
  protected:

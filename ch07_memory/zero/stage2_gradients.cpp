@@ -6,8 +6,8 @@
 
 #include "ch07_memory/zero/parameter_gather.h"
 #include "ch07_memory/zero/zero_step.h"
-#include "ch08_distributed/rank_coordination.h"
 #include "common/core/memory.h"
+#include "common/dist/rank_coordination.h"
 #include "common/ops/reduce.h"
 #include "common/ops/residual.h"
 
@@ -78,7 +78,7 @@ void ZeroStage2Step::zero_grads() {
 void ZeroStage2Step::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
   micro_batch_ = 0;
   TrainStep::run_micro_batches(next_batch, result);
-  result.loss = ch08::mean_over(group_, result.loss, model().device());
+  result.loss = dist::mean_over(group_, result.loss, model().device());
 }
 
 double ZeroStage2Step::forward_backward(const MicroBatch& batch, TrainStepResult& result) {

@@ -104,7 +104,7 @@ void ZeroStage3Step::all_gather_unit(size_t u, const Tensor& into) {
 }
 
 void ZeroStage3Step::bind_unit(size_t u, const Tensor& whole) {
-  const ch08::GradientBucket& b = shards().buckets()[u].bucket;
+  const dist::GradientBucket& b = shards().buckets()[u].bucket;
   const ParameterStore& params = model().parameters();
   for (size_t k = 0; k < b.params.size(); ++k) {
     const ParamInfo& p = params.infos()[b.params[k]];

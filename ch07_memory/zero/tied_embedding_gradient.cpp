@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "ch08_distributed/tp/vocab_parallel_ops.h"
 #include "common/autograd/function_support.h"
 #include "common/core/memory.h"
 #include "common/ops/embedding.h"
@@ -67,12 +66,11 @@ Var TiedEmbeddingGradient::embedding(Tape& tape, const Tensor& tokens, const Var
   if (out.requires_grad())
     tape.record("embedding", {out.value()},
                 [=, this] {
-                  // The positions' gradient: the sum over the batch, as a bias of T C values per sequence.
-                  if (wpe.requires_grad())
-                    ch08::tp::add_bias_grad(wpe.grad().slice_rows(0, T).flatten(), out.grad().reshape({-1, T * C}));
+                  // The positions' gradient whole, as the plain lookup makes it; the tokens' in chunks.
+                  if (wpe.requires_grad()) ops::embedding_backward_rows(Tensor(), wpe.grad(), out.grad(), tokens, 0);
                   if (!wte.requires_grad()) return;
                   for_each_chunk(out.value().device(), [&](const Tensor& piece, int64_t first_row) {
-                    ch08::tp::vocab_slice_embedding_backward(piece, out.grad(), tokens, first_row);
+                    ops::embedding_backward_rows(piece, Tensor(), out.grad(), tokens, first_row);
                   });
                 },
                 {wpe});

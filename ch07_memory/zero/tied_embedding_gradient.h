@@ -11,9 +11,9 @@
 // rank after rank, so that one reduce-scatter of the chunk hands each rank its own rows (the caller's `reduce`,
 // which adds them into the gradient shard). A chunk is freed when reduced; S rows of every rank make at most the
 // caller's chunk budget (a bucket). The LM head's piece of a chunk is a GEMM on S columns of the logits'
-// gradient (ops::linear_weight_grad_rows), the lookup's the rows its tokens hit (chapter 8's vocabulary-slice
-// backward); wpe's gradient, a bucket of its own, is made whole as the plain lookup makes it. What it costs: the
-// head's product in ranks x chunks GEMMs instead of one (the same FLOPs), and the lookup's pieces each read the
+// gradient (ops::linear_weight_grad_rows), the lookup's the rows its tokens hit (ops::embedding_backward_rows);
+// wpe's gradient, a bucket of its own, is made whole as the plain lookup makes it. What it costs: the head's product
+// in ranks x chunks GEMMs instead of one (the same FLOPs), and the lookup's pieces each read the
 // whole output gradient (ranks x chunks passes over B T C values instead of one); a reduce-scatter per chunk.
 //
 // Neither function names wte among the gradients it adds to (it adds to none), and its bucket is the caller's

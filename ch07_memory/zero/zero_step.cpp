@@ -9,7 +9,7 @@
 namespace lab::ch07 {
 
 std::unique_ptr<TrainStep> make_zero_step(int stage, comm::Communicator& group, const ZeroShards& shards,
-                                          ch08::DpStage dp_stage, GPT2& model, AdamW& optimizer, TrainStepConfig config,
+                                          dist::DpStage dp_stage, GPT2& model, AdamW& optimizer, TrainStepConfig config,
                                           bool prefetch) {
   LAB_CHECK(!prefetch || stage == 3, InvalidArgument, "--zero-prefetch gathers stage 3's blocks ahead: it needs ",
             "--zero 3, not --zero ", stage);

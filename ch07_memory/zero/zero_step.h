@@ -24,8 +24,8 @@
 #include <memory>
 
 #include "ch07_memory/zero/shards.h"
-#include "ch08_distributed/parallel_options.h"
 #include "common/comm/communicator.h"
+#include "common/dist/dp_stage.h"
 #include "common/train/train_step.h"
 
 namespace lab::ch07 {
@@ -38,7 +38,7 @@ ZeroShards zero_shards(int stage, const ParameterStore& params, int ranks, int r
 // gradients with the data-parallel `dp_stage`'s reducer; `prefetch` is stage 3's (block_prefetcher.h;
 // InvalidArgument for the other stages). Collective over `group`.
 std::unique_ptr<TrainStep> make_zero_step(int stage, comm::Communicator& group, const ZeroShards& shards,
-                                          ch08::DpStage dp_stage, GPT2& model, AdamW& optimizer, TrainStepConfig config,
+                                          dist::DpStage dp_stage, GPT2& model, AdamW& optimizer, TrainStepConfig config,
                                           bool prefetch = false);
 
 // InvalidArgument unless `shards` are the shards of `group` and `optimizer` owns exactly them.

@@ -4,14 +4,21 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "ch08_distributed/dp/data_parallel_step.h"
 #include "ch08_distributed/make_train_step.h"
 #include "ch08_distributed/pp/pipeline_step.h"
 #include "ch08_distributed/tp/tensor_parallel.h"
 #include "common/bench/timer.h"
+#include "common/dist/data_parallel_step.h"
 #include "common/util/rng.h"
 
 namespace lab::ch08 {
+
+// Data parallelism's machinery lives in common/dist.
+using dist::DataParallelStep;
+using dist::dp_stage_name;
+using dist::DpStage;
+using dist::GradientReducer;
+using dist::ReductionStats;
 
 namespace {
 

@@ -7,7 +7,7 @@
 namespace lab::ch08::pp {
 
 PipelineStep::PipelineStep(const comm::ParallelContext& context, PpSchedule schedule,
-                           std::unique_ptr<GradientReducer> dp_reducer, GPT2& model, AdamW& optimizer,
+                           std::unique_ptr<dist::GradientReducer> dp_reducer, GPT2& model, AdamW& optimizer,
                            TrainStepConfig config)
     : TrainStep(model, optimizer, config),
       context_(context),

@@ -19,11 +19,11 @@
 
 #include <memory>
 
-#include "ch08_distributed/dp/gradient_reducer.h"
 #include "ch08_distributed/pp/stage.h"
 #include "ch08_distributed/pp/stage_link.h"
 #include "ch08_distributed/pp/tied_embedding.h"
 #include "common/comm/parallel_context.h"
+#include "common/dist/gradient_reducer.h"
 #include "common/train/train_step.h"
 
 namespace lab::ch08::pp {
@@ -41,11 +41,12 @@ class PipelineStep : public TrainStep {
   // Collective over context.world() (it forms the embedding groups). `model` is this rank's shard
   // (tp::model_for_rank), config.accum_steps the micro-batches per step. `dp_reducer` averages the gradients
   // over context.dp() (null with one data-parallel rank). The context, model and optimizer must outlive the step.
-  PipelineStep(const comm::ParallelContext& context, PpSchedule schedule, std::unique_ptr<GradientReducer> dp_reducer,
-               GPT2& model, AdamW& optimizer, TrainStepConfig config);
+  PipelineStep(const comm::ParallelContext& context, PpSchedule schedule,
+               std::unique_ptr<dist::GradientReducer> dp_reducer, GPT2& model, AdamW& optimizer,
+               TrainStepConfig config);
 
   const PipelineStepStats& last_stats() const { return stats_; }
-  const GradientReducer* dp_reducer() const { return dp_reducer_.get(); }
+  const dist::GradientReducer* dp_reducer() const { return dp_reducer_.get(); }
 
  protected:
   // Fills result.loss and data_seconds; the forward and backward phases interleave, so with time_phases their
@@ -59,7 +60,7 @@ class PipelineStep : public TrainStep {
   StageLink link_;
   PipelineStage stage_;
   TiedEmbedding tied_embedding_;
-  std::unique_ptr<GradientReducer> dp_reducer_;
+  std::unique_ptr<dist::GradientReducer> dp_reducer_;
   PipelineStepStats stats_;
 };
 

@@ -3,6 +3,7 @@
 
 #include "ch08_distributed/tp/vocab_parallel_ops.h"
 #include "common/autograd/function_support.h"
+#include "common/ops/embedding.h"
 #include "common/ops/residual.h"
 
 namespace lab::ch08::tp {
@@ -67,8 +68,9 @@ Var vocab_parallel_embedding(Tape& tape, const Tensor& tokens, const Var& wte_sl
   Var looked_up(new_activation({B, T, C}, wte_slice.value()), tape.recording() && wte_slice.requires_grad());
   vocab_slice_embedding_forward(looked_up.value(), tokens, wte_slice.value(), vocab_start, vocab_rows);
   if (looked_up.requires_grad())
-    tape.record([=] { vocab_slice_embedding_backward(wte_slice.grad(), looked_up.grad(), tokens, vocab_start); },
-                {wte_slice});
+    tape.record(
+        [=] { ops::embedding_backward_rows(wte_slice.grad(), Tensor(), looked_up.grad(), tokens, vocab_start); },
+        {wte_slice});
   // The positions are a bias over the flattened [T, C] of each sequence: g(E_r[tokens]) + wpe[:T].
   return reduce_and_add_rows(tape, looked_up, wpe, T, tp_group);
 }

@@ -8,17 +8,17 @@
 // group, the parameters every tp rank holds counted once (gradient_norm.h).
 #pragma once
 
-#include "ch08_distributed/dp/data_parallel_step.h"
 #include "common/comm/parallel_context.h"
+#include "common/dist/data_parallel_step.h"
 
 namespace lab::ch08::tp {
 
-class TensorParallelStep : public DataParallelStep {
+class TensorParallelStep : public dist::DataParallelStep {
  public:
   // As DataParallelStep over context.dp(); the context must outlive the step.
-  TensorParallelStep(const comm::ParallelContext& context, DpStage stage, int64_t bucket_bytes, GPT2& model,
+  TensorParallelStep(const comm::ParallelContext& context, dist::DpStage stage, int64_t bucket_bytes, GPT2& model,
                      AdamW& optimizer, TrainStepConfig config)
-      : DataParallelStep(context.dp(), stage, bucket_bytes, model, optimizer, config), context_(context) {}
+      : dist::DataParallelStep(context.dp(), stage, bucket_bytes, model, optimizer, config), context_(context) {}
 
  protected:
   double gradient_norm() override;

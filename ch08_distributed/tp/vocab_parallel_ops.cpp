@@ -38,17 +38,6 @@ void vocab_slice_embedding_forward(const Tensor& out, const Tensor& tokens, cons
   LAB_DISPATCH(out.device(), vocab_slice_embedding_forward, out, tokens, wte_slice, vocab_start, vocab_rows);
 }
 
-void vocab_slice_embedding_backward(const Tensor& dwte_slice, const Tensor& dout, const Tensor& tokens,
-                                    int64_t vocab_start) {
-  tokens.check_dtype(DType::I32, "embedding tokens");
-  tokens.check_ndim(2, "embedding tokens");
-  dwte_slice.check_ndim(2, "embedding dwte slice");
-  dout.check_shape({tokens.dim(0), tokens.dim(1), dwte_slice.dim(1)}, "embedding dout");
-  for (const Tensor* t : {&dout, &dwte_slice}) t->check_dtype(DType::F32, "vocab_slice_embedding_backward");
-  ops::check_same_device({&dwte_slice, &dout, &tokens}, "vocab_slice_embedding_backward");
-  LAB_DISPATCH(dout.device(), vocab_slice_embedding_backward, dwte_slice, dout, tokens, vocab_start);
-}
-
 void vocab_slice_max_and_target(const Tensor& logits_slice, const Tensor& targets, int64_t vocab_start, int64_t vocab,
                                 const Tensor& row_max, const Tensor& target_logit) {
   check_logits_and_targets(logits_slice, targets, vocab_start, vocab, "vocab_slice_max_and_target");

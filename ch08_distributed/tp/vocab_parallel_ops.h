@@ -8,7 +8,8 @@
 //
 // Embedding (tokens [B,T] i32, wte_slice [S,C], out [B,T,C]):
 //   forward   out[b,t,:] = wte_slice[tokens[b,t] - vocab_start, :] if the token is in this slice, else 0
-//   backward  dwte_slice[tokens[b,t] - vocab_start, :] += dout[b,t,:] for the tokens in this slice
+//   backward  dwte_slice[tokens[b,t] - vocab_start, :] += dout[b,t,:] for the tokens in this slice: the core's
+//             ops::embedding_backward_rows (common/ops/embedding.h), which chapter 7's ZeRO uses too
 //   A token outside [0, vocab_rows), the whole table, is InvalidArgument on the CPU and a NaN row on CUDA
 //   (which does not check, as that would cost a host synchronisation).
 //
@@ -36,8 +37,6 @@ namespace lab::ch08::tp {
 
 void vocab_slice_embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte_slice,
                                    int64_t vocab_start, int64_t vocab_rows);
-void vocab_slice_embedding_backward(const Tensor& dwte_slice, const Tensor& dout, const Tensor& tokens,
-                                    int64_t vocab_start);
 
 void vocab_slice_max_and_target(const Tensor& logits_slice, const Tensor& targets, int64_t vocab_start, int64_t vocab,
                                 const Tensor& row_max, const Tensor& target_logit);
@@ -53,8 +52,6 @@ void add_bias_grad(const Tensor& dbias, const Tensor& dout);
 namespace cpu {
 void vocab_slice_embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte_slice,
                                    int64_t vocab_start, int64_t vocab_rows);
-void vocab_slice_embedding_backward(const Tensor& dwte_slice, const Tensor& dout, const Tensor& tokens,
-                                    int64_t vocab_start);
 void vocab_slice_max_and_target(const Tensor& logits_slice, const Tensor& targets, int64_t vocab_start, int64_t vocab,
                                 const Tensor& row_max, const Tensor& target_logit);
 void vocab_slice_sum_exp(const Tensor& logits_slice, const Tensor& row_max, int64_t vocab_start, int64_t vocab,
@@ -68,8 +65,6 @@ void add_bias_grad(const Tensor& dbias, const Tensor& dout);
 namespace cuda {
 void vocab_slice_embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte_slice,
                                    int64_t vocab_start, int64_t vocab_rows);
-void vocab_slice_embedding_backward(const Tensor& dwte_slice, const Tensor& dout, const Tensor& tokens,
-                                    int64_t vocab_start);
 void vocab_slice_max_and_target(const Tensor& logits_slice, const Tensor& targets, int64_t vocab_start, int64_t vocab,
                                 const Tensor& row_max, const Tensor& target_logit);
 void vocab_slice_sum_exp(const Tensor& logits_slice, const Tensor& row_max, int64_t vocab_start, int64_t vocab,

@@ -31,4 +31,27 @@ void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& do
   LAB_DISPATCH(dout.device(), embedding_backward, dwte, dwpe, dout, tokens);
 }
 
+void embedding_backward_rows(const Tensor& dwte_rows, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                             int64_t first_row) {
+  tokens.check_dtype(DType::I32, "embedding tokens");
+  tokens.check_ndim(2, "embedding tokens");
+  dout.check_ndim(3, "embedding dout");
+  const int64_t B = tokens.dim(0), T = tokens.dim(1), C = dout.dim(2);
+  dout.check_shape({B, T, C}, "embedding dout");
+  dout.check_dtype(DType::F32, "embedding_backward_rows");
+  if (dwte_rows.defined()) {
+    dwte_rows.check_ndim(2, "embedding dwte rows");
+    LAB_CHECK(dwte_rows.dim(1) == C && first_row >= 0, InvalidArgument, "embedding_backward_rows: dwte rows shape ",
+              shape_str(dwte_rows.shape()), " from row ", first_row, " for a width of ", C);
+    dwte_rows.check_dtype(DType::F32, "embedding_backward_rows");
+  }
+  if (dwpe.defined()) {
+    LAB_CHECK(dwpe.ndim() == 2 && dwpe.dim(1) == C && T <= dwpe.dim(0), InvalidArgument,
+              "embedding_backward_rows: dwpe shape ", shape_str(dwpe.shape()));
+    dwpe.check_dtype(DType::F32, "embedding_backward_rows");
+  }
+  check_same_device({&dout, &dwte_rows, &dwpe, &tokens}, "embedding_backward_rows");
+  LAB_DISPATCH(dout.device(), embedding_backward_rows, dwte_rows, dwpe, dout, tokens, first_row);
+}
+
 }  // namespace lab::ops

@@ -11,14 +11,23 @@ namespace lab::ops {
 
 void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe);
 void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens);
+// The backward for a slice of the vocabulary: dwte_rows [S, C] holds rows [first_row, first_row + S) of wte's
+// gradient, and the tokens outside them add nothing there (a vocabulary-parallel shard's slice, chapter 8; a chunk
+// of ZeRO's sharded gradient, chapter 7). Either gradient may be undefined: it is not computed.
+void embedding_backward_rows(const Tensor& dwte_rows, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                             int64_t first_row);
 
 namespace cpu {
 void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe);
 void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens);
+void embedding_backward_rows(const Tensor& dwte_rows, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                             int64_t first_row);
 }  // namespace cpu
 namespace cuda {
 void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe);
 void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens);
+void embedding_backward_rows(const Tensor& dwte_rows, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                             int64_t first_row);
 }  // namespace cuda
 
 }  // namespace lab::ops

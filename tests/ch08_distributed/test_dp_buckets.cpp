@@ -3,11 +3,16 @@
 // gradients backward finishes first (ln_f, the last block) while wte, finished last, is in the last.
 #include <gtest/gtest.h>
 
-#include "ch08_distributed/dp/buckets.h"
+#include "common/dist/buckets.h"
 #include "common/nn/gpt2.h"
 #include "tests/common/expect_error.h"
 
 namespace lab::ch08 {
+
+// Data parallelism's machinery lives in common/dist.
+using dist::GradientBucket;
+using dist::make_buckets;
+
 namespace {
 
 TEST(GradientBuckets, TileTheBufferWithWholeParametersInBackwardOrder) {

@@ -5,12 +5,21 @@
 // the ranks must have made the same collectives (their sequence numbers agree).
 #include <gtest/gtest.h>
 
-#include "ch08_distributed/dp/data_parallel_step.h"
-#include "ch08_distributed/dp/stage3_overlapped.h"
+#include "common/dist/data_parallel_step.h"
+#include "common/dist/stage3_overlapped.h"
 #include "tests/ch08_distributed/dp_test_support.h"
 #include "tests/common/comm/mpi_test.h"
 
 namespace lab::ch08 {
+
+// Data parallelism's machinery lives in common/dist.
+using dist::DataParallelStep;
+using dist::dp_stage_name;
+using dist::DpStage;
+using dist::GradientReducer;
+using dist::OverlappedAllReduce;
+using dist::ReductionStats;
+
 namespace {
 
 using testing::DpRunResult;

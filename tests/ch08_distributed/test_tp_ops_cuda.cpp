@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "ch08_distributed/tp/vocab_parallel_ops.h"
+#include "common/ops/embedding.h"
 #include "tests/ch08_distributed/tp_ops_reference.h"
 #include "tests/common/cuda/gpu_test.h"
 #include "tests/common/cuda/op_check.h"
@@ -43,8 +44,8 @@ TEST_F(TensorParallelCuda, EmbeddingOfASlice) {
 
   const Tensor dout = test::random_normal({B, T, C}, rng), dslice = test::random_normal({S, C}, rng);
   const Tensor dslice_gpu = dslice.to(kGpu);
-  vocab_slice_embedding_backward(dslice, dout, tokens, start);
-  vocab_slice_embedding_backward(dslice_gpu, dout.to(kGpu), tokens.to(kGpu), start);
+  ops::embedding_backward_rows(dslice, Tensor(), dout, tokens, start);
+  ops::embedding_backward_rows(dslice_gpu, Tensor(), dout.to(kGpu), tokens.to(kGpu), start);
   EXPECT_TRUE(all_close("dwte slice", dslice_gpu, dslice, tolerance_for(DType::F32, B * T)));
 }
 

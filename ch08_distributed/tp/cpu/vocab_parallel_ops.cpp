@@ -55,24 +55,6 @@ void vocab_slice_embedding_forward(const Tensor& out, const Tensor& tokens, cons
   }
 }
 
-void vocab_slice_embedding_backward(const Tensor& dwte_slice, const Tensor& dout, const Tensor& tokens,
-                                    int64_t vocab_start) {
-  const int64_t BT = tokens.numel(), S = dwte_slice.dim(0), C = dwte_slice.dim(1);
-  const int32_t* tok = tokens.data<int32_t>();
-  float* dte = dwte_slice.data<float>();
-  const float* d = dout.data<float>();
-  const int64_t slices = (C + kSlice - 1) / kSlice;
-#pragma omp parallel for schedule(static)
-  for (int64_t s = 0; s < slices; ++s) {
-    const int64_t c0 = s * kSlice, c1 = std::min(C, c0 + kSlice);
-    for (int64_t i = 0; i < BT; ++i) {
-      const int64_t row = tok[i] - vocab_start;
-      if (row < 0 || row >= S) continue;
-      for (int64_t c = c0; c < c1; ++c) dte[row * C + c] += d[i * C + c];
-    }
-  }
-}
-
 void vocab_slice_max_and_target(const Tensor& logits_slice, const Tensor& targets, int64_t vocab_start, int64_t vocab,
                                 const Tensor& row_max, const Tensor& target_logit) {
   check_targets(targets, vocab);

@@ -54,18 +54,6 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, cons
   out[i] = value;
 }
 
-__global__ void embedding_backward_kernel(float* dwte_slice, const float* dout, const int32_t* tokens, int64_t B,
-                                          int64_t T, int64_t S, int64_t C, int64_t vocab_start) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= T * C) return;
-  const int64_t t = i / C, c = i % C;
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t bt = b * T + t;
-    const int64_t row = tokens[bt] - vocab_start;
-    if (row >= 0 && row < S) atomicAdd(&dwte_slice[row * C + c], dout[bt * C + c]);
-  }
-}
-
 // ---------------------------------------------------------------- cross-entropy
 
 __global__ void max_and_target_kernel(const float* logits, const int32_t* targets, int64_t S, int64_t vocab_start,
@@ -143,15 +131,6 @@ void vocab_slice_embedding_forward(const Tensor& out, const Tensor& tokens, cons
   LaunchScope scope(out);
   LAB_LAUNCH(embedding_forward_kernel, {grid_for(BT * C, kBlockSize), kBlockSize, 0, scope.stream()}, out.data<float>(),
              tokens.data<int32_t>(), wte_slice.data<float>(), BT, S, C, vocab_start, vocab_rows);
-}
-
-void vocab_slice_embedding_backward(const Tensor& dwte_slice, const Tensor& dout, const Tensor& tokens,
-                                    int64_t vocab_start) {
-  const int64_t B = tokens.dim(0), T = tokens.dim(1), S = dwte_slice.dim(0), C = dwte_slice.dim(1);
-  if (B * T * C == 0) return;
-  LaunchScope scope(dout);
-  LAB_LAUNCH(embedding_backward_kernel, {grid_for(T * C, kBlockSize), kBlockSize, 0, scope.stream()},
-             dwte_slice.data<float>(), dout.data<float>(), tokens.data<int32_t>(), B, T, S, C, vocab_start);
 }
 
 void vocab_slice_max_and_target(const Tensor& logits_slice, const Tensor& targets, int64_t vocab_start, int64_t vocab,

@@ -302,6 +302,13 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   switch (attr) {
     case CUBLASLT_MATMUL_PREF_SEARCH_MODE: return set_value(pref->search_mode, buf, size);
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: return set_value(pref->max_workspace, buf, size);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: {
+      uint32_t bytes = 0;  // checked like any uint32_t attribute; the one algorithm works at any alignment
+      return set_value(bytes, buf, size);
+    }
   }
   return CUBLAS_STATUS_INVALID_VALUE;
 }

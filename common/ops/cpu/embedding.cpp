@@ -33,25 +33,36 @@ void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wt
 }
 
 void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
-  const int64_t B = tokens.dim(0), T = tokens.dim(1), C = dwte.dim(1), V = dwte.dim(0);
+  const int64_t BT = tokens.numel(), V = dwte.dim(0);
   const int32_t* tok = tokens.data<int32_t>();
-  for (int64_t i = 0; i < B * T; ++i)
+  for (int64_t i = 0; i < BT; ++i)
     LAB_CHECK(tok[i] >= 0 && tok[i] < V, InvalidArgument, "embedding_backward: token id ", tok[i], " outside [0, ", V,
               ")");
-  float* dte = dwte.data<float>();
-  float* dpe = dwpe.data<float>();
+  embedding_backward_rows(dwte, dwpe, dout, tokens, 0);
+}
+
+void embedding_backward_rows(const Tensor& dwte_rows, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                             int64_t first_row) {
+  const int64_t BT = tokens.numel(), T = tokens.dim(1), C = dout.dim(2);
+  const int64_t S = dwte_rows.defined() ? dwte_rows.dim(0) : 0;
+  const int32_t* tok = tokens.data<int32_t>();
+  float* dte = dwte_rows.defined() ? dwte_rows.data<float>() : nullptr;
+  float* dpe = dwpe.defined() ? dwpe.data<float>() : nullptr;
   const float* d = dout.data<float>();
   const int64_t slices = (C + kSlice - 1) / kSlice;
 #pragma omp parallel for schedule(static)
   for (int64_t s = 0; s < slices; ++s) {
     const int64_t c0 = s * kSlice, c1 = std::min(C, c0 + kSlice);
-    for (int64_t i = 0; i < B * T; ++i) {
+    for (int64_t i = 0; i < BT; ++i) {
       const float* drow = d + i * C;
-      float* trow = dte + tok[i] * C;
-      float* prow = dpe + (i % T) * C;
-      for (int64_t c = c0; c < c1; ++c) {
-        trow[c] += drow[c];
-        prow[c] += drow[c];
+      const int64_t row = tok[i] - first_row;
+      if (dte && row >= 0 && row < S) {
+        float* trow = dte + row * C;
+        for (int64_t c = c0; c < c1; ++c) trow[c] += drow[c];
+      }
+      if (dpe) {
+        float* prow = dpe + (i % T) * C;
+        for (int64_t c = c0; c < c1; ++c) prow[c] += drow[c];
       }
     }
   }

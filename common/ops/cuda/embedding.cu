@@ -32,8 +32,9 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, cons
   out[i] = (token >= 0 && token < V) ? wte[token * C + c] + wpe[t * C + c] : CUDART_NAN_F;
 }
 
+// dwte holds rows [first_row, first_row + S) of the vocabulary (null: not computed), dwpe may be null too.
 __global__ void embedding_backward_kernel(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B,
-                                          int64_t T, int64_t C, int64_t V) {
+                                          int64_t T, int64_t C, int64_t S, int64_t first_row) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= T * C) return;
   const int64_t t = i / C, c = i % C;
@@ -42,10 +43,10 @@ __global__ void embedding_backward_kernel(float* dwte, float* dwpe, const float*
     const int64_t bt = b * T + t;
     const float g = dout[bt * C + c];
     position_sum += g;
-    const int64_t token = tokens[bt];
-    if (token >= 0 && token < V) atomicAdd(&dwte[token * C + c], g);
+    const int64_t row = tokens[bt] - first_row;
+    if (dwte && row >= 0 && row < S) atomicAdd(&dwte[row * C + c], g);
   }
-  dwpe[t * C + c] += position_sum;
+  if (dwpe) dwpe[t * C + c] += position_sum;
 }
 
 }  // namespace
@@ -61,11 +62,18 @@ void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wt
 }
 
 void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
-  const int64_t B = tokens.dim(0), T = tokens.dim(1), C = dwte.dim(1), V = dwte.dim(0);
+  embedding_backward_rows(dwte, dwpe, dout, tokens, 0);
+}
+
+void embedding_backward_rows(const Tensor& dwte_rows, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                             int64_t first_row) {
+  const int64_t B = tokens.dim(0), T = tokens.dim(1), C = dout.dim(2);
   if (B * T * C == 0) return;
   LaunchScope scope(dout);
   LAB_LAUNCH(embedding_backward_kernel, {grid_for(T * C, kBlockSize), kBlockSize, 0, scope.stream()},
-             dwte.data<float>(), dwpe.data<float>(), dout.data<float>(), tokens.data<int32_t>(), B, T, C, V);
+             dwte_rows.defined() ? dwte_rows.data<float>() : nullptr, dwpe.defined() ? dwpe.data<float>() : nullptr,
+             dout.data<float>(), tokens.data<int32_t>(), B, T, C, dwte_rows.defined() ? dwte_rows.dim(0) : 0,
+             first_row);
 }
 
 }  // namespace lab::ops::cuda

@@ -1,8 +1,8 @@
-// The trainer's chapter-7 flags in combination (ch07_memory/memory_steps.h): what trains is accepted, and each
+// The trainer's chapter-7 flags in combination (ch10_gpt2/memory_steps.h): what trains is accepted, and each
 // combination the rungs cannot train is refused with one error naming the flags.
 #include <gtest/gtest.h>
 
-#include "ch07_memory/memory_steps.h"
+#include "ch10_gpt2/memory_steps.h"
 #include "tests/common/expect_error.h"
 
 namespace lab::ch07 {

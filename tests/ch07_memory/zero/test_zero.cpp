@@ -12,13 +12,13 @@
 #include <filesystem>
 #include <functional>
 
-#include "ch07_memory/memory_steps.h"
 #include "ch07_memory/recompute.h"
 #include "ch07_memory/zero/parameter_gather.h"
 #include "ch07_memory/zero/zero_step.h"
-#include "ch08_distributed/dp/data_parallel_step.h"
 #include "ch10_gpt2/checkpoint.h"
+#include "ch10_gpt2/memory_steps.h"
 #include "common/core/parallel.h"
+#include "common/dist/data_parallel_step.h"
 #include "tests/ch07_memory/step_fixture.h"
 #include "tests/common/comm/mpi_test.h"
 
@@ -58,14 +58,14 @@ RankRun make_run(comm::Communicator& group, int zero_stage, int64_t accum_steps,
   if (zero_stage == 0) {
     run.optimizer = std::make_unique<AdamW>(run.model->parameters(), step_test_adamw());
     if (load) load(run);
-    run.step = std::make_unique<ch08::DataParallelStep>(group, ch08::DpStage::Bucketed, kBucketBytes, *run.model,
+    run.step = std::make_unique<dist::DataParallelStep>(group, dist::DpStage::Bucketed, kBucketBytes, *run.model,
                                                         *run.optimizer, config);
   } else {
     const ZeroShards shards =
         zero_shards(zero_stage, run.model->parameters(), group.size(), group.rank(), kBucketBytes);
     run.optimizer = std::make_unique<AdamW>(run.model->parameters(), step_test_adamw(), shards.owned());
     if (load) load(run);
-    run.step = make_zero_step(zero_stage, group, shards, ch08::DpStage::Bucketed, *run.model, *run.optimizer, config,
+    run.step = make_zero_step(zero_stage, group, shards, dist::DpStage::Bucketed, *run.model, *run.optimizer, config,
                               prefetch);
   }
   return run;
@@ -238,18 +238,18 @@ TEST(ZeroStep, RefusesAStageItDoesNotHave) {
   const ZeroShards shards(model.parameters(), group->size(), group->rank(), kBucketBytes);
   AdamW sharded(model.parameters(), step_test_adamw(), shards.owned()), whole(model.parameters(), step_test_adamw());
   try {
-    make_zero_step(4, *group, shards, ch08::DpStage::Bucketed, model, sharded, step_test_config(1, 0.0));
+    make_zero_step(4, *group, shards, dist::DpStage::Bucketed, model, sharded, step_test_config(1, 0.0));
     ADD_FAILURE() << "stage 4 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--zero 4"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(make_zero_step(3, *group, shards, ch08::DpStage::Bucketed, model, sharded, step_test_config(1, 0.0)),
+  EXPECT_THROW(make_zero_step(3, *group, shards, dist::DpStage::Bucketed, model, sharded, step_test_config(1, 0.0)),
                Error)
       << "stage 3 with buckets of bytes instead of whole blocks";
   EXPECT_THROW(
-      make_zero_step(2, *group, shards, ch08::DpStage::Bucketed, model, sharded, step_test_config(1, 0.0), true), Error)
+      make_zero_step(2, *group, shards, dist::DpStage::Bucketed, model, sharded, step_test_config(1, 0.0), true), Error)
       << "prefetch below stage 3";
-  EXPECT_THROW(make_zero_step(1, *group, shards, ch08::DpStage::Bucketed, model, whole, step_test_config(1, 0.0)),
+  EXPECT_THROW(make_zero_step(1, *group, shards, dist::DpStage::Bucketed, model, whole, step_test_config(1, 0.0)),
                Error)
       << "an optimizer that is not sharded";
 }

@@ -16,9 +16,9 @@
 #include "ch07_memory/zero/stage3_parameters.h"
 #include "ch07_memory/zero/zero_step.h"
 #include "ch07_memory/zero/zero_theory.h"
-#include "ch08_distributed/dp/data_parallel_step.h"
 #include "common/core/memory.h"
 #include "common/core/parallel.h"
+#include "common/dist/data_parallel_step.h"
 #include "tests/ch07_memory/step_fixture.h"
 #include "tests/common/comm/mpi_test.h"
 
@@ -59,14 +59,14 @@ ZeroRun make_run(comm::Communicator& group, const GPT2Config& config, int stage,
   run.model->init_weights(11);
   if (stage == 0) {
     run.optimizer = std::make_unique<AdamW>(run.model->parameters(), step_test_adamw());
-    run.step = std::make_unique<ch08::DataParallelStep>(group, ch08::DpStage::Bucketed, kBucketBytes, *run.model,
+    run.step = std::make_unique<dist::DataParallelStep>(group, dist::DpStage::Bucketed, kBucketBytes, *run.model,
                                                         *run.optimizer, step_test_config(1, 1.0));
     return run;
   }
   const ZeroShards shards = zero_shards(stage, run.model->parameters(), group.size(), group.rank(), kBucketBytes);
   run.shard_numel = shards.shard_numel();
   run.optimizer = std::make_unique<AdamW>(run.model->parameters(), step_test_adamw(), shards.owned());
-  run.step = make_zero_step(stage, group, shards, ch08::DpStage::Bucketed, *run.model, *run.optimizer,
+  run.step = make_zero_step(stage, group, shards, dist::DpStage::Bucketed, *run.model, *run.optimizer,
                             step_test_config(1, 1.0), prefetch);
   return run;
 }

@@ -9,7 +9,9 @@
 // scale type fp32, and the epilogues DEFAULT, RELU, BIAS, RELU_BIAS, GELU, GELU_BIAS, GELU_AUX and
 // GELU_AUX_BIAS (GELU is the tanh approximation; the bias has D's type and one entry per row of D; the aux
 // output holds the pre-GELU values, with D's type, and needs EPILOGUE_AUX_LD). Anything else returns
-// CUBLAS_STATUS_NOT_SUPPORTED. One algorithm exists; the heuristic returns it with a zero workspace.
+// CUBLAS_STATUS_NOT_SUPPORTED. One algorithm exists; the heuristic returns it with a zero workspace. It works at
+// any alignment, so the preferences MIN_ALIGNMENT_{A,B,C,D}_BYTES (which on a GPU exclude the algorithms that need
+// more than the 256 bytes assumed by default) are accepted and change nothing.
 #pragma once
 
 #include <cstddef>
@@ -86,6 +88,10 @@ typedef enum {
 typedef enum {
   CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0,
   CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
 } cublasLtMatmulPreferenceAttributes_t;
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle);

@@ -1,6 +1,7 @@
-// Where the trainer (ch10_gpt2) asks chapter 7 for its optimizer and training step: the rungs that change how
-// the optimizer state and the gradients are held (`--optimizer-in-backward`, `--offload optimizer`,
-// `--zero 1|2|3`), and the combinations they refuse. Without them, the plain AdamW and chapter 8's step for the layout.
+// The optimizer and training step of a run, composed from chapter 7's memory rungs, the ones that change how the
+// optimizer state and the gradients are held (`--optimizer-in-backward`, `--offload optimizer`, `--zero 1|2|3`),
+// and chapter 8's layouts, with the combinations they refuse declared once here. Without a memory rung: the
+// plain AdamW and chapter 8's step for the layout. The trainer builds its optimizer and step through this.
 #pragma once
 
 #include <functional>
@@ -11,7 +12,7 @@
 #include "common/optim/adamw.h"
 #include "common/train/train_step.h"
 
-namespace lab::ch07 {
+namespace lab {
 
 struct MemoryStepOptions {
   bool optimizer_in_backward = false;
@@ -47,4 +48,4 @@ void with_whole_model(TrainStep& step, const std::function<void()>& use);
 std::unique_ptr<AdamW> whole_optimizer_for_checkpoint(const comm::ParallelContext& context, const AdamW& optimizer,
                                                       GPT2& model);
 
-}  // namespace lab::ch07
+}  // namespace lab

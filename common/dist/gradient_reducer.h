@@ -14,11 +14,11 @@
 #include <cstdint>
 #include <memory>
 
-#include "ch08_distributed/parallel_options.h"
 #include "common/comm/communicator.h"
+#include "common/dist/dp_stage.h"
 #include "common/nn/parameters.h"
 
-namespace lab::ch08 {
+namespace lab::dist {
 
 // What one step's gradient averaging did and cost (reset by before_last_backward()).
 struct ReductionStats {
@@ -67,4 +67,4 @@ class GradientReducer {
 std::unique_ptr<GradientReducer> make_gradient_reducer(DpStage stage, comm::Communicator& group, ParameterStore& params,
                                                        int64_t bucket_bytes);
 
-}  // namespace lab::ch08
+}  // namespace lab::dist

@@ -1,6 +1,6 @@
 // Stage 3: bucket all-reduces started from gradient hooks during backward, run by a communication thread on a
 // second communicator (see stage3_overlapped.h).
-#include "ch08_distributed/dp/stage3_overlapped.h"
+#include "common/dist/stage3_overlapped.h"
 
 #include "common/bench/timer.h"
 #ifdef LAB_WITH_CUDA
@@ -8,7 +8,7 @@
 #include "common/cuda/stream.h"
 #endif
 
-namespace lab::ch08 {
+namespace lab::dist {
 
 // ---------------------------------------------------------------- gradients written, on the device
 
@@ -143,4 +143,4 @@ void OverlappedAllReduce::communicate() {
   }
 }
 
-}  // namespace lab::ch08
+}  // namespace lab::dist

@@ -19,10 +19,10 @@
 
 #include <vector>
 
-#include "ch08_distributed/dp/buckets.h"
-#include "ch08_distributed/dp/gradient_reducer.h"
+#include "common/dist/buckets.h"
+#include "common/dist/gradient_reducer.h"
 
-namespace lab::ch08 {
+namespace lab::dist {
 
 class BucketedAllReduce : public GradientReducer {
  public:
@@ -37,4 +37,4 @@ class BucketedAllReduce : public GradientReducer {
   std::vector<GradientBucket> buckets_;
 };
 
-}  // namespace lab::ch08
+}  // namespace lab::dist

@@ -1,7 +1,7 @@
 // Stage 2: all-reduce the flat gradient buffer bucket by bucket (see stage2_bucketed.h).
-#include "ch08_distributed/dp/stage2_bucketed.h"
+#include "common/dist/stage2_bucketed.h"
 
-namespace lab::ch08 {
+namespace lab::dist {
 
 BucketedAllReduce::BucketedAllReduce(comm::Communicator& group, ParameterStore& params, int64_t bucket_bytes)
     : GradientReducer(group, params), buckets_(make_buckets(params, bucket_bytes)) {}
@@ -10,4 +10,4 @@ void BucketedAllReduce::reduce() {
   for (const GradientBucket& b : buckets_) average(group_, params_.grads().view(b.range.begin, {b.range.size()}));
 }
 
-}  // namespace lab::ch08
+}  // namespace lab::dist

@@ -1,9 +1,9 @@
 // The data-parallel training step (see data_parallel_step.h).
-#include "ch08_distributed/dp/data_parallel_step.h"
+#include "common/dist/data_parallel_step.h"
 
-#include "ch08_distributed/rank_coordination.h"
+#include "common/dist/rank_coordination.h"
 
-namespace lab::ch08 {
+namespace lab::dist {
 
 DataParallelStep::DataParallelStep(comm::Communicator& group, DpStage stage, int64_t bucket_bytes, GPT2& model,
                                    AdamW& optimizer, TrainStepConfig config)
@@ -26,4 +26,4 @@ void DataParallelStep::reduce_gradients() {
   reducer_->finish();
 }
 
-}  // namespace lab::ch08
+}  // namespace lab::dist

@@ -14,7 +14,7 @@
 
 #include "common/nn/parameters.h"
 
-namespace lab::ch08 {
+namespace lab::dist {
 
 struct GradientBucket {
   ElementRange range;          // of the flat gradient buffer
@@ -32,4 +32,4 @@ std::vector<GradientBucket> cut_buckets(
     const ParameterStore& params,
     const std::function<bool(const GradientBucket& current, const ParamInfo& next)>& starts_bucket);
 
-}  // namespace lab::ch08
+}  // namespace lab::dist

@@ -13,9 +13,9 @@
 // node pays the per-call latency 148 times per step.
 #pragma once
 
-#include "ch08_distributed/dp/gradient_reducer.h"
+#include "common/dist/gradient_reducer.h"
 
-namespace lab::ch08 {
+namespace lab::dist {
 
 class NaiveAllReduce : public GradientReducer {
  public:
@@ -25,4 +25,4 @@ class NaiveAllReduce : public GradientReducer {
   void reduce() override;
 };
 
-}  // namespace lab::ch08
+}  // namespace lab::dist

@@ -1,5 +1,5 @@
-// Chapter 7's optimizer and step for the trainer (see memory_steps.h).
-#include "ch07_memory/memory_steps.h"
+// The optimizer and step of chapter 7's memory rungs composed with chapter 8's layouts (see memory_steps.h).
+#include "ch10_gpt2/memory_steps.h"
 
 #include "ch07_memory/offload_optimizer.h"
 #include "ch07_memory/optimizer_in_backward.h"
@@ -9,7 +9,7 @@
 #include "ch08_distributed/make_train_step.h"
 #include "common/core/error.h"
 
-namespace lab::ch07 {
+namespace lab {
 
 void check_memory_steps(const MemoryStepOptions& options, const comm::ParallelLayout& layout) {
   LAB_CHECK(options.zero >= 0 && options.zero <= 3, InvalidArgument, "--zero ", options.zero,
@@ -39,10 +39,10 @@ void check_memory_steps(const MemoryStepOptions& options, const comm::ParallelLa
 std::unique_ptr<AdamW> make_optimizer(const MemoryStepOptions& options, const comm::ParallelContext& context,
                                       const ch08::ParallelOptions& parallel, GPT2& model, const AdamWConfig& config) {
   check_memory_steps(options, context.layout());
-  if (options.offload_optimizer) return make_offloaded_optimizer(model, config);
+  if (options.offload_optimizer) return ch07::make_offloaded_optimizer(model, config);
   if (options.zero == 0) return std::make_unique<AdamW>(model.parameters(), config);
-  const ZeroShards shards =
-      zero_shards(options.zero, model.parameters(), context.dp().size(), context.dp().rank(), parallel.bucket_bytes);
+  const ch07::ZeroShards shards = ch07::zero_shards(options.zero, model.parameters(), context.dp().size(),
+                                                    context.dp().rank(), parallel.bucket_bytes);
   return std::make_unique<AdamW>(model.parameters(), config, shards.owned());
 }
 
@@ -50,18 +50,18 @@ std::unique_ptr<TrainStep> make_step(const MemoryStepOptions& options, const com
                                      const ch08::ParallelOptions& parallel, GPT2& model, AdamW& optimizer,
                                      TrainStepConfig config) {
   check_memory_steps(options, context.layout());
-  if (options.optimizer_in_backward) return std::make_unique<OptimizerInBackwardStep>(model, optimizer, config);
+  if (options.optimizer_in_backward) return std::make_unique<ch07::OptimizerInBackwardStep>(model, optimizer, config);
   if (options.zero > 0) {
-    const ZeroShards shards =
-        zero_shards(options.zero, model.parameters(), context.dp().size(), context.dp().rank(), parallel.bucket_bytes);
-    return make_zero_step(options.zero, context.dp(), shards, parallel.dp_stage, model, optimizer, config,
-                          options.zero_prefetch);
+    const ch07::ZeroShards shards = ch07::zero_shards(options.zero, model.parameters(), context.dp().size(),
+                                                      context.dp().rank(), parallel.bucket_bytes);
+    return ch07::make_zero_step(options.zero, context.dp(), shards, parallel.dp_stage, model, optimizer, config,
+                                options.zero_prefetch);
   }
   return ch08::make_train_step(context, parallel, model, optimizer, config);
 }
 
 void with_whole_model(TrainStep& step, const std::function<void()>& use) {
-  if (auto* stage3 = dynamic_cast<ZeroStage3Step*>(&step))
+  if (auto* stage3 = dynamic_cast<ch07::ZeroStage3Step*>(&step))
     stage3->with_whole_model(use);
   else
     use();
@@ -70,7 +70,7 @@ void with_whole_model(TrainStep& step, const std::function<void()>& use) {
 std::unique_ptr<AdamW> whole_optimizer_for_checkpoint(const comm::ParallelContext& context, const AdamW& optimizer,
                                                       GPT2& model) {
   if (!optimizer.sharded()) return nullptr;
-  return gather_whole_optimizer(context.dp(), optimizer, model.parameters());
+  return ch07::gather_whole_optimizer(context.dp(), optimizer, model.parameters());
 }
 
-}  // namespace lab::ch07
+}  // namespace lab

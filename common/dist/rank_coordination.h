@@ -8,7 +8,7 @@
 #include "common/comm/communicator.h"
 #include "common/core/device.h"
 
-namespace lab::ch08 {
+namespace lab::dist {
 
 // Every rank's `line`, in rank order, on every rank (lines are cut at 255 bytes). Collective over `comm`.
 std::vector<std::string> gather_lines(comm::Communicator& comm, const std::string& line);
@@ -21,4 +21,4 @@ double mean_over(comm::Communicator& comm, double value, Device device);
 // stops every rank before the same step. Collective over `world` (CPU tensors).
 int agree_on_stop(comm::Communicator& world, int local_signal);
 
-}  // namespace lab::ch08
+}  // namespace lab::dist

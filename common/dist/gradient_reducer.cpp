@@ -1,14 +1,14 @@
 // The part every stage shares: statistics, timing and the factory (see gradient_reducer.h).
-#include "ch08_distributed/dp/gradient_reducer.h"
+#include "common/dist/gradient_reducer.h"
 
 #include <algorithm>
 
-#include "ch08_distributed/dp/stage1_naive.h"
-#include "ch08_distributed/dp/stage2_bucketed.h"
-#include "ch08_distributed/dp/stage3_overlapped.h"
 #include "common/bench/timer.h"
+#include "common/dist/stage1_naive.h"
+#include "common/dist/stage2_bucketed.h"
+#include "common/dist/stage3_overlapped.h"
 
-namespace lab::ch08 {
+namespace lab::dist {
 
 double ReductionStats::overlap_fraction() const {
   if (comm_seconds <= 0) return 0;
@@ -43,4 +43,4 @@ std::unique_ptr<GradientReducer> make_gradient_reducer(DpStage stage, comm::Comm
   fail(ErrorKind::InvalidArgument, "unknown data-parallel stage");
 }
 
-}  // namespace lab::ch08
+}  // namespace lab::dist

@@ -32,10 +32,10 @@
 #include <thread>
 #include <vector>
 
-#include "ch08_distributed/dp/buckets.h"
-#include "ch08_distributed/dp/gradient_reducer.h"
+#include "common/dist/buckets.h"
+#include "common/dist/gradient_reducer.h"
 
-namespace lab::ch08 {
+namespace lab::dist {
 
 class OverlappedAllReduce : public GradientReducer {
  public:
@@ -78,4 +78,4 @@ class OverlappedAllReduce : public GradientReducer {
   std::thread thread_;
 };
 
-}  // namespace lab::ch08
+}  // namespace lab::dist

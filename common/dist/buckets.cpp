@@ -1,9 +1,9 @@
 // Cutting the flat gradient buffer into buckets (see buckets.h).
-#include "ch08_distributed/dp/buckets.h"
+#include "common/dist/buckets.h"
 
 #include <algorithm>
 
-namespace lab::ch08 {
+namespace lab::dist {
 
 std::vector<GradientBucket> make_buckets(const ParameterStore& params, int64_t bucket_bytes) {
   LAB_CHECK(bucket_bytes > 0, InvalidArgument, "gradient buckets must hold at least one byte, got ", bucket_bytes);
@@ -36,4 +36,4 @@ std::vector<GradientBucket> cut_buckets(
   return buckets;
 }
 
-}  // namespace lab::ch08
+}  // namespace lab::dist

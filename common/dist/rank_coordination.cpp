@@ -1,9 +1,9 @@
 // Lines, means and stop requests agreed over a communicator (see rank_coordination.h).
-#include "ch08_distributed/rank_coordination.h"
+#include "common/dist/rank_coordination.h"
 
 #include <algorithm>
 
-namespace lab::ch08 {
+namespace lab::dist {
 
 namespace {
 constexpr int64_t kLineBytes = 256;  // a line and its terminating zero
@@ -44,4 +44,4 @@ int agree_on_stop(comm::Communicator& world, int local_signal) {
   return flag.data<int32_t>()[0];
 }
 
-}  // namespace lab::ch08
+}  // namespace lab::dist

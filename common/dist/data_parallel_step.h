@@ -15,10 +15,10 @@
 
 #include <memory>
 
-#include "ch08_distributed/dp/gradient_reducer.h"
+#include "common/dist/gradient_reducer.h"
 #include "common/train/train_step.h"
 
-namespace lab::ch08 {
+namespace lab::dist {
 
 class DataParallelStep : public TrainStep {
  public:
@@ -40,4 +40,4 @@ class DataParallelStep : public TrainStep {
   int64_t micro_batch_ = 0;  // the step's micro-batches run so far
 };
 
-}  // namespace lab::ch08
+}  // namespace lab::dist
