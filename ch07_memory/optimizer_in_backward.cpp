@@ -52,11 +52,11 @@ void OptimizerInBackwardStep::on_gradient_final(size_t index) {
   updated_[index] = true;
 }
 
-double OptimizerInBackwardStep::gradient_norm() {
-  return std::sqrt(sum_squares_);
+void OptimizerInBackwardStep::compute_gradient_norm(double loss_scale) {
+  write_gradient_norm(std::sqrt(sum_squares_), loss_scale);
 }
 
-void OptimizerInBackwardStep::optimizer_step(double, float) {
+void OptimizerInBackwardStep::optimizer_step(double) {
   const std::vector<ParamInfo>& infos = model().parameters().infos();
   for (size_t i = 0; i < infos.size(); ++i)
     LAB_CHECK(updated_[i], Internal, "optimizer in backward: parameter '", infos[i].name,

@@ -37,9 +37,9 @@ class OptimizerInBackwardStep : public TrainStep {
 
  protected:
   void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) override;
-  double gradient_norm() override;
+  void compute_gradient_norm(double loss_scale) override;
   // The updates have run during backward: checks that every parameter got one.
-  void optimizer_step(double lr, float clip_coefficient) override;
+  void optimizer_step(double lr) override;
 
  private:
   // The hook of parameter `index` (into ParameterStore::infos()).

@@ -14,8 +14,8 @@ ZeroStage1Step::ZeroStage1Step(comm::Communicator& group, const ZeroShards& shar
   check_sharding(group, shards, optimizer);
 }
 
-void ZeroStage1Step::optimizer_step(double lr, float clip_coefficient) {
-  optimizer().step(static_cast<float>(lr), clip_coefficient);  // the owned ranges of the averaged gradients
+void ZeroStage1Step::optimizer_step(double lr) {
+  optimizer().step(static_cast<float>(lr), grad_scale());  // the owned ranges of the averaged gradients
   all_gather_parameters(group_, shards_, model().parameters());
 }
 

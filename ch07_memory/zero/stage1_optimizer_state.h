@@ -24,7 +24,7 @@ class ZeroStage1Step : public dist::DataParallelStep {
                  AdamW& optimizer, TrainStepConfig config);
 
  protected:
-  void optimizer_step(double lr, float clip_coefficient) override;
+  void optimizer_step(double lr) override;
 
  private:
   comm::Communicator& group_;

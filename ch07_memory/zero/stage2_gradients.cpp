@@ -7,7 +7,6 @@
 #include "ch07_memory/zero/parameter_gather.h"
 #include "ch07_memory/zero/zero_step.h"
 #include "common/core/memory.h"
-#include "common/dist/rank_coordination.h"
 #include "common/ops/reduce.h"
 #include "common/ops/residual.h"
 
@@ -78,21 +77,20 @@ void ZeroStage2Step::zero_grads() {
 void ZeroStage2Step::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
   micro_batch_ = 0;
   TrainStep::run_micro_batches(next_batch, result);
-  result.loss = dist::mean_over(group_, result.loss, model().device());
+  group_.all_reduce(loss_sum(), comm::ReduceOp::Avg);  // the global batch's loss, on the device
 }
 
-double ZeroStage2Step::forward_backward(const MicroBatch& batch, TrainStepResult& result) {
+void ZeroStage2Step::forward_backward(const MicroBatch& batch, TrainStepResult& result) {
   for (size_t b = 0; b < pending_.size(); ++b) {
     pending_[b] = shards_.buckets()[b].bucket.params.size();
     reduced_[b] = tied_ && b == tied_bucket_;  // reduced chunk by chunk as backward makes it
   }
-  const double loss = TrainStep::forward_backward(batch, result);
+  TrainStep::forward_backward(batch, result);
   ++micro_batch_;
   // A bucket whose hooks did not all run (a parameter that received no gradient) is reduced now, in bucket
   // order on every rank, so that the ranks' collectives stay in the same order.
   for (size_t b = 0; b < reduced_.size(); ++b)
     if (!reduced_[b]) reduce_bucket(b);
-  return loss;
 }
 
 void ZeroStage2Step::on_gradient_final(size_t param) {
@@ -153,15 +151,15 @@ void ZeroStage2Step::reduce_bucket(size_t index) {
   reduced_[index] = true;
 }
 
-double ZeroStage2Step::gradient_norm() {
+void ZeroStage2Step::compute_gradient_norm(double loss_scale) {
   Tensor sum_squares = Tensor::from_floats(std::vector<float>{static_cast<float>(ops::sum_squares(gradient_shard_))},
                                            {1}, model().device());
   group_.all_reduce(sum_squares, comm::ReduceOp::Sum);
-  return std::sqrt(static_cast<double>(sum_squares.to_floats()[0]));
+  write_gradient_norm(std::sqrt(static_cast<double>(sum_squares.to_floats()[0])), loss_scale);
 }
 
-void ZeroStage2Step::optimizer_step(double lr, float clip_coefficient) {
-  optimizer().step(static_cast<float>(lr), clip_coefficient, gradient_shard_);
+void ZeroStage2Step::optimizer_step(double lr) {
+  optimizer().step(static_cast<float>(lr), grad_scale(), gradient_shard_);
   all_gather_parameters(group_, shards_, model().parameters());
 }
 

@@ -194,9 +194,9 @@ Var ZeroStage3Step::gathered_root(Tape& tape, ModelOptions::RootPart part, const
   return y;
 }
 
-void ZeroStage3Step::optimizer_step(double lr, float clip_coefficient) {
+void ZeroStage3Step::optimizer_step(double lr) {
   if (prefetcher_) prefetcher_->drop();  // a gather of the weights before this update would be stale
-  optimizer().step(static_cast<float>(lr), clip_coefficient, gradient_shard(), parameter_shard_);
+  optimizer().step(static_cast<float>(lr), grad_scale(), gradient_shard(), parameter_shard_);
 }
 
 void ZeroStage3Step::with_whole_model(const std::function<void()>& use) {

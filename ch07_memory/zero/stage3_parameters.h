@@ -65,7 +65,7 @@ class ZeroStage3Step : public ZeroStage2Step {
   const Tensor& parameter_shard() const { return parameter_shard_; }
 
  protected:
-  void optimizer_step(double lr, float clip_coefficient) override;
+  void optimizer_step(double lr) override;
 
  private:
   struct Unit {

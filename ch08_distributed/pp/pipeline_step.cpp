@@ -50,7 +50,7 @@ void PipelineStep::run_micro_batches(const BatchSource& next_batch, TrainStepRes
     context_.dp().all_reduce(t, comm::ReduceOp::Avg);
     loss = t.item();
   }
-  result.loss = loss;
+  write_loss(loss);
 
   stats_.busy_seconds = s.busy_seconds;
   stats_.span_seconds = span.item();
@@ -65,8 +65,8 @@ void PipelineStep::reduce_gradients() {
   tied_embedding_.all_reduce_gradient(model());
 }
 
-double PipelineStep::gradient_norm() {
-  return tp::model_parallel_gradient_norm(model(), context_);
+void PipelineStep::compute_gradient_norm(double loss_scale) {
+  write_gradient_norm(tp::model_parallel_gradient_norm(model(), context_), loss_scale);
 }
 
 }  // namespace lab::ch08::pp

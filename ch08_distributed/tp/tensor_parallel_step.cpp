@@ -5,8 +5,8 @@
 
 namespace lab::ch08::tp {
 
-double TensorParallelStep::gradient_norm() {
-  return model_parallel_gradient_norm(model(), context_);
+void TensorParallelStep::compute_gradient_norm(double loss_scale) {
+  write_gradient_norm(model_parallel_gradient_norm(model(), context_), loss_scale);
 }
 
 }  // namespace lab::ch08::tp

@@ -21,7 +21,7 @@ class TensorParallelStep : public dist::DataParallelStep {
       : dist::DataParallelStep(context.dp(), stage, bucket_bytes, model, optimizer, config), context_(context) {}
 
  protected:
-  double gradient_norm() override;
+  void compute_gradient_norm(double loss_scale) override;
 
  private:
   const comm::ParallelContext& context_;

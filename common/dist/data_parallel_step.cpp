@@ -1,8 +1,6 @@
 // The data-parallel training step (see data_parallel_step.h).
 #include "common/dist/data_parallel_step.h"
 
-#include "common/dist/rank_coordination.h"
-
 namespace lab::dist {
 
 DataParallelStep::DataParallelStep(comm::Communicator& group, DpStage stage, int64_t bucket_bytes, GPT2& model,
@@ -14,12 +12,12 @@ DataParallelStep::DataParallelStep(comm::Communicator& group, DpStage stage, int
 void DataParallelStep::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
   micro_batch_ = 0;
   TrainStep::run_micro_batches(next_batch, result);
-  result.loss = mean_over(group_, result.loss, model().device());
+  group_.all_reduce(loss_sum(), comm::ReduceOp::Avg);  // the global batch's loss, on the device
 }
 
-double DataParallelStep::forward_backward(const MicroBatch& batch, TrainStepResult& result) {
+void DataParallelStep::forward_backward(const MicroBatch& batch, TrainStepResult& result) {
   if (++micro_batch_ == config().accum_steps) reducer_->before_last_backward();
-  return TrainStep::forward_backward(batch, result);
+  TrainStep::forward_backward(batch, result);
 }
 
 void DataParallelStep::reduce_gradients() {

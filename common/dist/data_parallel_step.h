@@ -31,7 +31,7 @@ class DataParallelStep : public TrainStep {
 
  protected:
   void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) override;
-  double forward_backward(const MicroBatch& batch, TrainStepResult& result) override;
+  void forward_backward(const MicroBatch& batch, TrainStepResult& result) override;
   void reduce_gradients() override;
 
  private:

@@ -6,7 +6,7 @@
 namespace lab::ops {
 
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  float grad_scale, const std::vector<ElementRange>& decay) {
+                  const GradScale& grad_scale, const std::vector<ElementRange>& decay) {
   for (const Tensor* t : {&params, &grads, &m, &v}) {
     t->check_dtype(DType::F32, "adamw_update");
     LAB_CHECK(t->numel() == params.numel(), InvalidArgument, "adamw_update: buffers of different sizes (", t->numel(),
@@ -20,12 +20,16 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
               params.numel(), ")");
     previous_end = r.end;
   }
-  check_same_device({&params, &grads, &m, &v}, "adamw_update");
+  if (grad_scale.on_device.defined()) {
+    grad_scale.on_device.check_dtype(DType::F32, "adamw_update grad_scale");
+    LAB_CHECK(grad_scale.on_device.numel() >= 1, InvalidArgument, "adamw_update: an empty grad_scale tensor");
+  }
+  check_same_device({&params, &grads, &m, &v, &grad_scale.on_device}, "adamw_update");
   LAB_DISPATCH(params.device(), adamw_update, params, grads, m, v, hyper, grad_scale, decay);
 }
 
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  float grad_scale) {
+                  const GradScale& grad_scale) {
   adamw_update(params, grads, m, v, hyper, grad_scale, {{0, params.numel()}});
 }
 

@@ -3,7 +3,8 @@
 //   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
 //   p -= lr * ( (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps) + wd * p )
 // where wd is hyper.weight_decay inside the decayed ranges and 0 elsewhere. grad_scale folds gradient clipping
-// (and loss-scale removal) into the same pass over memory. params, grads, m, v: equal element counts, f32.
+// (and loss-scale removal) into the same pass over memory, as a number or read from device memory (GradScale).
+// params, grads, m, v: equal element counts, f32.
 //
 // The decayed ranges are how a whole model's flat buffer is updated in one pass although its 2-D weights
 // (decayed) and its biases and LayerNorm parameters (not decayed) alternate, as they do in backward order
@@ -11,12 +12,23 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "common/core/tensor.h"
 #include "common/ops/element_range.h"
 
 namespace lab::ops {
+
+// What the gradients are multiplied by before the update (clipping, and the removal of a loss scale): a number
+// from the host, or the first element of an f32 tensor on the buffers' device that the training step computed
+// there, which the update reads itself, so that the step does not read it back to the host first.
+struct GradScale {
+  GradScale(float scale = 1.0f) : value(scale) {}  // implicit: a plain number is the common case
+  explicit GradScale(Tensor scale) : on_device(std::move(scale)) {}
+  float value = 1.0f;
+  Tensor on_device;  // when defined, its element 0 is the scale, and `value` is not used
+};
 
 struct AdamWHyper {
   float lr = 3e-4f;
@@ -29,24 +41,24 @@ struct AdamWHyper {
 
 // `decay`: sorted, disjoint ranges inside [0, params.numel()) (InvalidArgument otherwise).
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  float grad_scale, const std::vector<ElementRange>& decay);
+                  const GradScale& grad_scale, const std::vector<ElementRange>& decay);
 // Every element decays with hyper.weight_decay.
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  float grad_scale);
+                  const GradScale& grad_scale);
 
 namespace cpu {
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  float grad_scale, const std::vector<ElementRange>& decay);
+                  const GradScale& grad_scale, const std::vector<ElementRange>& decay);
 inline void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
-                         const AdamWHyper& hyper, float grad_scale) {
+                         const AdamWHyper& hyper, const GradScale& grad_scale) {
   cpu::adamw_update(params, grads, m, v, hyper, grad_scale, {{0, params.numel()}});
 }
 }  // namespace cpu
 namespace cuda {
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  float grad_scale, const std::vector<ElementRange>& decay);
+                  const GradScale& grad_scale, const std::vector<ElementRange>& decay);
 inline void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
-                         const AdamWHyper& hyper, float grad_scale) {
+                         const AdamWHyper& hyper, const GradScale& grad_scale) {
   cuda::adamw_update(params, grads, m, v, hyper, grad_scale, {{0, params.numel()}});
 }
 }  // namespace cuda

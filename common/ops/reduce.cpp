@@ -24,4 +24,21 @@ double sum(const Tensor& x) {
   return cpu::sum(x);
 }
 
+void accumulate_sum(const Tensor& total, const Tensor& x, double weight) {
+  x.check_dtype(DType::F32, "accumulate_sum");
+  total.check_dtype(DType::F32, "accumulate_sum total");
+  LAB_CHECK(total.numel() >= 1, InvalidArgument, "accumulate_sum: an empty total");
+  check_same_device({&x, &total}, "accumulate_sum");
+  LAB_DISPATCH(x.device(), accumulate_sum, total, x, weight);
+}
+
+void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, double loss_scale) {
+  grads.check_dtype(DType::F32, "gradient_norm_and_scale");
+  out.check_dtype(DType::F32, "gradient_norm_and_scale out");
+  LAB_CHECK(out.numel() >= 2, InvalidArgument, "gradient_norm_and_scale: out holds ", out.numel(), " elements, not 2");
+  LAB_CHECK(loss_scale > 0, InvalidArgument, "gradient_norm_and_scale: loss scale ", loss_scale);
+  check_same_device({&grads, &out}, "gradient_norm_and_scale");
+  LAB_DISPATCH(grads.device(), gradient_norm_and_scale, out, grads, max_norm, loss_scale);
+}
+
 }  // namespace lab::ops

@@ -87,7 +87,7 @@ ops::AdamWHyper AdamW::hyper(float lr) const {
   return {lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, step_};
 }
 
-void AdamW::step(float lr, float grad_scale) {
+void AdamW::step(float lr, const ops::GradScale& grad_scale) {
   ++step_;
   if (offloaded()) {
     host_step(lr, grad_scale);
@@ -104,7 +104,10 @@ void AdamW::step(float lr, float grad_scale) {
   }
 }
 
-void AdamW::host_step(float lr, float grad_scale) {
+void AdamW::host_step(float lr, const ops::GradScale& device_or_host_scale) {
+  const ops::GradScale grad_scale = device_or_host_scale.on_device.defined()
+                                        ? ops::GradScale(device_or_host_scale.on_device.view(0, {1}).item())
+                                        : device_or_host_scale;
   if (!master_current_) {
     master_.copy_from(params_.params());
     master_current_ = true;
@@ -116,11 +119,11 @@ void AdamW::host_step(float lr, float grad_scale) {
   });
 }
 
-void AdamW::step(float lr, float grad_scale, const Tensor& owned_grads) {
+void AdamW::step(float lr, const ops::GradScale& grad_scale, const Tensor& owned_grads) {
   step(lr, grad_scale, owned_grads, Tensor());
 }
 
-void AdamW::step(float lr, float grad_scale, const Tensor& owned_grads, const Tensor& owned_params) {
+void AdamW::step(float lr, const ops::GradScale& grad_scale, const Tensor& owned_grads, const Tensor& owned_params) {
   LAB_CHECK(owned_grads.numel() == m_.numel() && (!owned_params.defined() || owned_params.numel() == m_.numel()),
             InvalidArgument, "AdamW::step: ", owned_grads.numel(), " gradients and ",
             owned_params.defined() ? owned_params.numel() : m_.numel(), " parameters for ", m_.numel(),
@@ -149,7 +152,7 @@ Tensor AdamW::flat_params(const ElementRange& range) const {
 }
 
 void AdamW::update_range(const ElementRange& range, const Tensor& params, int64_t state_offset, const Tensor& grads,
-                         const ops::AdamWHyper& hyper, float grad_scale) {
+                         const ops::AdamWHyper& hyper, const ops::GradScale& grad_scale) {
   if (range.size() == 0) return;
   const Shape shape{range.size()};
   ops::adamw_update(params, grads, m_.view(state_offset, shape), v_.view(state_offset, shape), hyper, grad_scale,
@@ -173,8 +176,7 @@ double global_grad_norm(const ParameterStore& params) {
 }
 
 float clip_coefficient(double grad_norm, double max_norm) {
-  if (max_norm <= 0.0) return 1.0f;
-  return static_cast<float>(std::min(1.0, max_norm / (grad_norm + 1e-6)));
+  return ops::clip_coefficient(grad_norm, max_norm);
 }
 
 }  // namespace lab

@@ -50,14 +50,15 @@ class AdamW {
         int64_t offload_chunk_elements = kOffloadChunkElements);
   ~AdamW();
 
-  // One update with learning rate `lr`; gradients are multiplied by grad_scale first (clipping). Reads the
-  // gradients of the owned ranges from the store's flat gradient buffer.
-  void step(float lr, float grad_scale = 1.0f);
+  // One update with learning rate `lr`; gradients are multiplied by grad_scale first (clipping): a number, or one
+  // the training step computed on the device (ops::GradScale). Reads the gradients of the owned ranges from the
+  // store's flat gradient buffer.
+  void step(float lr, const ops::GradScale& grad_scale = 1.0f);
   // The same with the owned ranges' gradients given as one buffer laid out as m and v (ZeRO-2's gradient shard).
-  void step(float lr, float grad_scale, const Tensor& owned_grads);
+  void step(float lr, const ops::GradScale& grad_scale, const Tensor& owned_grads);
   // The same with the owned ranges' parameters given as one buffer laid out as m and v too (ZeRO-3's parameter
   // shard: the store's flat parameter buffer is released); an undefined `owned_params` means the flat buffer's.
-  void step(float lr, float grad_scale, const Tensor& owned_grads, const Tensor& owned_params);
+  void step(float lr, const ops::GradScale& grad_scale, const Tensor& owned_grads, const Tensor& owned_params);
 
   // One parameter at a time: begin_step() starts the next step, update() applies it to the parameter `name`
   // with its gradient `grad` (InvalidArgument on a sharded optimizer).
@@ -85,12 +86,13 @@ class AdamW {
   // Updates `params`, the parameters of the flat buffer's `range`, with `grads` (range.size() elements each) and
   // the moments at state_offset.
   void update_range(const ElementRange& range, const Tensor& params, int64_t state_offset, const Tensor& grads,
-                    const ops::AdamWHyper& hyper, float grad_scale);
+                    const ops::AdamWHyper& hyper, const ops::GradScale& grad_scale);
   // The flat buffer's `range` of the parameters.
   Tensor flat_params(const ElementRange& range) const;
   ops::AdamWHyper hyper(float lr) const;
-  // The offloaded step: gradients down, the update on the CPU, parameters up, chunk by chunk.
-  void host_step(float lr, float grad_scale);
+  // The offloaded step: gradients down, the update on the CPU, parameters up, chunk by chunk. A scale computed on
+  // the GPU is read back first (the CPU's update needs it).
+  void host_step(float lr, const ops::GradScale& grad_scale);
 
   ParameterStore& params_;
   AdamWConfig config_;

@@ -2,19 +2,35 @@
 #include "common/train/train_step.h"
 
 #include <cmath>
+#include <vector>
 
 #include "common/autograd/tape.h"
 #include "common/bench/timer.h"
 #include "common/core/error.h"
+#include "common/core/memory.h"
 #include "common/ops/reduce.h"
 
 namespace lab {
+
+namespace {
+
+// The step's scalars, in one f32 tensor on the model's device.
+enum StepScalar : int64_t { kLossSum, kGradNorm, kGradScale, kScalars };
+
+}  // namespace
 
 TrainStep::TrainStep(GPT2& model, AdamW& optimizer, TrainStepConfig config)
     : model_(model), optimizer_(optimizer), config_(config) {
   LAB_CHECK(config_.accum_steps >= 1, InvalidArgument, "TrainStep: accum_steps must be >= 1, got ",
             config_.accum_steps);
   LAB_CHECK(config_.grad_clip >= 0, InvalidArgument, "TrainStep: grad_clip must be >= 0, got ", config_.grad_clip);
+  {
+    MemoryScope scope(MemCategory::Other);
+    scalars_ = Tensor::zeros({kScalars}, DType::F32, model_.device());
+  }
+  loss_sum_ = scalars_.view(kLossSum, {1});
+  grad_norm_ = scalars_.view(kGradNorm, {1});
+  grad_scale_ = scalars_.view(kGradScale, {1});
 }
 
 void TrainStep::set_loss_scaling(const std::optional<LossScalerConfig>& scaling) {
@@ -23,28 +39,40 @@ void TrainStep::set_loss_scaling(const std::optional<LossScalerConfig>& scaling)
 }
 
 TrainStepResult TrainStep::run(const BatchSource& next_batch, double lr) {
-  TrainStepResult result;
-  result.lr = lr;
-  const bench::Timer step_timer;
+  enqueue(next_batch, lr);
+  return report();
+}
+
+void TrainStep::enqueue(const BatchSource& next_batch, double lr) {
+  pending_ = TrainStepResult{};
+  pending_.lr = lr;
+  step_timer_.restart();
   restart_phase();
   zero_grads();
-  run_micro_batches(next_batch, result);
+  scalars_.zero_();
+  run_micro_batches(next_batch, pending_);
   reduce_gradients();
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
-  result.grad_norm = gradient_norm() / scale;
-  const bool finite = std::isfinite(result.grad_norm);
-  if (loss_scaler_) {
-    result.loss_scale = scale;
-    result.skipped = !finite;
+  compute_gradient_norm(scale);
+  if (loss_scaler_) {  // whether to skip the update is decided here, on the host: the one read of fp16 steps
+    const bool finite = std::isfinite(grad_norm_.item());
+    pending_.loss_scale = scale;
+    pending_.skipped = !finite;
     loss_scaler_->update(finite);
   }
-  if (!result.skipped) {
-    optimizer_step(lr, static_cast<float>(clip_coefficient(result.grad_norm, config_.grad_clip) / scale));
+  if (!pending_.skipped) {
+    optimizer_step(lr);
     model_.refresh_matmul_weights();
   }
-  lap(result.optimizer_seconds);
-  synchronize(model_.device());
-  result.seconds = step_timer.seconds();
+  lap(pending_.optimizer_seconds);
+}
+
+TrainStepResult TrainStep::report() {
+  const std::vector<float> scalars = scalars_.to_floats();  // waits for the step
+  TrainStepResult result = pending_;
+  result.loss = scalars[kLossSum];
+  result.grad_norm = scalars[kGradNorm];
+  result.seconds = step_timer_.seconds();
   return result;
 }
 
@@ -54,7 +82,6 @@ void TrainStep::zero_grads() {
 
 void TrainStep::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
   const Device device = model_.device();
-  double loss_sum = 0;
   for (int64_t micro = 0; micro < config_.accum_steps; ++micro) {
     lap(result.forward_seconds);  // the zeroing before the first micro-batch
     const bench::Timer data_timer;
@@ -63,27 +90,37 @@ void TrainStep::run_micro_batches(const BatchSource& next_batch, TrainStepResult
     if (batch.targets.device() != device) batch.targets = batch.targets.to(device);
     result.data_seconds += data_timer.seconds();
     restart_phase();
-    loss_sum += forward_backward(batch, result);
+    forward_backward(batch, result);
   }
-  result.loss = loss_sum / static_cast<double>(config_.accum_steps);
 }
 
-double TrainStep::forward_backward(const MicroBatch& batch, TrainStepResult& result) {
+void TrainStep::forward_backward(const MicroBatch& batch, TrainStepResult& result) {
   Tape tape;
   const Tensor losses = model_.loss(tape, batch.inputs, batch.targets, loss_gradient_scale());
   lap(result.forward_seconds);
   tape.backward();
-  const double mean_loss = ops::sum(losses) / static_cast<double>(losses.numel());
+  ops::accumulate_sum(loss_sum_, losses,
+                      1.0 / (static_cast<double>(losses.numel()) * static_cast<double>(config_.accum_steps)));
   lap(result.backward_seconds);
-  return mean_loss;
 }
 
-double TrainStep::gradient_norm() {
-  return global_grad_norm(model_.parameters());
+void TrainStep::compute_gradient_norm(double loss_scale) {
+  ops::gradient_norm_and_scale(scalars_.view(kGradNorm, {2}), model_.parameters().grads(), config_.grad_clip,
+                               loss_scale);
 }
 
-void TrainStep::optimizer_step(double lr, float clip_coefficient) {
-  optimizer_.step(static_cast<float>(lr), clip_coefficient);
+void TrainStep::optimizer_step(double lr) {
+  optimizer_.step(static_cast<float>(lr), grad_scale());
+}
+
+void TrainStep::write_loss(double loss) {
+  loss_sum_.copy_from(Tensor::from_floats(std::vector<float>{static_cast<float>(loss)}, {1}));
+}
+
+void TrainStep::write_gradient_norm(double norm, double loss_scale) {
+  const std::vector<float> values{static_cast<float>(norm / loss_scale),
+                                  ops::clip_scale(norm / loss_scale, config_.grad_clip, loss_scale)};
+  scalars_.view(kGradNorm, {2}).copy_from(Tensor::from_floats(values, {2}));
 }
 
 float TrainStep::loss_gradient_scale() const {

@@ -2,7 +2,7 @@
 // (gradient accumulation), the global gradient norm, clipping, and the AdamW update. The trainer (chapter 10)
 // and every benchmark that times a step use this one class.
 //
-// run() calls its parts in a fixed order; each part is a virtual function, so a chapter changes the part its
+// enqueue() calls its parts in a fixed order; each part is a virtual function, so a chapter changes the part its
 // optimization is about and inherits the rest:
 //
 //   zero_grads()         ch07 ZeRO-2/3: each rank zeroes only its shard of the gradients.
@@ -14,12 +14,23 @@
 //                        reduce_gradients(); ch07 recompute is a model option and needs nothing here.
 //   reduce_gradients()   after the last backward. ch08 data parallelism: all-reduce the gradient buffer
 //                        (naive per tensor, or flat buckets); ch07 ZeRO-2: reduce-scatter. One process: nothing.
-//   gradient_norm()      the global norm clipping uses. ch08 tensor parallelism and ZeRO: sum the squares
-//                        across ranks; ch06 loss scaling: the norm of the unscaled gradients.
-//   optimizer_step()     the update with the clipping coefficient. ch06 mixed precision: unscale, skip the
-//                        step on inf/NaN (and count it), update fp32 master weights and copy them down;
-//                        ch07 ZeRO-1: update this rank's shard, then all-gather; CPU offload; optimizer in
-//                        backward: the update already happened, nothing is left to do.
+//   compute_gradient_norm()  the global norm clipping uses and the update's gradient scale, into the step's
+//                        scalars on the device. ch08 tensor and pipeline parallelism, ZeRO-2, the optimizer in
+//                        backward: sum the squares across ranks (or as backward went), on the host
+//                        (write_gradient_norm); ch06 loss scaling: the norm of the unscaled gradients.
+//   optimizer_step()     the update, its gradient scale read from the step's scalars. ch06 mixed precision:
+//                        unscale, skip the step on inf/NaN (and count it), update fp32 master weights and copy
+//                        them down; ch07 ZeRO-1: update this rank's shard, then all-gather; CPU offload;
+//                        optimizer in backward: the update already happened, nothing is left to do.
+//
+// Enqueued, then reported: enqueue() queues the whole step on the device and reads nothing back. The step's
+// scalars, the loss summed over the micro-batches, the gradient norm and the update's gradient scale (clipping
+// and the loss scale's removal), live in one small f32 tensor on the model's device, written by the ops that
+// compute them and read by AdamW there (ops::GradScale); report() reads them, once, and waits for the step.
+// run() is the two. What still reads back inside enqueue(): fp16's loss scaling (whether to skip the update is
+// decided on the host), the steps whose norm is summed across ranks on the host (write_gradient_norm), the
+// pipeline's loss and the offloaded optimizer (its update runs on the CPU). On the CPU the losses and weights are
+// bitwise those of reading back, as the same double arithmetic runs in the same order.
 //
 // Configured rather than overridden: the number of micro-batches, the clipping threshold, whether the
 // phases are timed (benchmarks: the device is synchronised between phases so that forward, backward and the
@@ -28,12 +39,12 @@
 //
 // Mixed precision (chapter 6) lives in the model (GPT2::set_matmul_dtype: 16-bit matmul operands, fp32
 // everything else) and here:
-//   - after every optimizer step, run() refreshes the model's 16-bit weight copy from the fp32 master weights;
+//   - after every optimizer step, enqueue() refreshes the model's 16-bit weight copy from the fp32 master weights;
 //   - with loss scaling (fp16), forward_backward() scales the loss's gradient by the scale (through
-//     loss_gradient_scale(), which an override of forward_backward must use too), run() divides the norm by
+//     loss_gradient_scale(), which an override of forward_backward must use too), the norm is divided by
 //     it, and an inf/NaN norm (the norm is a sum of squares over the whole flat gradient buffer, on CPU and
 //     CUDA, so any non-finite gradient makes it non-finite) skips optimizer_step(); otherwise the 1/scale is
-//     folded into the clipping coefficient that optimizer_step() passes to AdamW as its gradient scale.
+//     folded into the gradient scale that optimizer_step() passes to AdamW.
 //     A skipped step leaves weights and optimizer state (AdamW's step count included) untouched; the caller's
 //     step counter moves on (its batches were consumed), as with PyTorch's GradScaler.
 #pragma once
@@ -67,8 +78,8 @@ struct TrainStepConfig {
 
 struct TrainStepResult {
   double lr = 0;
-  double loss = 0;          // mean loss over the step's micro-batches
-  double grad_norm = 0;     // the global gradient norm before clipping (unscaled; inf/NaN on overflow)
+  double loss = 0;          // mean loss over the step's micro-batches (an f32 scalar of the step)
+  double grad_norm = 0;     // the global gradient norm before clipping (unscaled; inf/NaN on overflow; f32)
   double loss_scale = 0;    // the scale this step's backward used (0: no loss scaling)
   bool skipped = false;     // loss scaling found inf/NaN gradients: no update was made
   double seconds = 0;       // the whole step, data included; the device is synchronised at its end
@@ -87,8 +98,13 @@ class TrainStep {
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
 
-  // One optimizer step at learning rate `lr`, reading config().accum_steps micro-batches from `next_batch`.
+  // One optimizer step at learning rate `lr`, reading config().accum_steps micro-batches from `next_batch`:
+  // enqueue() then report().
   TrainStepResult run(const BatchSource& next_batch, double lr);
+  // Queues the step on the device without reading anything back (but see the header comment for what does).
+  void enqueue(const BatchSource& next_batch, double lr);
+  // Waits for the enqueued step and returns what it did: one read of the step's scalars.
+  TrainStepResult report();
 
   GPT2& model() { return model_; }
   AdamW& optimizer() { return optimizer_; }
@@ -100,15 +116,30 @@ class TrainStep {
   DynamicLossScaler* loss_scaler() { return loss_scaler_ ? &*loss_scaler_ : nullptr; }
 
  protected:
-  // The parts, in the order run() calls them (see the header comment for who overrides which).
+  // The parts, in the order enqueue() calls them (see the header comment for who overrides which).
   virtual void zero_grads();
-  // Fills result.loss, data_seconds, forward_seconds and backward_seconds.
+  // Adds the step's mean loss into loss_sum(); fills data_seconds, forward_seconds and backward_seconds.
   virtual void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result);
-  // Returns the micro-batch's mean loss.
-  virtual double forward_backward(const MicroBatch& batch, TrainStepResult& result);
+  // Adds the micro-batch's mean loss / accum_steps into loss_sum().
+  virtual void forward_backward(const MicroBatch& batch, TrainStepResult& result);
   virtual void reduce_gradients() {}
-  virtual double gradient_norm();
-  virtual void optimizer_step(double lr, float clip_coefficient);
+  // Writes the norm of the gradients divided by `loss_scale`, and the update's gradient scale (clipping at
+  // config().grad_clip, times 1 / loss_scale), into the step's scalars. By default on the device from the flat
+  // gradient buffer; a step whose gradients are spread over ranks sums them on the host and calls
+  // write_gradient_norm.
+  virtual void compute_gradient_norm(double loss_scale);
+  // The update at learning rate `lr`, its gradient scale grad_scale() (read on the device).
+  virtual void optimizer_step(double lr);
+
+  // The step's scalars: the loss sum ([1], the step's mean loss once every micro-batch has added its share),
+  // and the update's gradient scale for AdamW (ops::GradScale over the scalars' tensor).
+  const Tensor& loss_sum() const { return loss_sum_; }
+  ops::GradScale grad_scale() const { return ops::GradScale(grad_scale_); }
+  // For steps that compute them on the host: the step's loss (replacing the sum); the norm `norm` of the gradients
+  // as backward made them (times the loss scale), which the scalars keep divided by `loss_scale`, with the
+  // gradient scale that follows (ops::clip_scale).
+  void write_loss(double loss);
+  void write_gradient_norm(double norm, double loss_scale);
 
   // What a micro-batch's backward multiplies the mean loss's gradient by: 1/accum_steps, times the loss scale.
   float loss_gradient_scale() const;
@@ -124,6 +155,11 @@ class TrainStep {
   TrainStepConfig config_;
   std::optional<DynamicLossScaler> loss_scaler_;
   bench::Timer phase_timer_;
+  // The scalars, [loss sum, gradient norm, gradient scale] on the model's device, and views of them.
+  Tensor scalars_, loss_sum_, grad_norm_, grad_scale_;
+  // The enqueued step's result so far, and its clock.
+  TrainStepResult pending_;
+  bench::Timer step_timer_;
 };
 
 }  // namespace lab

@@ -1,8 +1,8 @@
 // The ops of one GPT-2 training step on the CPU, counted by the step profile: 20 per block (10 forward: two
 // LayerNorms, four linears, attention, GELU, two residual adds; their 10 backwards) and 10 outside them (the
 // embedding and the final LayerNorm forward and backward, the LM head's linear forward and backward, the fused
-// classifier, the sum of the losses, the gradient norm's sum of squares, AdamW). An op added to or dropped from the
-// step changes these numbers: that is the point of pinning them.
+// classifier, the losses' sum added into the step's scalars, the gradient norm and scale, AdamW). An op added to or
+// dropped from the step changes these numbers: that is the point of pinning them.
 #include <gtest/gtest.h>
 
 #include "tests/ch10_gpt2/step_profile_counts.h"

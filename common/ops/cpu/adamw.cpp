@@ -33,7 +33,7 @@ void update(float* p, const float* g, float* mp, float* vp, int64_t begin, int64
 }  // namespace
 
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hp,
-                  float grad_scale, const std::vector<ElementRange>& decay) {
+                  const GradScale& grad_scale, const std::vector<ElementRange>& decay) {
   float* p = params.data<float>();
   const float* g = grads.data<float>();
   float* mp = m.data<float>();
@@ -43,7 +43,7 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
                     hp.beta2,
                     hp.lr,
                     hp.eps,
-                    grad_scale,
+                    grad_scale.on_device.defined() ? grad_scale.on_device.data<float>()[0] : grad_scale.value,
                     static_cast<float>(1.0 - std::pow(static_cast<double>(hp.beta1), t)),
                     static_cast<float>(1.0 - std::pow(static_cast<double>(hp.beta2), t))};
   int64_t at = 0;  // the first element not updated yet

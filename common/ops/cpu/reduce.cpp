@@ -5,6 +5,7 @@
 #include "common/ops/reduce.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace lab::ops::cpu {
@@ -38,6 +39,18 @@ double sum_squares(const Tensor& x) {
 }
 double sum(const Tensor& x) {
   return chunked_sum<false>(x);
+}
+
+void accumulate_sum(const Tensor& total, const Tensor& x, double weight) {
+  float& t = total.data<float>()[0];
+  t = static_cast<float>(static_cast<double>(t) + weight * chunked_sum<false>(x));
+}
+
+void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, double loss_scale) {
+  const double norm = std::sqrt(chunked_sum<true>(grads)) / loss_scale;
+  float* o = out.data<float>();
+  o[0] = static_cast<float>(norm);
+  o[1] = clip_scale(norm, max_norm, loss_scale);
 }
 
 }  // namespace lab::ops::cpu

@@ -25,11 +25,12 @@ struct AdamWConstants {
 };
 
 // Elements [first, end) of the buffers.
+// The gradient scale is k.grad_scale, or *grad_scale when it points to one the step computed on the device.
 __global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, int64_t first, int64_t end,
-                             AdamWConstants k, DecayTable decay) {
+                             AdamWConstants k, const float* grad_scale, DecayTable decay) {
   const int64_t i = first + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= end) return;
-  const float g = grads[i] * k.grad_scale;
+  const float g = grads[i] * (grad_scale ? *grad_scale : k.grad_scale);
   const float mi = k.beta1 * m[i] + (1.0f - k.beta1) * g;
   const float vi = k.beta2 * v[i] + (1.0f - k.beta2) * g * g;
   m[i] = mi;
@@ -46,7 +47,7 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
 // ---------------------------------------------------------------- launcher
 
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  float grad_scale, const std::vector<ElementRange>& decay) {
+                  const GradScale& grad_scale, const std::vector<ElementRange>& decay) {
   const int64_t n = params.numel();
   if (n == 0) return;
   const double t = static_cast<double>(hyper.step);
@@ -55,13 +56,14 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
                          hyper.beta2,
                          hyper.eps,
                          hyper.weight_decay,
-                         grad_scale,
+                         grad_scale.value,
                          static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta1), t)),
                          static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta2), t))};
+  const float* device_scale = grad_scale.on_device.defined() ? grad_scale.on_device.data<float>() : nullptr;
   LaunchScope scope(params);
   for_each_decay_stretch(decay, n, [&](int64_t first, int64_t end, const DecayTable& table) {
     LAB_LAUNCH(adamw_kernel, {grid_for(end - first, kBlockSize), kBlockSize, 0, scope.stream()}, params.data<float>(),
-               grads.data<float>(), m.data<float>(), v.data<float>(), first, end, k, table);
+               grads.data<float>(), m.data<float>(), v.data<float>(), first, end, k, device_scale, table);
   });
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/autograd/tape.h"
+#include "common/core/step_profile.h"
 #include "common/nn/gpt2.h"
 #include "common/optim/adamw.h"
 #include "common/train/math_mode.h"
@@ -72,11 +73,36 @@ TEST(TrainStep, IsTheTextbookStepBitForBit) {
 
     TrainStep step(shared.model, shared.optimizer, {1, 0.5, false});
     const TrainStepResult r = step.run([&] { return batch; }, 1e-3);
-    EXPECT_DOUBLE_EQ(r.grad_norm, norm);
-    EXPECT_NEAR(r.loss, std::log(static_cast<double>(kVocab)), 1.0);  // a fresh model guesses about uniformly
+    EXPECT_EQ(r.grad_norm, static_cast<double>(static_cast<float>(norm)));  // the step's scalars are f32
+    EXPECT_NEAR(r.loss, std::log(static_cast<double>(kVocab)), 1.0);        // a fresh model guesses about uniformly
     EXPECT_DOUBLE_EQ(r.lr, 1e-3);
   }
   EXPECT_EQ(weights(shared.model), weights(by_hand.model));
+}
+
+TEST(TrainStep, EnqueueThenReportIsRunAndReadsNoReductionBack) {
+  // enqueue() leaves the loss, the norm and the gradient scale on the device: its ops are the reductions into
+  // device memory, never the ones that return to the host; report() then gives what run() gives.
+  TinyRun a, b;
+  const MicroBatch batch = a.random_batch(kB);
+  TrainStep ran(a.model, a.optimizer, {2, 0.5, false});
+  TrainStep enqueued(b.model, b.optimizer, {2, 0.5, false});
+  for (int i = 0; i < 2; ++i) {
+    const TrainStepResult r = ran.run([&] { return batch; }, 1e-3);
+    StepProfile profile;
+    enqueued.enqueue([&] { return batch; }, 1e-3);
+    profile.close();
+    const TrainStepResult e = enqueued.report();
+    EXPECT_EQ(e.loss, r.loss);
+    EXPECT_EQ(e.grad_norm, r.grad_norm);
+    std::vector<std::string> ops;
+    for (const ProfileRow& row : profile.rows(ProfileKind::Op)) ops.push_back(row.name);
+    for (const char* host_reduction : {"sum", "sum_squares"})
+      EXPECT_EQ(std::count(ops.begin(), ops.end(), host_reduction), 0) << host_reduction << " ran in enqueue()";
+    for (const char* device_reduction : {"accumulate_sum", "gradient_norm_and_scale"})
+      EXPECT_EQ(std::count(ops.begin(), ops.end(), device_reduction), 1) << device_reduction;
+  }
+  EXPECT_EQ(weights(b.model), weights(a.model));
 }
 
 TEST(TrainStep, AccumulatingMicroBatchesMatchesOneLargeBatch) {
@@ -109,21 +135,21 @@ class RecordingStep : public TrainStep {
     calls.push_back("zero_grads");
     TrainStep::zero_grads();
   }
-  double forward_backward(const MicroBatch& batch, TrainStepResult& result) override {
+  void forward_backward(const MicroBatch& batch, TrainStepResult& result) override {
     calls.push_back("forward_backward");
-    return TrainStep::forward_backward(batch, result);
+    TrainStep::forward_backward(batch, result);
   }
   void reduce_gradients() override {
     calls.push_back("reduce_gradients");
     model().parameters().grads().zero_();
   }
-  double gradient_norm() override {
-    calls.push_back("gradient_norm");
-    return TrainStep::gradient_norm();
+  void compute_gradient_norm(double loss_scale) override {
+    calls.push_back("compute_gradient_norm");
+    TrainStep::compute_gradient_norm(loss_scale);
   }
-  void optimizer_step(double lr, float clip) override {
+  void optimizer_step(double lr) override {
     calls.push_back("optimizer_step");
-    TrainStep::optimizer_step(lr, clip);
+    TrainStep::optimizer_step(lr);
   }
 };
 
@@ -134,7 +160,7 @@ TEST(TrainStep, ThePartsRunInOrderAndAnOverrideChangesOnlyItsPart) {
   const TrainStepResult r = step.run([&] { return batch; }, 1e-3);
   EXPECT_EQ(step.calls,
             (std::vector<std::string>{"zero_grads", "forward_backward", "forward_backward", "forward_backward",
-                                      "reduce_gradients", "gradient_norm", "optimizer_step"}));
+                                      "reduce_gradients", "compute_gradient_norm", "optimizer_step"}));
   EXPECT_EQ(r.grad_norm, 0.0);  // the norm saw the reduced (zeroed) gradients
   EXPECT_TRUE(std::isfinite(r.loss));
 }
@@ -215,8 +241,9 @@ class DivergingStep : public TrainStep {
   using TrainStep::TrainStep;
 
  protected:
-  double forward_backward(const MicroBatch&, TrainStepResult&) override {
-    return std::numeric_limits<double>::quiet_NaN();
+  // A NaN loss, written where the step keeps its loss (the micro-batch computes nothing).
+  void forward_backward(const MicroBatch&, TrainStepResult&) override {
+    write_loss(std::numeric_limits<double>::quiet_NaN());
   }
 };
 
