@@ -236,6 +236,9 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
 cudaError_t cudaDeviceSynchronize() {
   const int device = current_device();
   if (!valid_device(device)) return record(cudaErrorNoDevice);
+  if (const cudaError_t refused = refuse_during_capture(nullptr, device, cudaErrorStreamCaptureUnsupported);
+      refused != cudaSuccess)
+    return refused;
   synchronize_device(device, "cudaDeviceSynchronize");
   return record(sticky_error(device));
 }

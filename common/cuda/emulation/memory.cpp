@@ -110,6 +110,10 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return record(cudaErrorInvalidValue);
   const int device = current_device();
   if (!valid_device(device)) return record(cudaErrorNoDevice);
+  // A graph replays its work on the memory it was captured with: no allocation may happen while one is made.
+  if (const cudaError_t refused = refuse_during_capture(nullptr, -1, cudaErrorStreamCaptureUnsupported);
+      refused != cudaSuccess)
+    return refused;
   if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) return record(sticky);
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;
@@ -140,6 +144,9 @@ cudaError_t cudaFree(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   const int device = current_device();
   if (!valid_device(device)) return record(cudaErrorNoDevice);
+  if (const cudaError_t refused = refuse_during_capture(nullptr, -1, cudaErrorStreamCaptureUnsupported);
+      refused != cudaSuccess)
+    return refused;
   synchronize_all_devices("cudaFree");
   if (!unregister(ptr, MemoryKind::Device)) return record(cudaErrorInvalidValue);
   std::free(ptr);
@@ -226,6 +233,12 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if ((wants_device_dst && !is_device(to)) || (wants_device_src && !is_device(from)))
     return record(cudaErrorInvalidValue);
   const bool to_pageable = is_pageable(to) && is_device(from);
+  // Pageable memory makes the call wait for the copy: a synchronisation a capture cannot contain.
+  if (is_pageable(to) || is_pageable(from)) {
+    if (const cudaError_t refused = refuse_during_capture(stream, -1, cudaErrorStreamCaptureUnsupported);
+        refused != cudaSuccess)
+      return refused;
+  }
   const uint64_t ticket = enqueue(*stream, [dst, src, bytes, to_pageable] {
     if (to_pageable)
       run_on_runtime_thread([&] { std::memmove(dst, src, bytes); });

@@ -44,7 +44,21 @@ struct EventRecord {
   Clock::time_point ran_at{};
 };
 
+// A stream's capture in progress: the work queued on it since cudaStreamBeginCapture, in order.
+struct Capture {
+  std::vector<std::function<void()>> work;
+  bool invalidated = false;
+};
+
 }  // namespace
+
+// A captured graph, and its executable form: the work in queue order.
+struct CUgraph_st {
+  std::vector<std::function<void()>> work;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<void()>> work;
+};
 
 // The handles of the API are pointers to these (opaque in the headers).
 struct CUstream_st {
@@ -57,12 +71,14 @@ struct CUstream_st {
   bool stopping = false;
   std::condition_variable has_work;
   std::thread worker;
+  std::shared_ptr<Capture> capture;  // while capturing: where its work goes instead of the queue
 };
 
 struct CUevent_st {
   int device = 0;
   bool timing = true;
   std::shared_ptr<EventRecord> last;  // null until recorded
+  std::shared_ptr<Capture> captured;  // the capture the last record was made in (null: a real record)
 };
 
 namespace lab::cuda::emu {
@@ -240,7 +256,31 @@ int stream_device(const CUstream_st& stream) {
 uint64_t enqueue(CUstream_st& stream, std::function<void()> work) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
+  if (stream.capture) {  // recorded for cudaGraphLaunch, not run; no ticket to wait for
+    stream.capture->work.push_back(std::move(work));
+    return 0;
+  }
   return enqueue_locked(e, stream, std::move(work), {});
+}
+
+bool any_capture(int device) {
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  for (const auto& [handle, stream] : e.streams)
+    if (stream->capture && (device < 0 || stream->device == device)) return true;
+  return false;
+}
+
+cudaError_t refuse_during_capture(const CUstream_st* stream, int device, cudaError_t error) {
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  bool refused = false;
+  for (const auto& [handle, s] : e.streams)
+    if (s->capture && (s.get() == stream || (stream == nullptr && (device < 0 || s->device == device)))) {
+      s->capture->invalidated = true;
+      refused = true;
+    }
+  return refused ? record(error) : cudaSuccess;
 }
 
 void wait_for(CUstream_st& stream, uint64_t ticket, const char* call) {
@@ -330,6 +370,15 @@ cudaError_t cudaStreamDestroy(cudaStream_t handle) {
 cudaError_t cudaStreamSynchronize(cudaStream_t handle) {
   CUstream_st* stream = resolve_stream(handle);
   if (stream == nullptr) return record(cudaErrorInvalidResourceHandle);
+  // The capturing stream itself, or the legacy stream, which would wait for a capturing blocking stream.
+  if (const cudaError_t refused = refuse_during_capture(stream, -1, cudaErrorStreamCaptureUnsupported);
+      refused != cudaSuccess)
+    return refused;
+  if (stream->legacy) {
+    if (const cudaError_t refused = refuse_during_capture(nullptr, stream->device, cudaErrorStreamCaptureImplicit);
+        refused != cudaSuccess)
+      return refused;
+  }
   // An empty item waits for everything the stream's rules order before it (for the legacy stream: the
   // blocking streams' work too), so waiting for it is waiting for all that.
   wait_for(*stream, enqueue(*stream, [] {}), "cudaStreamSynchronize");
@@ -339,6 +388,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t handle) {
 cudaError_t cudaStreamQuery(cudaStream_t handle) {
   CUstream_st* stream = resolve_stream(handle);
   if (stream == nullptr) return record(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t refused = refuse_during_capture(stream, -1, cudaErrorStreamCaptureUnsupported);
+      refused != cudaSuccess)
+    return refused;
   if (const cudaError_t sticky = sticky_error(stream->device); sticky != cudaSuccess) return record(sticky);
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
@@ -392,10 +444,16 @@ cudaError_t cudaEventRecord(cudaEvent_t handle, cudaStream_t stream_handle) {
   CUevent_st* event = resolve_event(e, handle);
   if (event == nullptr || stream == nullptr || stream->device != event->device)
     return record(cudaErrorInvalidResourceHandle);
+  if (stream->capture) {  // a node of the graph: it orders the capture's work and times nothing here
+    event->last.reset();
+    event->captured = stream->capture;
+    return cudaSuccess;
+  }
   auto rec = std::make_shared<EventRecord>();
   rec->stream = owner_of(e, stream);
   rec->ticket = enqueue_locked(e, *stream, [rec] { rec->ran_at = Clock::now(); }, {});
   event->last = std::move(rec);
+  event->captured.reset();
   return cudaSuccess;
 }
 
@@ -404,6 +462,7 @@ cudaError_t cudaEventQuery(cudaEvent_t handle) {
   std::lock_guard<std::mutex> lock(e.mutex);
   const CUevent_st* event = resolve_event(e, handle);
   if (event == nullptr) return record(cudaErrorInvalidResourceHandle);
+  if (event->captured) return record(cudaErrorCapturedEvent);
   if (const cudaError_t sticky = sticky_error(event->device); sticky != cudaSuccess) return record(sticky);
   if (event->last && !done(*event->last->stream, event->last->ticket)) return cudaErrorNotReady;
   return cudaSuccess;
@@ -414,6 +473,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t handle) {
   std::unique_lock<std::mutex> lock(e.mutex);
   const CUevent_st* event = resolve_event(e, handle);
   if (event == nullptr) return record(cudaErrorInvalidResourceHandle);
+  if (event->captured) return record(cudaErrorCapturedEvent);
   const std::shared_ptr<EventRecord> rec = event->last;
   const int device = event->device;
   if (rec) wait_watching_for_deadlock(e, lock, "cudaEventSynchronize", [&] { return done(*rec->stream, rec->ticket); });
@@ -428,6 +488,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start_handle, cudaEvent_
   const CUevent_st* start = resolve_event(e, start_handle);
   const CUevent_st* end = resolve_event(e, end_handle);
   if (start == nullptr || end == nullptr) return record(cudaErrorInvalidResourceHandle);
+  if (start->captured || end->captured) return record(cudaErrorCapturedEvent);
   if (const cudaError_t sticky = sticky_error(start->device); sticky != cudaSuccess) return record(sticky);
   // Events without timing, or never recorded, have no time to compare.
   if (!start->timing || !end->timing || !start->last || !end->last) return record(cudaErrorInvalidResourceHandle);
@@ -444,7 +505,83 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream_handle, cudaEvent_t handle, 
   std::lock_guard<std::mutex> lock(e.mutex);
   const CUevent_st* event = resolve_event(e, handle);
   if (stream == nullptr || event == nullptr) return record(cudaErrorInvalidResourceHandle);
+  if (stream->capture) {
+    // Inside one capture an event orders its own work, which the capture keeps in order already; a record made
+    // outside would tie the graph to work outside it, which CUDA refuses.
+    if (event->captured == stream->capture) return cudaSuccess;
+    stream->capture->invalidated = true;
+    return record(cudaErrorStreamCaptureIsolation);
+  }
+  // Another stream joining a capture by waiting for one of its events (fork/join) is not emulated.
+  if (event->captured) return record(cudaErrorStreamCaptureUnsupported);
   if (!event->last) return cudaSuccess;  // waiting for an event never recorded waits for nothing
   enqueue_locked(e, *stream, [] {}, {Dependency{event->last->stream, event->last->ticket}});
+  return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- capture and graphs
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t handle, cudaStreamCaptureMode mode) {
+  CUstream_st* stream = resolve_stream(handle);
+  if (stream == nullptr) return record(cudaErrorInvalidResourceHandle);
+  // The legacy stream cannot capture; only the global mode's rules are emulated.
+  if (stream->legacy) return record(cudaErrorStreamCaptureUnsupported);
+  if (mode != cudaStreamCaptureModeGlobal) return record(cudaErrorNotSupported);
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  if (stream->capture) return record(cudaErrorIllegalState);
+  stream->capture = std::make_shared<Capture>();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t handle, cudaGraph_t* graph) {
+  if (graph == nullptr) return record(cudaErrorInvalidValue);
+  CUstream_st* stream = resolve_stream(handle);
+  if (stream == nullptr) return record(cudaErrorInvalidResourceHandle);
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  if (!stream->capture) return record(cudaErrorIllegalState);
+  const std::shared_ptr<Capture> capture = std::move(stream->capture);
+  stream->capture.reset();
+  *graph = nullptr;
+  if (capture->invalidated) return record(cudaErrorStreamCaptureInvalidated);
+  *graph = new CUgraph_st{capture->work};
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t handle, cudaStreamCaptureStatus* status) {
+  if (status == nullptr) return record(cudaErrorInvalidValue);
+  CUstream_st* stream = resolve_stream(handle);
+  if (stream == nullptr) return record(cudaErrorInvalidResourceHandle);
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  *status = !stream->capture               ? cudaStreamCaptureStatusNone
+            : stream->capture->invalidated ? cudaStreamCaptureStatusInvalidated
+                                           : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+  if (exec == nullptr || graph == nullptr || flags != 0) return record(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st{graph->work};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t handle) {
+  if (exec == nullptr) return record(cudaErrorInvalidValue);
+  CUstream_st* stream = resolve_stream(handle);
+  if (stream == nullptr) return record(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t sticky = sticky_error(stream->device); sticky != cudaSuccess) return record(sticky);
+  for (const std::function<void()>& work : exec->work) enqueue(*stream, work);  // each node again, in order
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
   return cudaSuccess;
 }

@@ -32,8 +32,27 @@ CUstream_st* resolve_stream(cudaStream_t handle);
 
 int stream_device(const CUstream_st& stream);
 
-// Queues `work` on `stream` and returns its ticket.
+// Queues `work` on `stream` and returns its ticket; on a capturing stream, records it for the graph instead
+// (ticket 0: nothing to wait for).
 uint64_t enqueue(CUstream_st& stream, std::function<void()> work);
+
+// Stream capture (cudaStreamBeginCapture ... cudaStreamEndCapture, global mode): the work queued on a
+// capturing stream is recorded, not run, and cudaGraphLaunch queues it again, in order, on the stream it is
+// given, as often as it is launched (every recorded item must be safe to run again: they hold their arguments
+// by value). What CUDA refuses during a capture is refused with its error and invalidates the capture, so that
+// cudaStreamEndCapture then returns cudaErrorStreamCaptureInvalidated: synchronising with a capturing stream
+// (cudaStreamSynchronize, cudaStreamQuery, a copy from or to pageable memory on it; cudaDeviceSynchronize,
+// cudaMalloc, cudaFree, cudaMemcpy, cudaMemset while any stream captures: cudaErrorStreamCaptureUnsupported; the
+// legacy stream's implicit synchronisation: cudaErrorStreamCaptureImplicit), a capturing stream waiting for an
+// event recorded outside its capture (cudaErrorStreamCaptureIsolation), and querying an event recorded inside
+// one (cudaErrorCapturedEvent). Not emulated, refused with cudaErrorStreamCaptureUnsupported where a GPU would
+// accept it: another stream joining a capture by waiting for one of its events (fork/join).
+//
+// Whether a stream of `device` (-1: any) is capturing now.
+bool any_capture(int device);
+// cudaSuccess when no capture forbids the call; otherwise invalidates the capture of `stream` (or, with a null
+// `stream`, every capture on `device`, -1 for any) and returns `error` (recorded as the thread's last error).
+cudaError_t refuse_during_capture(const CUstream_st* stream, int device, cudaError_t error);
 
 // Blocks until the item with `ticket` on `stream` has completed. `call` names the runtime call that waits,
 // for the deadlock report.
