@@ -70,6 +70,8 @@ BLOCK_THREADS = {
     "column_totals_kernel": 256,
     "broadcast_bias_kernel": 256,
     "partial_sums_kernel": 256,
+    "accumulate_sum_kernel": 1,  # one thread adds the partial sums in block order (reduce.cu)
+    "norm_and_scale_kernel": 1,
     "residual_forward_kernel": 256,
     "residual_backward_kernel": 256,
     "widen_tokens_kernel": 256,
