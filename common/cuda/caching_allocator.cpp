@@ -40,6 +40,14 @@ double mib(int64_t bytes) {
 // returns a null handle (it starts as cudaStreamLegacy), so null cannot be confused with a live stream.
 const cudaStream_t kNoStream = nullptr;
 
+// The calling thread's private pool per device (PoolScope); 0: none.
+thread_local std::map<int, int> t_pool;
+
+int current_pool(int device) {
+  const auto it = t_pool.find(device);
+  return it == t_pool.end() ? 0 : it->second;
+}
+
 class CudaCachingAllocator final : public Allocator {
  public:
   explicit CudaCachingAllocator(int device) : device_(device) {}
@@ -47,12 +55,13 @@ class CudaCachingAllocator final : public Allocator {
   void* allocate(size_t bytes, MemCategory category) override {
     const size_t size = cuda_size_class(bytes);
     const cudaStream_t stream = current_stream(device_);
+    const int pool = current_pool(device_);
     collect_finished_frees();
-    void* ptr = take_cached(size, stream);
+    void* ptr = pool ? take_from_pool(pool, size) : take_cached(size, stream);
     if (!ptr) ptr = allocate_from_device(size, bytes);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      live_[ptr] = Block{size, stream, {}};
+      live_[ptr] = Block{size, stream, {}, pool};
     }
     counters_.on_alloc(ptr, size, category);
     return ptr;
@@ -107,6 +116,26 @@ class CudaCachingAllocator final : public Allocator {
     }
   }
 
+  int create_pool() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int id = next_pool_++;
+    private_[id];
+    return id;
+  }
+
+  void release_pool(int pool) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = private_.find(pool);
+    LAB_CHECK(it != private_.end(), InvalidArgument, "release_private_pool: cuda:", device_, " has no pool ", pool);
+    for (auto& [size, blocks] : it->second) pool_[size].insert(pool_[size].end(), blocks.begin(), blocks.end());
+    private_.erase(it);
+  }
+
+  bool has_pool(int pool) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return private_.contains(pool);
+  }
+
   MemoryStats stats() const override { return counters_.snapshot(); }
   void reset_peak() override { counters_.reset_peak(); }
   void set_event_hook(MemoryEventHook hook) override { counters_.set_event_hook(std::move(hook)); }
@@ -143,6 +172,7 @@ class CudaCachingAllocator final : public Allocator {
     size_t size;
     cudaStream_t owner;
     std::vector<StreamUse> uses;
+    int pool = 0;  // the private pool it belongs to; 0: the allocator's ordinary lists
   };
   struct PendingFree {
     void* ptr;
@@ -152,7 +182,9 @@ class CudaCachingAllocator final : public Allocator {
   // ---------------------------------------------------------------- with mutex_ held
 
   void cache(void* ptr, const Block& block) {
-    if (block.owner == kNoStream) {
+    if (const auto it = private_.find(block.pool); block.pool != 0 && it != private_.end()) {
+      it->second[block.size].push_back(ptr);  // a private pool's block serves that pool only
+    } else if (block.owner == kNoStream) {
       pool_[block.size].push_back(ptr);
     } else {
       free_[{block.owner, block.size}].push_back(ptr);
@@ -168,6 +200,17 @@ class CudaCachingAllocator final : public Allocator {
       return ptr;
     }
     return nullptr;
+  }
+
+  void* take_from_pool(int pool, size_t size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = private_.find(pool);
+    LAB_CHECK(it != private_.end(), InvalidArgument, "PoolScope: cuda:", device_, " has no pool ", pool);
+    std::vector<void*>* list = find_list(it->second, size);
+    if (!list || list->empty()) return nullptr;
+    void* ptr = list->back();
+    list->pop_back();
+    return ptr;
   }
 
   template <typename Map, typename Key>
@@ -259,7 +302,9 @@ class CudaCachingAllocator final : public Allocator {
   std::unordered_map<void*, Block> live_;
   std::map<std::pair<cudaStream_t, size_t>, std::vector<void*>> free_;  // (owner, size class) -> blocks
   std::map<size_t, std::vector<void*>> pool_;                           // blocks of destroyed streams
-  std::list<PendingFree> pending_;                                      // freed, waiting for the events of their uses
+  std::map<int, std::map<size_t, std::vector<void*>>> private_;         // private pools: size class -> blocks
+  int next_pool_ = 1;
+  std::list<PendingFree> pending_;  // freed, waiting for the events of their uses
   std::vector<cudaEvent_t> spare_events_;
   MemoryCounters counters_;
 };
@@ -292,6 +337,23 @@ void record_stream(const Tensor& tensor, const Stream& stream) {
 void release_stream(int device, cudaStream_t stream) noexcept {
   if (device < 0 || device >= device_count()) return;
   allocator_of(device).release_stream(stream);
+}
+
+int create_private_pool(int device) {
+  return allocator_of(device).create_pool();
+}
+
+void release_private_pool(int device, int pool) {
+  allocator_of(device).release_pool(pool);
+}
+
+PoolScope::PoolScope(int device, int pool) : device_(device), saved_(current_pool(device)) {
+  LAB_CHECK(allocator_of(device).has_pool(pool), InvalidArgument, "PoolScope: cuda:", device, " has no pool ", pool);
+  t_pool[device] = pool;
+}
+
+PoolScope::~PoolScope() {
+  t_pool[device_] = saved_;
 }
 
 }  // namespace lab::cuda

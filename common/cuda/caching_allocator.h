@@ -57,4 +57,29 @@ void record_stream(const Tensor& tensor, const Stream& stream);
 // the stream's cached blocks go to the shared pool (see above). Never throws.
 void release_stream(int device, cudaStream_t stream) noexcept;
 
+// Private pools, for CUDA graphs. A captured graph replays its work on the addresses it was captured with, so
+// the memory its capture allocated must stay the graph's: nothing outside may be handed those blocks while the
+// graph lives (PyTorch's graph memory pools work so). While a PoolScope is active on a thread, that thread's
+// allocations on the pool's device come from the pool's own free lists (new device memory joins the pool), and
+// blocks allocated in the pool return to it when freed, whoever frees them; no allocation outside the pool
+// receives them. The pool's free lists are last in, first out per size class, so the same sequence of
+// allocations and frees gets the same addresses every time: a step run in its pool after a warm-up step
+// allocates nothing new. Allocate from the device before capturing (cudaMalloc is refused during a capture).
+//
+// A new pool on `device`; its id (never 0).
+int create_private_pool(int device);
+// The pool's cached blocks go to the device's shared pool, and its live blocks go there when they are freed.
+void release_private_pool(int device, int pool);
+// Makes `pool` the calling thread's pool on `device` until the scope ends (scopes nest).
+class PoolScope {
+ public:
+  PoolScope(int device, int pool);
+  ~PoolScope();
+  PoolScope(const PoolScope&) = delete;
+  PoolScope& operator=(const PoolScope&) = delete;
+
+ private:
+  int device_, saved_;
+};
+
 }  // namespace lab::cuda

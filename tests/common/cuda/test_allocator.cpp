@@ -231,5 +231,52 @@ TEST(CudaAllocator, OutOfMemoryIsAClearErrorAndTheAllocatorStillWorks) {
   EXPECT_EQ(t.to_floats(), (std::vector<float>{1, 2, 3}));
 }
 
+// ---------------------------------------------------------------- private pools
+
+const void* address(const Tensor& t) {
+  return t.storage()->data();
+}
+
+TEST(CudaAllocatorPool, APoolsBlocksServeThatPoolOnly) {
+  LAB_REQUIRE_GPU();
+  const int pool = cuda::create_private_pool(0);
+  const void* in_pool = nullptr;
+  {
+    const cuda::PoolScope scope(0, pool);
+    in_pool = address(Tensor::empty({3000}, DType::F32, kGpu));  // freed at once: back to the pool
+  }
+  const Tensor outside = Tensor::empty({3000}, DType::F32, kGpu);
+  EXPECT_NE(address(outside), in_pool) << "an allocation outside the pool received the pool's block";
+  {
+    const cuda::PoolScope scope(0, pool);
+    EXPECT_EQ(address(Tensor::empty({3000}, DType::F32, kGpu)), in_pool);
+  }
+  cuda::release_private_pool(0, pool);
+  testing::expect_error([&] { const cuda::PoolScope scope(0, pool); }, ErrorKind::InvalidArgument, {"no pool"});
+}
+
+TEST(CudaAllocatorPool, TheSameSequenceGetsTheSameAddressesAndNoNewMemory) {
+  LAB_REQUIRE_GPU();
+  const int pool = cuda::create_private_pool(0);
+  // A step's pattern in miniature: buffers of several sizes, some freed before others are allocated.
+  const auto run = [&] {
+    const cuda::PoolScope scope(0, pool);
+    std::vector<const void*> seen;
+    Tensor a = Tensor::empty({1000}, DType::F32, kGpu), b = Tensor::empty({5000}, DType::F32, kGpu);
+    seen.push_back(address(a));
+    seen.push_back(address(b));
+    a = Tensor();
+    const Tensor c = Tensor::empty({1000}, DType::F32, kGpu), d = Tensor::empty({20000}, DType::F32, kGpu);
+    seen.push_back(address(c));
+    seen.push_back(address(d));
+    return seen;
+  };
+  const std::vector<const void*> first = run();
+  const int64_t system_allocs = memory_stats(kGpu).system_allocs;
+  EXPECT_EQ(run(), first);
+  EXPECT_EQ(memory_stats(kGpu).system_allocs, system_allocs) << "the second run allocated device memory";
+  cuda::release_private_pool(0, pool);
+}
+
 }  // namespace
 }  // namespace lab
