@@ -121,6 +121,10 @@ BLOCK_THREADS = {
     "flash_query_grads_kernel": 128,
     "flash_row_dot_kernel": 256,
     "lse_from_probabilities_kernel": 256,
+    # Batched attention (common/ops/cuda/batched_attention.cu): attention.cu's softmax row kernels with 16-bit
+    # probabilities, kBlockSize (a warp per row).
+    "batched_causal_softmax_kernel": 256,
+    "batched_causal_softmax_backward_kernel": 256,
     # ch09 lab 01 (attention): v5's one-pass backward, kThreads = 4 warps (up to 219.5 KiB of dynamic shared
     # memory), and the elementwise kernel that adds its f32 dQ into dqkv, kBlockSize.
     "flash_key_grads_atomic_kernel": 128,

@@ -10,8 +10,8 @@
 // and ops::attention_backward themselves, so the op takes every float dtype.
 //
 // Where the 16-bit path rounds (u = 2^-8 for bf16, 2^-11 for f16: half the gap above 1), per batch row and head:
-//   forward   S  = scale q k^T     16-bit q, k; fp32 accumulation; S kept in fp32 (a workspace), not rounded
-//             P  = causal softmax of S, in fp32 (scale, mask, max, exp, sum, normalise)  -> stored rounded (probs)
+//   forward   S  = scale q k^T     16-bit q, k; fp32 accumulation, scaled in fp32; S kept in fp32 (a workspace)
+//             P  = causal softmax of S, in fp32 (mask, max, exp, sum, normalise: one kernel) -> stored rounded (probs)
 //             out = P v            the rounded P and 16-bit v; fp32 accumulation        -> stored rounded
 //   backward  dP  = dout v^T       16-bit dout, v; fp32 result (a workspace), not rounded
 //             dv += P^T dout       fp32 accumulation, the sum with dv's old value rounded once

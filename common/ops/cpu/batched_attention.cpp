@@ -6,6 +6,8 @@
 // on contiguous f32 matrices: exactly the products of the 16-bit values, accumulated in f32, which is what
 // cuBLASLt computes from 16-bit operands with fp32 accumulation. Results are rounded to the 16-bit type only
 // where batched_attention.h says the CUDA backend stores them: P, out, dS, and each sum into dqkv.
+#include "common/ops/batched_attention.h"
+
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -13,7 +15,6 @@
 
 #include "common/core/dtype.h"
 #include "common/core/error.h"
-#include "common/ops/batched_attention.h"
 #include "common/ops/cpu/gemm.h"
 #include "common/ops/cpu/vec_math.h"
 #include "common/ops/dispatch.h"
