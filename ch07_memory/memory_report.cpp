@@ -49,9 +49,10 @@ std::string memory_report(const MemoryStats& stats, const MemoryTheory& theory, 
                 mib(stats.peak_total), mib(theory.total()));
   out += line;
   std::snprintf(line, sizeof line,
-                "activations in theory: %lld elements per token per block, %lld outside the blocks (the peak adds "
-                "backward's gradients in flight)\n",
+                "activations in theory: %lld elements and %lld bytes of attention per token per block, %lld "
+                "elements outside the blocks (the peak adds backward's gradients in flight)\n",
                 static_cast<long long>(theory.activation_elements_per_token_per_block),
+                static_cast<long long>(theory.attention_bytes_per_token_per_block),
                 static_cast<long long>(theory.activation_elements_per_token_outside));
   out += line;
   std::snprintf(line, sizeof line,

@@ -9,8 +9,8 @@
 //                 per block   18 C + 4 + heads x T   (none)
 //                             14 C + 4               (selective: no probabilities, no GELU output)
 //                             C                      (block: its input only)
-//               flash attention (chapter 9) keeps one f32 log-sum-exp per head and token instead of the
-//               probabilities: heads x T becomes heads, under none and selective alike
+//               of which attention's own share, per head and token, is its probabilities' row (T values of
+//               bytes_per_element); chapter 9's rungs keep less or narrower: AttentionKept below
 //                 outside     2 C + 3 + Vp           (embedding output, ln_f with its statistics, the logits
 //                                                     that become their own gradient, the loss)
 //               The per-block count of `none` is the kept tensors of one pre-LN block: ln_1 (C, mean and rstd),
@@ -31,10 +31,18 @@
 
 namespace lab::ch07 {
 
+// What attention keeps for backward, per head and token, beside qkv and its output (chapter 9's rungs).
+enum class AttentionKept {
+  Probabilities,      // the core's attention: a row of T probabilities in the activations' dtype
+  HalfProbabilities,  // batched attention in 16 bits: the row in 2 bytes a value
+  LogSumExp,          // flash attention: one f32 log-sum-exp (kept under selective recompute too)
+};
+
 struct MemoryTheory {
-  std::array<int64_t, kNumMemCategories> bytes{};  // by MemCategory; 0 where theory says nothing
-  int64_t parameters = 0;                          // P, padded vocabulary included
-  int64_t activation_elements_per_token_per_block = 0;
+  std::array<int64_t, kNumMemCategories> bytes{};       // by MemCategory; 0 where theory says nothing
+  int64_t parameters = 0;                               // P, padded vocabulary included
+  int64_t activation_elements_per_token_per_block = 0;  // attention's share apart (next line)
+  int64_t attention_bytes_per_token_per_block = 0;
   int64_t activation_elements_per_token_outside = 0;
   // Block recompute only: one block's activations, live again while its backward runs (not in `bytes`).
   int64_t recomputed_block_bytes = 0;
@@ -44,8 +52,8 @@ struct MemoryTheory {
 };
 
 // The theory for one micro-batch of B x T tokens, with `bytes_per_element` for parameters, gradients and
-// activations (4 for fp32, 2 for bf16 with fp32 master weights), and the core's attention or flash attention.
+// activations (4 for fp32, 2 for bf16 with fp32 master weights), and what the model's attention keeps.
 MemoryTheory memory_theory(const GPT2Config& config, int64_t batch, int64_t seq, RecomputePolicy policy,
-                           int64_t bytes_per_element = 4, bool flash_attention = false);
+                           int64_t bytes_per_element = 4, AttentionKept attention = AttentionKept::Probabilities);
 
 }  // namespace lab::ch07

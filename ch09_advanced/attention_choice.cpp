@@ -6,17 +6,23 @@
 namespace lab::ch09 {
 
 std::vector<std::string> attention_names() {
-  return {"materialized", "flash"};
+  return {"materialized", "batched", "flash"};
 }
 
 Attention parse_attention(const std::string& name) {
   if (name == "materialized") return Attention::Materialized;
+  if (name == "batched") return Attention::Batched;
   if (name == "flash") return Attention::Flash;
-  fail(ErrorKind::InvalidArgument, "attention '", name, "' is not one of materialized|flash");
+  fail(ErrorKind::InvalidArgument, "attention '", name, "' is not one of materialized|batched|flash");
 }
 
 const char* attention_name(Attention attention) {
-  return attention == Attention::Flash ? "flash" : "materialized";
+  switch (attention) {
+    case Attention::Batched: return "batched";
+    case Attention::Flash: return "flash";
+    case Attention::Materialized: break;
+  }
+  return "materialized";
 }
 
 void use_attention(ModelOptions& options, Attention attention, DType storage) {
@@ -26,12 +32,27 @@ void use_attention(ModelOptions& options, Attention attention, DType storage) {
     options.attention = [storage](Tape& tape, const Var& qkv, int n_head) {
       return ag::flash_attention(tape, qkv, n_head, storage);
     };
+  if (attention == Attention::Batched && storage != DType::F32)  // in f32 it is the core's attention itself
+    options.attention = [storage](Tape& tape, const Var& qkv, int n_head) {
+      return ag::batched_attention(tape, qkv, n_head, storage);
+    };
 }
 
-std::string flash_note(Attention attention, Device device, DType storage) {
-  if (attention != Attention::Flash || !device.is_cuda() || storage != DType::F32) return "";
-  return "--attention flash: fp32 on a GPU runs the materialised kernels inside the op (flash attention's "
-         "tensor-core kernels take bf16 or fp16: --dtype bf16); the probabilities live for the call only";
+ch07::AttentionKept attention_kept(Attention attention, DType storage) {
+  if (attention == Attention::Flash) return ch07::AttentionKept::LogSumExp;
+  if (attention == Attention::Batched && storage != DType::F32) return ch07::AttentionKept::HalfProbabilities;
+  return ch07::AttentionKept::Probabilities;
+}
+
+std::string attention_note(Attention attention, Device device, DType storage) {
+  if (storage != DType::F32) return "";
+  if (attention == Attention::Batched)
+    return "--attention batched: in fp32 it is the materialised attention itself (its 16-bit path needs --dtype "
+           "bf16 or fp16)";
+  if (attention == Attention::Flash && device.is_cuda())
+    return "--attention flash: fp32 on a GPU runs the materialised kernels inside the op (flash attention's "
+           "tensor-core kernels take bf16 or fp16: --dtype bf16); the probabilities live for the call only";
+  return "";
 }
 
 }  // namespace lab::ch09

@@ -1,7 +1,12 @@
-// --attention materialized|flash: which attention a GPT-2 runs. Chapter 9's rung on top of chapter 6's.
+// --attention materialized|batched|flash: which attention a GPT-2 runs. Chapter 9's rungs on top of chapter 6's.
 //
 //   materialized  the core's attention (common/ops/attention.h): the scores and probabilities [B, heads, T, T]
 //                 are written to memory, and the probabilities stay on the tape for backward. The reference.
+//   batched       the same algorithm in the run's matmul storage (common/ops/batched_attention.h,
+//                 ag::batched_attention): under bf16/fp16 the four products of attention are 16-bit cuBLASLt
+//                 matmuls on tensor cores instead of fp32 GEMMs on CUDA cores, softmax is one fused kernel each
+//                 way, and the probabilities are kept in 16 bits (half the bytes). Still T^2 memory. The quick
+//                 win; under fp32 or tf32 it is the materialised path itself.
 //   flash         flash attention (common/ops/flash_attention.h, ag::flash_attention): the same function
 //                 computed tile by tile with an online softmax; the tape keeps one log-sum-exp per row instead of
 //                 the probabilities, and backward recomputes them. What changes from the previous rung: attention's
@@ -12,7 +17,7 @@
 // The storage flash attention runs in is the run's matmul precision: bf16 or fp16 under mixed precision (qkv
 // rounded for the call, as the 16-bit linears round their inputs), fp32 otherwise. When not to use it: an fp32
 // or tf32 run on a GPU, where flash attention has no fp32 tensor-core kernel and the op runs the materialised
-// kernels inside (no saving, so `flash_note` says so); and on a CPU at short sequences, where the probabilities
+// kernels inside (no saving, so `attention_note` says so); and on a CPU at short sequences, where the probabilities
 // are small and the tiled loops are no faster. Results are the materialised path's to rounding (not bitwise:
 // the online softmax sums in another order).
 //
@@ -23,14 +28,15 @@
 #include <string>
 #include <vector>
 
+#include "ch07_memory/memory_theory.h"
 #include "common/core/device.h"
 #include "common/nn/modules.h"
 
 namespace lab::ch09 {
 
-enum class Attention { Materialized, Flash };
+enum class Attention { Materialized, Batched, Flash };
 
-std::vector<std::string> attention_names();          // "materialized", "flash"
+std::vector<std::string> attention_names();          // "materialized", "batched", "flash"
 Attention parse_attention(const std::string& name);  // InvalidArgument naming the choices
 const char* attention_name(Attention attention);
 
@@ -38,8 +44,12 @@ const char* attention_name(Attention attention);
 // f16). Materialized leaves the core's attention.
 void use_attention(ModelOptions& options, Attention attention, DType storage);
 
+// What the choice keeps for backward per head and token, for chapter 7's memory theory.
+ch07::AttentionKept attention_kept(Attention attention, DType storage);
+
 // One line for the user when the choice will not do what its name promises on `device` in `storage` (flash in
-// f32 on a GPU runs the materialised kernels); empty otherwise.
-std::string flash_note(Attention attention, Device device, DType storage);
+// f32 on a GPU runs the materialised kernels inside; batched in f32 is the materialised attention); empty
+// otherwise.
+std::string attention_note(Attention attention, Device device, DType storage);
 
 }  // namespace lab::ch09

@@ -9,6 +9,10 @@ staircase::Staircase attention_staircase(const std::vector<std::string>& base_fl
   stairs.rungs.push_back({"materialized",
                           "the baseline: chapter 6's top rung, attention's T x T probabilities written and kept",
                           {"--attention", "materialized"}});
+  stairs.rungs.push_back({"batched",
+                          "the same algorithm in 16 bits: the attention products on tensor cores (cuBLASLt), one fused "
+                          "softmax each way, the probabilities kept in 16 bits",
+                          {"--attention", "batched"}});
   stairs.rungs.push_back({"flash",
                           "flash attention: tiles with an online softmax, one log-sum-exp per row kept instead of the "
                           "probabilities, which backward recomputes",

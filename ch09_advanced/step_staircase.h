@@ -1,12 +1,12 @@
 // The chapter's staircase for gpt2_step_bench --staircase ch09: the top of chapter 6's (bf16 mixed precision,
 // fused kernels), then attention climbing one change at a time,
 //
-//     materialized attention  ->  flash attention (--attention flash)
+//     materialized attention  ->  batched (--attention batched)  ->  flash attention (--attention flash)
 //
-// The ratio between the two rungs is flash attention's alone: the same model, batch and precision, the
-// probabilities no longer written, kept or read back (the memory column), and on a GPU the attention products on
-// tensor cores (the time column). At short sequences on a CPU expect little or no gain in time: the saving grows
-// with T (attention_choice.h).
+// Each ratio is one change: batched runs the same algorithm with 16-bit products on tensor cores and keeps the
+// probabilities in 16 bits; flash no longer writes, keeps or reads back the probabilities at all (the memory
+// column) and runs its products on tensor cores too (the time column, on a GPU). At short sequences on a CPU expect
+// little or no gain in time: the saving grows with T (attention_choice.h).
 #pragma once
 
 #include <string>

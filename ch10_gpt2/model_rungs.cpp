@@ -12,6 +12,9 @@ std::string ModelRungs::incompatibility() const {
   if (kernels == ch06::Kernels::Fused && recompute == ch07::RecomputePolicy::Selective)
     return "--recompute selective recomputes the GELU of the core's MLP, and --kernels fused replaces that MLP with "
            "its fused GEMM + bias + GELU: use --recompute block with --kernels fused";
+  if (attention == ch09::Attention::Batched && recompute == ch07::RecomputePolicy::Selective)
+    return "--recompute selective recomputes the core attention's probabilities, and --attention batched keeps its "
+           "own (16-bit): use --recompute none or block with it, or --attention flash, which keeps none";
   return "";
 }
 
@@ -31,7 +34,7 @@ std::string ModelRungs::str() const {
 std::vector<ModelRungs> every_model_rungs() {
   std::vector<ModelRungs> all;
   for (const ch06::Kernels k : {ch06::Kernels::Reference, ch06::Kernels::Fused})
-    for (const ch09::Attention a : {ch09::Attention::Materialized, ch09::Attention::Flash})
+    for (const ch09::Attention a : {ch09::Attention::Materialized, ch09::Attention::Batched, ch09::Attention::Flash})
       for (const ch07::RecomputePolicy r :
            {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block})
         all.push_back({k, a, r});

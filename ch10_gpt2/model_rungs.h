@@ -1,7 +1,8 @@
 // The model's rungs: the flags that change which functions a GPT-2 runs, not its weights or its step.
 //
 //   --kernels reference|fused           chapter 6: fused residual + LayerNorm, GEMM + bias + GELU, classifier
-//   --attention materialized|flash      chapter 9: flash attention, one log-sum-exp per row kept
+//   --attention materialized|batched|flash   chapter 9: 16-bit materialised attention; flash attention, one
+//                                       log-sum-exp per row kept
 //   --recompute none|selective|block    chapter 7: activations dropped in forward and computed again in backward
 //
 // Each rung installs ModelOptions hooks (common/nn/modules.h). They compose in one order, the one `apply` uses:

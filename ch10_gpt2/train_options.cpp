@@ -86,8 +86,9 @@ void TrainOptions::register_flags(Flags& f) {
                "reference: the core's kernels; fused: chapter 6's fused residual + LayerNorm, GEMM + bias + GELU and "
                "classifier");
   f.add_choice("attention", &attention, ch09::attention_names(),
-               "materialized: the T x T probabilities kept for backward; flash: chapter 9's flash attention, one "
-               "log-sum-exp per row kept instead (memory grows as T, not T^2), in the --dtype's matmul storage");
+               "materialized: the T x T probabilities kept for backward; batched: the same in the --dtype's 16-bit "
+               "storage (tensor cores, probabilities in 16 bits); flash: chapter 9's flash attention, one log-sum-exp "
+               "per row kept instead (memory grows as T, not T^2), in the --dtype's matmul storage");
   f.add_int("threads", &threads, "CPU threads (0: all cores)", 0, 4096);
   f.add_int("seed", &seed, "seed of initialisation, shuffling and sampling", 0, INT64_MAX);
   f.add_string("log-json", &log_json, "write one JSON object per step (and per evaluation) to this file");

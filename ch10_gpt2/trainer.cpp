@@ -173,7 +173,7 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   model_ = ch08::tp::model_for_rank(*context_, config, device_);  // this rank's shard: tp slice, pipeline stage
   const ModelRungs rungs = ModelRungs::parse(options_.kernels, options_.attention, options_.recompute);
   rungs.apply(model_->options(), matmul_dtype(math_mode_));
-  if (const std::string note = ch09::flash_note(rungs.attention, device_, matmul_dtype(math_mode_));
+  if (const std::string note = ch09::attention_note(rungs.attention, device_, matmul_dtype(math_mode_));
       !note.empty() && leader())
     std::printf("%s\n", note.c_str());
   // Chapter 7's rungs choose the optimizer (sharded under ZeRO) and the step, chapter 8's layout otherwise.
@@ -427,9 +427,9 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
                        : "",
               loss_scaling.c_str(), format_duration(eta).c_str());
   if (options_.memory_report && step == start_step_) {
-    const ch07::MemoryTheory theory =
-        ch07::memory_theory(model_->config(), options_.batch, options_.seq,
-                            ch07::parse_recompute_policy(options_.recompute), 4, options_.attention == "flash");
+    const ch07::MemoryTheory theory = ch07::memory_theory(
+        model_->config(), options_.batch, options_.seq, ch07::parse_recompute_policy(options_.recompute), 4,
+        ch09::attention_kept(ch09::parse_attention(options_.attention), matmul_dtype(math_mode_)));
     std::printf(
         "memory of step %lld on %s (theory: the whole model, one micro-batch):\n%s", static_cast<long long>(step + 1),
         device_.str().c_str(),

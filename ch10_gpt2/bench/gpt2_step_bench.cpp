@@ -174,7 +174,7 @@ int run(int argc, char** argv) {
               static_cast<long long>(batch), static_cast<long long>(seq), settings.model_rungs().str().c_str(),
               num_threads());
   const std::string note =
-      ch09::flash_note(settings.model_rungs().attention, device, matmul_dtype(parse_math_mode(settings.dtype)));
+      ch09::attention_note(settings.model_rungs().attention, device, matmul_dtype(parse_math_mode(settings.dtype)));
   if (!note.empty()) std::printf("%s\n", note.c_str());
 
   // On the CPU, the GEMM floor (gemm_floor.h): the step's sgemm shapes, recorded by one more step, timed between

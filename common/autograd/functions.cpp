@@ -2,6 +2,7 @@
 
 #include "common/autograd/function_support.h"
 #include "common/ops/attention.h"
+#include "common/ops/batched_attention.h"
 #include "common/ops/classifier.h"
 #include "common/ops/convert.h"
 #include "common/ops/embedding.h"
@@ -139,6 +140,41 @@ Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
                                                 lse, n_head);
                   const Tensor dqkv = in_storage(dqkv_s, x.dtype(), work);
                   ops::residual_backward(qkv.grad(), Tensor(), dqkv);  // qkv's gradient += the widened one
+                },
+                {qkv});
+  return out;
+}
+
+Var batched_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
+  const MemoryOpScope op("attention");
+  const Tensor& q = qkv.value();
+  const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2) / 3;
+  Var out(new_activation({B, T, C}, q), tape.recording() && qkv.requires_grad());
+  const Tensor probs = empty_as({B, n_head, T, T}, storage, q.device(), MemCategory::Activations);
+  if (storage == q.dtype()) {
+    ops::batched_attention_forward(out.value(), probs, q, n_head);
+  } else {  // the rounded copies live for the call only
+    const Tensor out_s = empty_as({B, T, C}, storage, q.device(), MemCategory::Activations);
+    ops::batched_attention_forward(out_s, probs, in_storage(q, storage, MemCategory::Activations), n_head);
+    ops::convert(out.value(), out_s);
+  }
+  if (out.requires_grad())
+    tape.record("batched attention", {q, probs, out.value()},
+                [=] {
+                  const Tensor& x = qkv.value();
+                  if (storage == x.dtype()) {
+                    ops::batched_attention_backward(qkv.grad(), out.grad(), x, probs, n_head);
+                    return;
+                  }
+                  const MemCategory work = MemCategory::Workspace;
+                  Tensor dqkv_s;
+                  {
+                    MemoryScope scope(work);
+                    dqkv_s = Tensor::zeros(x.shape(), storage, x.device());
+                  }
+                  ops::batched_attention_backward(dqkv_s, in_storage(out.grad(), storage, work),
+                                                  in_storage(x, storage, work), probs, n_head);
+                  ops::residual_backward(qkv.grad(), Tensor(), in_storage(dqkv_s, x.dtype(), work));
                 },
                 {qkv});
   return out;

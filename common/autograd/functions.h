@@ -27,6 +27,11 @@ Var attention(Tape& tape, const Var& qkv, int n_head);
 // tape keeps anyway as the neighbouring linears' input and output, again. CUDA with f32 storage runs the
 // materialised kernels inside the op (their probabilities live for the call only).
 Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage);
+// The same function by batched attention (common/ops/batched_attention.h): the probabilities materialised as the
+// core's attention does, but in `storage` (bf16/f16: 16-bit products on tensor cores, the probabilities kept in
+// 16 bits, half the bytes); qkv rounded for the call and the output widened back, as flash_attention does. With
+// f32 storage it is the core's attention.
+Var batched_attention(Tape& tape, const Var& qkv, int n_head, DType storage);
 
 // Cross-entropy of logits [..., Vp] (the first `vocab` columns real) against targets with one entry per
 // leading position (N of them), returning the per-row losses [N]. When the tape records, the gradient of grad_scale *

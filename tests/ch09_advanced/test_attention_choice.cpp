@@ -1,9 +1,11 @@
 // Chapter 9's --attention rung in the model (ch09_advanced/attention_choice.h), on the CPU:
-// - ag::flash_attention against the core's ag::attention, values and qkv gradients, on fresh random inputs that
-//   cross a tile boundary: f32 storage to float rounding; bf16 storage (qkv rounded for the call) to bf16's;
+// - ag::flash_attention and ag::batched_attention against the core's ag::attention, values and qkv gradients, on
+//   fresh random inputs that cross a tile boundary: f32 storage to float rounding; bf16 storage (qkv rounded for
+//   the call) to bf16's;
 // - a tiny GPT-2 trained 50 steps with flash attention follows the materialised run's losses;
 // - what the forward keeps is, byte for byte, chapter 7's theory with flash attention (one log-sum-exp per head
-//   and token instead of the probabilities), under every recompute policy: selective keeps flash attention;
+//   and token instead of the probabilities), under every recompute policy (selective keeps flash attention), and
+//   with batched attention in bf16 (the probabilities in 2 bytes);
 // - the choice's names and errors.
 #include <gtest/gtest.h>
 
@@ -14,6 +16,7 @@
 #include "ch07_memory/recompute.h"
 #include "ch09_advanced/attention_choice.h"
 #include "common/autograd/functions.h"
+#include "common/core/error.h"
 #include "common/core/memory.h"
 #include "common/nn/gpt2.h"
 #include "tests/ch09_advanced/attention_choice_run.h"
@@ -25,9 +28,9 @@ namespace {
 
 using test::random_normal;
 
-ModelOptions::AttentionFn flash_in(DType storage) {
+ModelOptions::AttentionFn attention_in(ch09::Attention attention, DType storage) {
   ModelOptions options;
-  ch09::use_attention(options, ch09::Attention::Flash, storage);
+  ch09::use_attention(options, attention, storage);
   return options.attention;
 }
 
@@ -44,13 +47,14 @@ TEST(AttentionChoice, FlashFunctionMatchesTheCoreAttention) {
   const test::AttentionRun reference = test::run_attention_function(ag::attention, qkv, dout, n_head, Device::cpu());
   // f32: the same sums in another order (the online softmax); bf16: q, k, v, the output and both gradients
   // rounded to 8 significant bits, a relative error of 2^-9 each, a few of them compounded.
-  for (const FunctionCase c : {FunctionCase{DType::F32, 1e-5}, FunctionCase{DType::BF16, 3e-2}}) {
-    SCOPED_TRACE(dtype_name(c.storage));
-    const test::AttentionRun flash =
-        test::run_attention_function(flash_in(c.storage), qkv, dout, n_head, Device::cpu());
-    EXPECT_LT(test::max_scaled_error(flash.out, reference.out), c.tolerance);
-    EXPECT_LT(test::max_scaled_error(flash.dqkv, reference.dqkv), c.tolerance);
-  }
+  for (const ch09::Attention attention : {ch09::Attention::Flash, ch09::Attention::Batched})
+    for (const FunctionCase c : {FunctionCase{DType::F32, 1e-5}, FunctionCase{DType::BF16, 3e-2}}) {
+      SCOPED_TRACE(cat(ch09::attention_name(attention), " in ", dtype_name(c.storage)));
+      const test::AttentionRun run =
+          test::run_attention_function(attention_in(attention, c.storage), qkv, dout, n_head, Device::cpu());
+      EXPECT_LT(test::max_scaled_error(run.out, reference.out), c.tolerance);
+      EXPECT_LT(test::max_scaled_error(run.dqkv, reference.dqkv), c.tolerance);
+    }
 }
 
 TEST(AttentionChoice, ATinyGpt2TrainsWithFlashAsWithMaterialisedAttention) {
@@ -65,14 +69,26 @@ TEST(AttentionChoice, ATinyGpt2TrainsWithFlashAsWithMaterialisedAttention) {
   EXPECT_LT(flash.activation_peak, materialized.activation_peak);
 }
 
-TEST(AttentionChoice, TheForwardKeepsTheFlashTheoryUnderEveryRecomputePolicy) {
+TEST(AttentionChoice, TheForwardKeepsTheTheoryUnderEveryRecomputePolicy) {
   const GPT2Config config = test::tiny_gpt2_config(97, 2, 4, 64, 160);
   const int64_t B = 2, T = 96;
-  for (const auto policy :
-       {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block}) {
-    SCOPED_TRACE(ch07::recompute_policy_name(policy));
+  // Flash attention with every policy; batched attention in bf16 (its probabilities in 2 bytes) without recompute
+  // and with block recompute (selective is refused with it: test_model_rungs).
+  struct Case {
+    ch09::Attention attention;
+    DType storage;
+    ch07::RecomputePolicy policy;
+  };
+  const Case cases[] = {{ch09::Attention::Flash, DType::F32, ch07::RecomputePolicy::None},
+                        {ch09::Attention::Flash, DType::F32, ch07::RecomputePolicy::Selective},
+                        {ch09::Attention::Flash, DType::F32, ch07::RecomputePolicy::Block},
+                        {ch09::Attention::Batched, DType::BF16, ch07::RecomputePolicy::None},
+                        {ch09::Attention::Batched, DType::BF16, ch07::RecomputePolicy::Block}};
+  for (const Case& c : cases) {
+    const ch07::RecomputePolicy policy = c.policy;
+    SCOPED_TRACE(cat(ch09::attention_name(c.attention), ", recompute ", ch07::recompute_policy_name(policy)));
     ModelOptions options;
-    ch09::use_attention(options, ch09::Attention::Flash, DType::F32);  // before the policy, as the trainer
+    ch09::use_attention(options, c.attention, c.storage);  // before the policy, as the trainer
     ch07::apply_recompute(options, policy);
     GPT2 model(config, Device::cpu(), options);
     model.init_weights(1);
@@ -83,12 +99,13 @@ TEST(AttentionChoice, TheForwardKeepsTheFlashTheoryUnderEveryRecomputePolicy) {
     Tape tape;
     const Tensor losses = model.loss(tape, tokens, targets);
     const int64_t stored = memory_stats(Device::cpu()).live_of(MemCategory::Activations) - before;
-    const int64_t flash = ch07::memory_theory(config, B, T, policy, 4, true).of(MemCategory::Activations);
-    EXPECT_EQ(stored, flash);
+    const int64_t theory = ch07::memory_theory(config, B, T, policy, 4, ch09::attention_kept(c.attention, c.storage))
+                               .of(MemCategory::Activations);
+    EXPECT_EQ(stored, theory);
     // Without recompute, the log-sum-exps instead of the probabilities; selective recompute keeps neither of the
     // materialised attention's (and flash attention's log-sum-exps beside); block keeps each block's input alone.
     if (policy == ch07::RecomputePolicy::None) {
-      EXPECT_LT(flash, ch07::memory_theory(config, B, T, policy, 4, false).of(MemCategory::Activations));
+      EXPECT_LT(theory, ch07::memory_theory(config, B, T, policy).of(MemCategory::Activations));
     }
   }
 }
@@ -97,7 +114,7 @@ TEST(AttentionChoice, NamesAndErrors) {
   for (const std::string& name : ch09::attention_names())
     EXPECT_EQ(ch09::attention_name(ch09::parse_attention(name)), name);
   testing::expect_error([] { ch09::parse_attention("fast"); }, ErrorKind::InvalidArgument,
-                        {"'fast'", "materialized|flash"});
+                        {"'fast'", "materialized|batched|flash"});
   ModelOptions options;
   testing::expect_error([&] { ch09::use_attention(options, ch09::Attention::Flash, DType::I32); },
                         ErrorKind::InvalidArgument, {"--attention"});
@@ -106,10 +123,12 @@ TEST(AttentionChoice, NamesAndErrors) {
   ASSERT_NE(options.attention.target<Var (*)(Tape&, const Var&, int)>(), nullptr);
   EXPECT_EQ(*options.attention.target<Var (*)(Tape&, const Var&, int)>(), &ag::attention);
   // The note is for flash in f32 on a GPU only.
-  EXPECT_FALSE(ch09::flash_note(ch09::Attention::Flash, Device::cuda(0), DType::F32).empty());
-  EXPECT_TRUE(ch09::flash_note(ch09::Attention::Flash, Device::cuda(0), DType::BF16).empty());
-  EXPECT_TRUE(ch09::flash_note(ch09::Attention::Flash, Device::cpu(), DType::F32).empty());
-  EXPECT_TRUE(ch09::flash_note(ch09::Attention::Materialized, Device::cuda(0), DType::F32).empty());
+  EXPECT_FALSE(ch09::attention_note(ch09::Attention::Flash, Device::cuda(0), DType::F32).empty());
+  EXPECT_TRUE(ch09::attention_note(ch09::Attention::Flash, Device::cuda(0), DType::BF16).empty());
+  EXPECT_TRUE(ch09::attention_note(ch09::Attention::Flash, Device::cpu(), DType::F32).empty());
+  EXPECT_TRUE(ch09::attention_note(ch09::Attention::Materialized, Device::cuda(0), DType::F32).empty());
+  EXPECT_FALSE(ch09::attention_note(ch09::Attention::Batched, Device::cpu(), DType::F32).empty());
+  EXPECT_TRUE(ch09::attention_note(ch09::Attention::Batched, Device::cpu(), DType::BF16).empty());
 }
 
 }  // namespace

@@ -29,6 +29,20 @@ TEST(AttentionChoiceCuda, FlashFunctionInBf16MatchesTheCoreAttention) {
   EXPECT_LT(test::max_scaled_error(flash.dqkv, reference.dqkv), 3e-2);
 }
 
+TEST(AttentionChoiceCuda, BatchedFunctionInBf16MatchesTheCoreAttention) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
+  const int n_head = 2;
+  Rng rng(33);
+  const Tensor qkv = random_normal({2, 70, 3 * 64}, rng), dout = random_normal({2, 70, 64}, rng);
+  const test::AttentionRun reference = test::run_attention_function(ag::attention, qkv, dout, n_head, Device::cpu());
+  ModelOptions options;
+  ch09::use_attention(options, ch09::Attention::Batched, DType::BF16);
+  const test::AttentionRun batched = test::run_attention_function(options.attention, qkv, dout, n_head, Device::cuda());
+  // bf16 operands on cuBLASLt's tensor cores, fp32 sums; the probabilities and gradients rounded to bf16.
+  EXPECT_LT(test::max_scaled_error(batched.out, reference.out), 3e-2);
+  EXPECT_LT(test::max_scaled_error(batched.dqkv, reference.dqkv), 3e-2);
+}
+
 TEST(AttentionChoiceCuda, ATinyGpt2InBf16TrainsWithFlashAsWithMaterialisedAttention) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
   const test::TrainingRun materialized =

@@ -29,6 +29,7 @@ TEST(ModelRungs, NamesParseAndPrintBack) {
   EXPECT_THROW(ModelRungs::parse("fused", "flash", "some"), Error);
   EXPECT_FALSE(ModelRungs::parse("fused", "flash", "selective").incompatibility().empty());
   EXPECT_TRUE(ModelRungs::parse("reference", "flash", "selective").incompatibility().empty());
+  EXPECT_FALSE(ModelRungs::parse("reference", "batched", "selective").incompatibility().empty());
 }
 
 }  // namespace

@@ -174,7 +174,7 @@ TEST(TrainerCommandLine, BadFlagsGiveOneErrorLineAndNonZeroExit) {
       {"--lr-schedule exponential", "not one of constant|cosine|linear"},
       {"--model d99", "unknown model 'd99'"},
       {"--dtype fp8", "not one of fp32|tf32|bf16|fp16"},
-      {"--attention fast", "not one of materialized|flash"},
+      {"--attention fast", "not one of materialized|batched|flash"},
       {"--preset nonsense", "unknown preset"},
       {"--total-batch-tokens 100 --batch 2 --seq 16", "not a multiple"},
       {"--data-train /nonexistent/shard_*.bin --steps 1", "/nonexistent/shard_*.bin"},
