@@ -48,8 +48,13 @@ Var layernorm(Tape& tape, const Var& x, const Var& w, const Var& b) {
   const Tensor& xv = x.value();
   const int64_t rows = xv.numel() / xv.dim(-1);
   Var out(new_activation(xv.shape(), xv), tape.recording() && any_requires_grad({&x, &w, &b}));
-  Tensor mean = new_activation({rows}, xv);
-  Tensor rstd = new_activation({rows}, xv);
+  // The statistics stay f32 whatever the activations' dtype (ops/layernorm.h).
+  Tensor mean, rstd;
+  {
+    MemoryScope scope(MemCategory::Activations);
+    mean = Tensor::empty({rows}, DType::F32, xv.device());
+    rstd = Tensor::empty({rows}, DType::F32, xv.device());
+  }
   ops::layernorm_forward(out.value(), mean, rstd, xv, w.value(), b.value());
   if (out.requires_grad())
     tape.record(

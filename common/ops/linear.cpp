@@ -5,7 +5,7 @@
 namespace lab::ops {
 
 namespace {
-// Checks the shapes and dtypes shared by forward and backward.
+// Checks the shapes and dtypes shared by forward and backward; out_like's dtype is the caller's to check.
 void check_linear(const Tensor& inp, const Tensor& weight, const Tensor& out_like, const Tensor& bias, const char* op) {
   weight.check_ndim(2, "linear weight");
   const int64_t OC = weight.dim(0), C = weight.dim(1);
@@ -19,13 +19,15 @@ void check_linear(const Tensor& inp, const Tensor& weight, const Tensor& out_lik
                 (inp.dtype() == DType::F32 || inp.dtype() == DType::BF16 || inp.dtype() == DType::F16),
             InvalidArgument, op, ": input ", dtype_name(inp.dtype()), " and weight ", dtype_name(weight.dtype()),
             " must both be f32, bf16 or f16");
-  for (const Tensor* t : {&out_like, &bias})
-    if (t->defined()) t->check_dtype(DType::F32, op);
+  if (bias.defined()) bias.check_dtype(DType::F32, "linear bias");
 }
 }  // namespace
 
 void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
   check_linear(inp, weight, out, bias, "linear_forward");
+  LAB_CHECK(out.dtype() == DType::F32 || out.dtype() == inp.dtype(), InvalidArgument, "linear_forward: out is ",
+            dtype_name(out.dtype()), "; with ", dtype_name(inp.dtype()), " inputs it must be f32 or ",
+            dtype_name(inp.dtype()));
   check_same_device({&out, &inp, &weight, &bias}, "linear_forward");
   LAB_DISPATCH(out.device(), linear_forward, out, inp, weight, bias);
 }
@@ -33,6 +35,7 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                      const Tensor& inp, const Tensor& weight) {
   check_linear(inp, weight, dout, dbias, "linear_backward");
+  dout.check_dtype(DType::F32, "linear dout");
   if (dinp.defined()) {
     dinp.check_dtype(DType::F32, "linear dinp");
     LAB_CHECK(dinp.numel() == inp.numel(), InvalidArgument, "linear_backward: dinp ", shape_str(dinp.shape()),

@@ -4,9 +4,11 @@
 // Any leading dims of inp/out are flattened into N. Backward outputs that are undefined Tensors are skipped.
 // All accumulate (+=), so gradients of shared weights (GPT-2's tied LM head) simply add up.
 //
-// Low precision (chapter 6's mixed precision): inp and weight may both be bf16 or both f16; out, bias, dout and
-// the gradients stay f32. The products then read 16-bit inputs and accumulate in fp32 (cuBLASLt with 16-bit
-// A and B on CUDA; fp32 copies of the 16-bit values and the fp32 GEMM on the CPU, which rounds the same way).
+// Low precision (chapter 6's mixed precision): inp and weight may both be bf16 or both f16; bias, dout and the
+// gradients stay f32, and out is f32 or the inputs' 16-bit type. The products then read 16-bit inputs and
+// accumulate in fp32 (cuBLASLt with 16-bit A and B on CUDA; fp32 copies of the 16-bit values and the fp32 GEMM on
+// the CPU, which rounds the same way); a 16-bit out is that fp32 sum plus the bias, rounded once when stored.
+// f32 inputs give an f32 out.
 // Backward rounds dout to the inputs' 16-bit type for its two products, as a GPU's 16-bit GEMM reads both
 // operands in 16 bits (this is where small fp16 gradients vanish without loss scaling, and large ones
 // overflow to inf); the bias gradient sums the fp32 dout.

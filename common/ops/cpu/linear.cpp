@@ -5,8 +5,9 @@
 // thread sums its columns over all rows in a fixed order (deterministic).
 //
 // 16-bit inputs are widened to fp32 temporaries (exact: every bf16 and fp16 value is a float) and multiplied by
-// the fp32 GEMM: the same products, with fp32 accumulation, as a GPU's 16-bit GEMM. Backward rounds dout to the
-// 16-bit type first (linear.h). The temporaries are workspace, freed at the end of the call.
+// the fp32 GEMM: the same products, with fp32 accumulation, as a GPU's 16-bit GEMM. A 16-bit out is computed into an
+// fp32 temporary, bias and all, then rounded into out. Backward rounds dout to the 16-bit type first (linear.h).
+// The temporaries are workspace, freed at the end of the call.
 #include "common/ops/linear.h"
 
 #include <algorithm>
@@ -51,6 +52,13 @@ Tensor rounded_to(const Tensor& t, DType dtype) {
 }  // namespace
 
 void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
+  if (out.dtype() != DType::F32) {
+    MemoryScope scope(MemCategory::Workspace);
+    const Tensor sum = Tensor::empty(out.shape(), DType::F32);
+    linear_forward(sum, inp, weight, bias);
+    convert(out, sum);
+    return;
+  }
   const int64_t OC = weight.dim(0), C = weight.dim(1), N = inp.numel() / C;
   const Tensor x = widened(inp), w = widened(weight);
   float* o = out.data<float>();

@@ -1,4 +1,5 @@
-// CUDA kernels of common/ops/layernorm.h.
+// CUDA kernels of common/ops/layernorm.h, for f32, bf16 and f16 activations with fp32 arithmetic
+// (dtype_dispatch.cuh); weight, bias, their gradients and the statistics are f32 whatever the activations are.
 //
 // Forward and the dx part of the backward: one warp per row, kRowsPerBlock rows per block. The 32 lanes
 // stride over the row's C channels (coalesced), and warp shuffles combine their partial sums, with no
@@ -10,8 +11,10 @@
 // split over enough blocks to fill the GPU, partial sums, then a small kernel adds them in a fixed order:
 // deterministic, no atomics).
 #include "common/ops/cuda/column_sums.cuh"
+#include "common/ops/cuda/dtype_dispatch.cuh"
 #include "common/ops/cuda/launch.cuh"
 #include "common/ops/cuda/reductions.cuh"
+#include "common/ops/dispatch.h"
 #include "common/ops/layernorm.h"
 
 namespace lab::ops::cuda {
@@ -22,23 +25,24 @@ constexpr int kRowsPerBlock = kBlockSize / kWarpSize;
 
 // ---------------------------------------------------------------- kernels
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* x, const float* w,
-                                         const float* b, int64_t N, int64_t C) {
+template <typename D>
+__global__ void layernorm_forward_kernel(D* out, float* mean, float* rstd, const D* x, const float* w, const float* b,
+                                         int64_t N, int64_t C) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= N) return;
-  const float* xr = x + row * C;
+  const D* xr = x + row * C;
   float sum = 0.0f;
-  for (int64_t c = lane; c < C; c += kWarpSize) sum += xr[c];
+  for (int64_t c = lane; c < C; c += kWarpSize) sum += load(xr[c]);
   const float m = warp_sum(sum) / static_cast<float>(C);
   float sq = 0.0f;
   for (int64_t c = lane; c < C; c += kWarpSize) {
-    const float d = xr[c] - m;
+    const float d = load(xr[c]) - m;
     sq += d * d;
   }
   const float s = 1.0f / sqrtf(warp_sum(sq) / static_cast<float>(C) + kLayerNormEps);
-  float* outr = out + row * C;
-  for (int64_t c = lane; c < C; c += kWarpSize) outr[c] = (xr[c] - m) * s * w[c] + b[c];
+  D* outr = out + row * C;
+  for (int64_t c = lane; c < C; c += kWarpSize) outr[c] = store_as<D>((load(xr[c]) - m) * s * w[c] + b[c]);
   if (lane == 0) {
     mean[row] = m;
     rstd[row] = s;
@@ -46,39 +50,41 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
 }
 
 // dx += rstd * (g - mean(g) - xhat * mean(g * xhat)),  with g = dout * w
-__global__ void layernorm_backward_dx_kernel(float* dx, const float* dout, const float* x, const float* w,
-                                             const float* mean, const float* rstd, int64_t N, int64_t C) {
+template <typename D>
+__global__ void layernorm_backward_dx_kernel(D* dx, const D* dout, const D* x, const float* w, const float* mean,
+                                             const float* rstd, int64_t N, int64_t C) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= N) return;
-  const float* xr = x + row * C;
-  const float* dr = dout + row * C;
+  const D* xr = x + row * C;
+  const D* dr = dout + row * C;
   const float m = mean[row], s = rstd[row];
   float g_sum = 0.0f, gx_sum = 0.0f;
   for (int64_t c = lane; c < C; c += kWarpSize) {
-    const float g = dr[c] * w[c];
+    const float g = load(dr[c]) * w[c];
     g_sum += g;
-    gx_sum += g * (xr[c] - m) * s;
+    gx_sum += g * (load(xr[c]) - m) * s;
   }
   const float g_mean = warp_sum(g_sum) / static_cast<float>(C);
   const float gx_mean = warp_sum(gx_sum) / static_cast<float>(C);
-  float* dxr = dx + row * C;
+  D* dxr = dx + row * C;
   for (int64_t c = lane; c < C; c += kWarpSize) {
-    const float xhat = (xr[c] - m) * s;
-    dxr[c] += s * (dr[c] * w[c] - g_mean - xhat * gx_mean);
+    const float xhat = (load(xr[c]) - m) * s;
+    dxr[c] = store_as<D>(load(dxr[c]) + s * (load(dr[c]) * w[c] - g_mean - xhat * gx_mean));
   }
 }
 
-// The summands of dw[c] += sum_n dout[n, c] * xhat[n, c] and db[c] += sum_n dout[n, c].
+// The summands of dw[c] += sum_n dout[n, c] * xhat[n, c] and db[c] += sum_n dout[n, c], in f32 whatever D is.
+template <typename D>
 struct WeightAndBiasTerms {
-  const float* dout;
-  const float* x;
+  const D* dout;
+  const D* x;
   const float* mean;
   const float* rstd;
   int64_t C;
   __device__ void add(int64_t n, int64_t c, float (&part)[2]) const {
-    const float d = dout[n * C + c];
-    part[0] += d * (x[n * C + c] - mean[n]) * rstd[n];
+    const float d = load(dout[n * C + c]);
+    part[0] += d * (load(x[n * C + c]) - mean[n]) * rstd[n];
     part[1] += d;
   }
 };
@@ -93,8 +99,13 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
   if (C == 0 || x.numel() == 0) return;
   const int64_t N = x.numel() / C;
   LaunchScope scope(x);
-  LAB_LAUNCH(layernorm_forward_kernel, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()}, out.data<float>(),
-             mean.data<float>(), rstd.data<float>(), x.data<float>(), w.data<float>(), b.data<float>(), N, C);
+  dispatch_float_dtype(x.dtype(), "layernorm_forward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using D = typename DeviceType<T>::type;
+    LAB_LAUNCH(layernorm_forward_kernel<D>, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()},
+               device_data<T>(out), mean.data<float>(), rstd.data<float>(), device_data<T>(x), w.data<float>(),
+               b.data<float>(), N, C);
+  });
 }
 
 void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
@@ -103,12 +114,17 @@ void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, co
   if (C == 0 || x.numel() == 0) return;
   const int64_t N = x.numel() / C;
   LaunchScope scope(x);
-  LAB_LAUNCH(layernorm_backward_dx_kernel, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()},
-             dx.data<float>(), dout.data<float>(), x.data<float>(), w.data<float>(), mean.data<float>(),
-             rstd.data<float>(), N, C);
-  add_column_sums<2>({{dw.data<float>(), db.data<float>()}},
-                     WeightAndBiasTerms{dout.data<float>(), x.data<float>(), mean.data<float>(), rstd.data<float>(), C},
-                     N, C, x.device(), scope.stream());
+  dispatch_float_dtype(x.dtype(), "layernorm_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using D = typename DeviceType<T>::type;
+    LAB_LAUNCH(layernorm_backward_dx_kernel<D>, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()},
+               device_data<T>(dx), device_data<T>(dout), device_data<T>(x), w.data<float>(), mean.data<float>(),
+               rstd.data<float>(), N, C);
+    add_column_sums<2>(
+        {{dw.data<float>(), db.data<float>()}},
+        WeightAndBiasTerms<D>{device_data<T>(dout), device_data<T>(x), mean.data<float>(), rstd.data<float>(), C}, N, C,
+        x.device(), scope.stream());
+  });
 }
 
 }  // namespace lab::ops::cuda

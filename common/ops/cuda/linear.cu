@@ -12,7 +12,9 @@
 // 16-bit inputs (bf16 or fp16, linear.h): the same three products as cuBLASLt matmuls with 16-bit A and B,
 // fp32 C and D and fp32 compute (the tensor cores' 16-bit path; TF32 does not apply). Backward first rounds
 // dout to the 16-bit type into a workspace tensor (common/ops/convert.h), since both operands of such a
-// product are 16-bit; the bias gradient reads the fp32 dout.
+// product are 16-bit; the bias gradient reads the fp32 dout. A 16-bit out is the fp32 result in a workspace tensor,
+// rounded into out by convert(): one more pass over the output, where cuBLASLt could write a 16-bit D itself,
+// but the same rounding as the CPU's and one code path for the bias.
 //
 // Bias, forward: a kernel writes the bias into every row of out (one thread per element, coalesced) and
 // the GEMM accumulates onto it (beta = 1), as the CPU reference does.
@@ -116,6 +118,13 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
   LAB_CHECK(C > 0, InvalidArgument, "linear_forward: weight ", shape_str(weight.shape()), " has no input features");
   const int64_t N = inp.numel() / C;
   if (N == 0 || OC == 0) return;
+  if (out.dtype() != DType::F32) {
+    MemoryScope workspace(MemCategory::Workspace);
+    const Tensor sum = Tensor::empty(out.shape(), DType::F32, out.device());
+    linear_forward(sum, inp, weight, bias);
+    convert(out, sum);
+    return;
+  }
   LaunchScope scope(out);
   float beta = 0.0f;
   if (bias.defined()) {

@@ -1,0 +1,222 @@
+#include "tests/common/ops/ops_16bit_cases.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+#include <vector>
+
+#include "common/core/error.h"
+#include "common/lab/compare.h"
+#include "common/ops/gelu.h"
+#include "common/ops/layernorm.h"
+#include "common/ops/linear.h"
+#include "common/ops/residual.h"
+#include "tests/common/cuda/op_check.h"
+#include "tests/common/expect_error.h"
+
+namespace lab::test {
+
+namespace {
+
+// The 16-bit patterns of a bf16 or f16 tensor (any device).
+std::vector<uint16_t> bits_of(const Tensor& t) {
+  const Tensor host = t.to(Device::cpu());
+  std::vector<uint16_t> bits(static_cast<size_t>(host.numel()));
+  for (size_t i = 0; i < bits.size(); ++i)
+    bits[i] = host.dtype() == DType::BF16 ? host.data<Bf16>()[i].bits : host.data<F16>()[i].bits;
+  return bits;
+}
+
+bool is_nan(uint16_t bits, DType dtype) {
+  return dtype == DType::BF16 ? std::isnan(bf16_bits_to_float(bits)) : std::isnan(f16_bits_to_float(bits));
+}
+
+// Sign-magnitude to an integer that orders as the values do (+0 and -0 both 0): the difference of two is their
+// distance in ulps, across zero too.
+int32_t ordered(uint16_t bits) {
+  const int32_t magnitude = bits & 0x7fff;
+  return (bits & 0x8000) ? -magnitude : magnitude;
+}
+
+// f32 CPU values drawn N(offset, std), then rounded to `dtype`: exact in it, so both sides of a comparison load the
+// same numbers.
+Tensor exact_in(DType dtype, const Shape& shape, Rng& rng, float offset = 0.0f, float std = 1.0f) {
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  for (float& x : v) x = offset + std * rng.normal();
+  return Tensor::from_floats(v, shape).to_dtype(dtype).to_dtype(DType::F32);
+}
+
+Tensor narrow_on(const Tensor& t, DType dtype, Device device) {
+  return t.to_dtype(dtype).to(device);
+}
+Tensor poisoned_narrow(const Shape& shape, DType dtype, Device device) {
+  return narrow_on(poisoned(shape, Device::cpu()), dtype, device);
+}
+
+}  // namespace
+
+void PrintTo(const Storage16& s, std::ostream* os) {
+  *os << dtype_name(s.dtype);
+}
+
+::testing::AssertionResult within_one_ulp(const char* what, const Tensor& actual, const Tensor& expected,
+                                          int64_t reduction_length) {
+  const DType dtype = actual.dtype();
+  if (dtype != DType::BF16 && dtype != DType::F16)
+    return ::testing::AssertionFailure() << what << ": " << dtype_name(dtype) << ", expected bf16 or f16";
+  if (actual.numel() != expected.numel())
+    return ::testing::AssertionFailure() << what << ": " << actual.numel() << " elements, expected "
+                                         << expected.numel();
+  const std::vector<float> exact = expected.to_floats();
+  const std::vector<uint16_t> got = bits_of(actual), want = bits_of(expected.to(Device::cpu()).to_dtype(dtype));
+  const auto value = [&](uint16_t b) { return dtype == DType::BF16 ? bf16_bits_to_float(b) : f16_bits_to_float(b); };
+  double scale = 0;
+  for (float e : exact) scale = std::max(scale, std::fabs(static_cast<double>(e)));
+  const Tolerance f32 = tolerance_for(DType::F32, reduction_length);
+  int64_t inexact = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const int32_t ulps = std::abs(ordered(got[i]) - ordered(want[i]));
+    const double difference = std::fabs(static_cast<double>(value(got[i])) - value(want[i]));
+    const double f32_allowance = f32.rel * std::fabs(exact[i]) + f32.abs * scale;
+    if (is_nan(got[i], dtype) || is_nan(want[i], dtype) || (ulps > 1 && difference > f32_allowance))
+      return ::testing::AssertionFailure() << what << " [" << i << "]: " << value(got[i]) << ", expected "
+                                           << value(want[i]) << " (" << dtype_name(dtype) << "), " << ulps << " ulps";
+    inexact += ulps != 0;
+  }
+  // One element may differ at any size, so that a small tensor is not judged by a single rare fp32 difference.
+  if (inexact > 1 + static_cast<int64_t>(got.size()) / 100)
+    return ::testing::AssertionFailure() << what << ": " << inexact << " of " << got.size()
+                                         << " elements differ from the rounded f32 result, more than 1% (rounding "
+                                            "not to nearest?)";
+  return ::testing::AssertionSuccess();
+}
+
+void expect_gelu_matches_f32(DType dtype, Device device, int64_t n, Rng& rng) {
+  const Tensor x = exact_in(dtype, {n}, rng, 0.0f, 3.0f), dout = exact_in(dtype, {n}, rng);
+  const Tensor dx = exact_in(dtype, {n}, rng);
+
+  const Tensor out = poisoned({n}, Device::cpu()), out16 = poisoned_narrow({n}, dtype, device);
+  ops::gelu_forward(out, x);
+  ops::gelu_forward(out16, narrow_on(x, dtype, device));
+  EXPECT_TRUE(within_one_ulp("gelu out", out16, out, 1));
+
+  const Tensor dx16 = narrow_on(dx, dtype, device);
+  ops::gelu_backward(dx, x, dout);
+  ops::gelu_backward(dx16, narrow_on(x, dtype, device), narrow_on(dout, dtype, device));
+  EXPECT_TRUE(within_one_ulp("gelu dx", dx16, dx, 1));
+}
+
+void expect_residual_matches_f32(DType dtype, Device device, int64_t n, Rng& rng) {
+  // b much smaller than a, as a block's output against the residual stream: most of b's bits round away.
+  const Tensor a = exact_in(dtype, {n}, rng), b = exact_in(dtype, {n}, rng, 0.0f, 0.01f);
+  const Tensor dout = exact_in(dtype, {n}, rng), da = exact_in(dtype, {n}, rng), db = exact_in(dtype, {n}, rng);
+
+  const Tensor out = poisoned({n}, Device::cpu()), out16 = poisoned_narrow({n}, dtype, device);
+  ops::residual_forward(out, a, b);
+  ops::residual_forward(out16, narrow_on(a, dtype, device), narrow_on(b, dtype, device));
+  EXPECT_TRUE(within_one_ulp("residual out", out16, out, 1));
+
+  const Tensor da16 = narrow_on(da, dtype, device), db16 = narrow_on(db, dtype, device);
+  ops::residual_backward(da, db, dout);
+  ops::residual_backward(da16, db16, narrow_on(dout, dtype, device));
+  EXPECT_TRUE(within_one_ulp("residual da", da16, da, 1));
+  EXPECT_TRUE(within_one_ulp("residual db", db16, db, 1));
+}
+
+void expect_layernorm_matches_f32(DType dtype, Device device, int64_t N, int64_t C, Rng& rng) {
+  const Tensor x = exact_in(dtype, {N, C}, rng, 3.0f, 2.0f), dout = exact_in(dtype, {N, C}, rng);
+  const Tensor dx = exact_in(dtype, {N, C}, rng);
+  // Parameters and their gradients are f32 on both sides: values that are not exact in the 16-bit type.
+  const Tensor w = exact_in(DType::F32, {C}, rng, 1.0f, 0.5f), b = exact_in(DType::F32, {C}, rng);
+  const Tensor dw = exact_in(DType::F32, {C}, rng), db = exact_in(DType::F32, {C}, rng);
+  const auto on_device = [&](const Tensor& t) { return t.to(device); };
+  const auto fresh = [&](const Shape& shape) { return poisoned(shape, Device::cpu()); };
+
+  const Tensor out = fresh({N, C}), mean = fresh({N}), rstd = fresh({N});
+  const Tensor out16 = poisoned_narrow({N, C}, dtype, device), mean16 = on_device(fresh({N}));
+  const Tensor rstd16 = on_device(fresh({N}));
+  ops::layernorm_forward(out, mean, rstd, x, w, b);
+  ops::layernorm_forward(out16, mean16, rstd16, narrow_on(x, dtype, device), on_device(w), on_device(b));
+  EXPECT_TRUE(within_one_ulp("layernorm out", out16, out, C));
+  EXPECT_TRUE(all_close("layernorm mean", mean16, mean, tolerance_for(DType::F32, C)));
+  EXPECT_TRUE(all_close("layernorm rstd", rstd16, rstd, tolerance_for(DType::F32, C)));
+
+  const Tensor dx16 = narrow_on(dx, dtype, device), dw16 = on_device(dw), db16 = on_device(db);
+  ops::layernorm_backward(dx, dw, db, dout, x, w, mean, rstd);
+  ops::layernorm_backward(dx16, dw16, db16, narrow_on(dout, dtype, device), narrow_on(x, dtype, device), on_device(w),
+                          mean16, rstd16);
+  EXPECT_TRUE(within_one_ulp("layernorm dx", dx16, dx, C));
+  EXPECT_TRUE(all_close("layernorm dw", dw16, dw, tolerance_for(DType::F32, N)));
+  EXPECT_TRUE(all_close("layernorm db", db16, db, tolerance_for(DType::F32, N)));
+}
+
+void expect_linear_forward_matches_f32(DType dtype, Device device, int64_t N, int64_t C, int64_t OC, Rng& rng) {
+  const Tensor x = exact_in(dtype, {N, C}, rng), w = exact_in(dtype, {OC, C}, rng, 0.0f, 0.1f);
+  const Tensor b = exact_in(DType::F32, {OC}, rng);
+  const Tensor out = poisoned({N, OC}, Device::cpu()), out16 = poisoned_narrow({N, OC}, dtype, device);
+  ops::linear_forward(out, x, w, b);
+  ops::linear_forward(out16, narrow_on(x, dtype, device), narrow_on(w, dtype, device), b.to(device));
+  EXPECT_TRUE(within_one_ulp("linear out", out16, out, C));
+}
+
+void expect_mixed_dtypes_invalid(Device device) {
+  const auto zeros = [&](const Shape& shape, DType dtype) { return Tensor::zeros(shape, dtype, device); };
+  const DType bf16 = DType::BF16, f16 = DType::F16, f32 = DType::F32;
+  const Shape rows{2, 8}, row{8}, stats{2};
+  using testing::expect_error;
+  constexpr ErrorKind kInvalid = ErrorKind::InvalidArgument;
+
+  expect_error([&] { ops::gelu_forward(zeros(rows, bf16), zeros(rows, f32)); }, kInvalid,
+               {"gelu_forward", "different dtypes", "f32", "bf16"});
+  expect_error([&] { ops::gelu_backward(zeros(rows, f16), zeros(rows, bf16), zeros(rows, bf16)); }, kInvalid,
+               {"gelu_backward", "different dtypes", "bf16", "f16"});
+  expect_error([&] { ops::gelu_forward(zeros(rows, DType::I32), zeros(rows, DType::I32)); }, kInvalid, {"i32"});
+
+  expect_error([&] { ops::residual_forward(zeros(rows, f32), zeros(rows, bf16), zeros(rows, bf16)); }, kInvalid,
+               {"residual_forward", "different dtypes", "f32", "bf16"});
+  expect_error([&] { ops::residual_backward(zeros(rows, bf16), zeros(rows, f16), zeros(rows, bf16)); }, kInvalid,
+               {"residual_backward", "different dtypes", "f16"});
+
+  const Tensor w = zeros(row, f32), b = zeros(row, f32), mean = zeros(stats, f32), rstd = zeros(stats, f32);
+  const Tensor x = zeros(rows, bf16);
+  expect_error([&] { ops::layernorm_forward(zeros(rows, f32), mean, rstd, x, w, b); }, kInvalid,
+               {"layernorm_forward", "different dtypes", "bf16", "f32"});
+  expect_error([&] { ops::layernorm_forward(zeros(rows, bf16), mean, rstd, x, zeros(row, bf16), b); }, kInvalid,
+               {"layernorm_forward", "weight is bf16"});
+  expect_error([&] { ops::layernorm_forward(zeros(rows, bf16), mean, rstd, x, w, zeros(row, f16)); }, kInvalid,
+               {"layernorm_forward", "bias is f16"});
+  expect_error([&] { ops::layernorm_forward(zeros(rows, bf16), zeros(stats, bf16), rstd, x, w, b); }, kInvalid,
+               {"layernorm_forward", "mean is bf16"});
+  expect_error([&] { ops::layernorm_backward(zeros(rows, bf16), w, b, zeros(rows, f16), x, w, mean, rstd); }, kInvalid,
+               {"layernorm_backward", "different dtypes", "f16"});
+  expect_error(
+      [&] { ops::layernorm_backward(zeros(rows, bf16), zeros(row, bf16), b, zeros(rows, bf16), x, w, mean, rstd); },
+      kInvalid, {"layernorm_backward", "dw is bf16"});
+  expect_error(
+      [&] { ops::layernorm_backward(zeros(rows, bf16), w, b, zeros(rows, bf16), x, w, mean, zeros(stats, f16)); },
+      kInvalid, {"layernorm_backward", "rstd is f16"});
+
+  const Tensor weight = zeros({4, 8}, bf16), bias = zeros({4}, f32);
+  expect_error(
+      [&] {
+        ops::linear_forward(zeros({2, 4}, f16), x, weight, bias);
+      },
+      kInvalid, {"linear_forward", "out is f16", "f32 or bf16"});
+  expect_error(
+      [&] {
+        ops::linear_forward(zeros({2, 4}, bf16), zeros(rows, f32), zeros({4, 8}, f32), bias);
+      },
+      kInvalid, {"linear_forward", "out is bf16", "f32 inputs"});
+  expect_error(
+      [&] {
+        ops::linear_forward(zeros({2, 4}, bf16), x, weight, zeros({4}, bf16));
+      },
+      kInvalid, {"linear bias", "expected dtype f32"});
+  expect_error(
+      [&] {
+        ops::linear_forward(zeros({2, 4}, bf16), x, zeros({4, 8}, f16), bias);
+      },
+      kInvalid, {"linear_forward", "bf16", "f16"});
+}
+
+}  // namespace lab::test

@@ -1,0 +1,63 @@
+// What the tests of the 16-bit paths of GELU, residual, LayerNorm and the linear layer's forward share
+// (common/ops/gelu.h, residual.h, layernorm.h, linear.h; CPU in tests/common/ops, CUDA in tests/common/cuda): each op
+// run in bf16 or f16 on a device, against the f32 op on the CPU on the same inputs, its results rounded to the 16-bit
+// type. The CPU f32 op is the reference for the CUDA ops too, so that a formula the 16-bit CUDA kernel gets wrong is
+// caught even where its f32 instantiation shares the mistake.
+//
+// The bound: one ulp of the 16-bit type, and nearly every element exact. Both sides load the same values (the inputs
+// are drawn exact in the 16-bit type), compute in fp32 and round each result once, to nearest: when their fp32 results
+// agree, so do the roundings. Where they differ in the last bits (another summation order: a warp tree on the GPU, a
+// CPU loop that the f16 conversion keeps from vectorising as the f32 one does; expf against exp_fast), the rounded
+// value can cross one rounding boundary, never two, since a 16-bit ulp is 2^13 (f16) or 2^16 (bf16) f32 ulps. Results
+// that cancel to near zero (LayerNorm's out and dx, the linear layer's out) are the exception: there an f32 difference
+// within tolerance_for(f32, the length of the sums behind the element) of the tensor's scale may be several of their
+// own 16-bit ulps, and is allowed. Such elements are rare (at most 0.25% measured: 54 of 49152 for the CPU f16
+// LayerNorm at C = 768, 14 of 6144 for the emulated CUDA f16 linear layer), so at most 1% may differ at all: truncating
+// instead of rounding to nearest moves about half of them, and a wrong formula most of them far beyond one ulp. The f32
+// tensors of a 16-bit call (LayerNorm's statistics, dw, db) are judged by tolerance_for(f32, the length of their sums).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include "common/core/tensor.h"
+#include "common/util/rng.h"
+
+namespace lab::test {
+
+// The parameter of the tests: the 16-bit dtype, printed by its name (CTest lists ".../bf16  # GetParam() = bf16").
+struct Storage16 {
+  DType dtype;
+};
+void PrintTo(const Storage16& s, std::ostream* os);
+inline std::string storage16_name(const ::testing::TestParamInfo<Storage16>& info) {
+  return dtype_name(info.param.dtype);
+}
+inline auto storage16_values() {
+  return ::testing::Values(Storage16{DType::BF16}, Storage16{DType::F16});
+}
+
+// `actual` (bf16 or f16, any device) within one ulp of `expected` (f32, any device) rounded to actual's dtype (or
+// within the f32 tolerance of `reduction_length` of it), and equal to it in all but 1% of the elements (one at any
+// size): the bound above. NaN anywhere fails.
+::testing::AssertionResult within_one_ulp(const char* what, const Tensor& actual, const Tensor& expected,
+                                          int64_t reduction_length);
+
+// gelu_forward and gelu_backward (dx starting from random values) on n elements.
+void expect_gelu_matches_f32(DType dtype, Device device, int64_t n, Rng& rng);
+// residual_forward and residual_backward (da, db starting from random values) on n elements.
+void expect_residual_matches_f32(DType dtype, Device device, int64_t n, Rng& rng);
+// layernorm_forward and layernorm_backward (dx, dw, db starting from random values) on [N, C], rows with mean 3
+// and std 2; weight and bias f32 as layernorm.h asks.
+void expect_layernorm_matches_f32(DType dtype, Device device, int64_t N, int64_t C, Rng& rng);
+// linear_forward with inp and weight in the 16-bit type and a 16-bit out (bias f32) on [N, C] -> [N, OC]; the
+// reference is the f32 op on the same values.
+void expect_linear_forward_matches_f32(DType dtype, Device device, int64_t N, int64_t C, int64_t OC, Rng& rng);
+
+// The dtype mixes the four ops refuse, each with InvalidArgument naming the dtypes or the tensor.
+void expect_mixed_dtypes_invalid(Device device);
+
+}  // namespace lab::test
