@@ -18,8 +18,6 @@ using ops::cpu::exp_fast;
 
 namespace {
 
-constexpr int64_t kSlice = 64;  // columns per thread in the column-parallel loops
-
 // This slice's real columns: [0, real) of the slice's S columns (the rest are vocabulary padding).
 int64_t real_columns(int64_t slice_columns, int64_t vocab_start, int64_t vocab) {
   return std::clamp<int64_t>(vocab - vocab_start, 0, slice_columns);
