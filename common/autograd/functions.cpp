@@ -1,5 +1,7 @@
 #include "common/autograd/functions.h"
 
+#include <functional>
+
 #include "common/autograd/function_support.h"
 #include "common/ops/attention.h"
 #include "common/ops/batched_attention.h"
@@ -111,6 +113,40 @@ Tensor in_storage(const Tensor& t, DType storage, MemCategory category) {
   return copy;
 }
 
+// Runs forward(out_s, q_s) with qkv and the output in `storage`: on them directly when qkv has that dtype, else on
+// rounded copies that live for the call, the output widened back into `out`.
+void forward_in_storage(const Tensor& out, const Tensor& q, DType storage,
+                        const std::function<void(const Tensor& out_s, const Tensor& q_s)>& forward) {
+  if (storage == q.dtype()) {
+    forward(out, q);
+    return;
+  }
+  const Tensor out_s = empty_as(out.shape(), storage, q.device(), MemCategory::Activations);
+  forward(out_s, in_storage(q, storage, MemCategory::Activations));
+  ops::convert(out, out_s);
+}
+
+// Runs backward(dqkv_s, q_s, dout_s, out_s) in `storage` (out_s only when `with_out`), adding into qkv's gradient:
+// directly when qkv has that dtype, else into a zeroed 16-bit gradient that is widened and added.
+void backward_in_storage(const Var& qkv, const Var& out, DType storage, bool with_out,
+                         const std::function<void(const Tensor& dqkv_s, const Tensor& q_s, const Tensor& dout_s,
+                                                  const Tensor& out_s)>& backward) {
+  const Tensor& x = qkv.value();
+  if (storage == x.dtype()) {
+    backward(qkv.grad(), x, out.grad(), out.value());
+    return;
+  }
+  const MemCategory work = MemCategory::Workspace;
+  Tensor dqkv_s;
+  {
+    MemoryScope scope(work);
+    dqkv_s = Tensor::zeros(x.shape(), storage, x.device());
+  }
+  backward(dqkv_s, in_storage(x, storage, work), in_storage(out.grad(), storage, work),
+           with_out ? in_storage(out.value(), storage, work) : Tensor());
+  ops::residual_backward(qkv.grad(), Tensor(), in_storage(dqkv_s, x.dtype(), work));  // qkv's gradient += it
+}
+
 }  // namespace
 
 Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
@@ -119,32 +155,16 @@ Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2) / 3;
   Var out(new_activation({B, T, C}, q), tape.recording() && qkv.requires_grad());
   const Tensor lse = empty_as({B, n_head, T}, DType::F32, q.device(), MemCategory::Activations);
-  if (storage == q.dtype()) {
-    ops::flash_attention_forward(out.value(), lse, q, n_head);
-  } else {  // the rounded copies live for the call only
-    const Tensor out_s = empty_as({B, T, C}, storage, q.device(), MemCategory::Activations);
-    ops::flash_attention_forward(out_s, lse, in_storage(q, storage, MemCategory::Activations), n_head);
-    ops::convert(out.value(), out_s);
-  }
+  forward_in_storage(out.value(), q, storage, [&](const Tensor& out_s, const Tensor& q_s) {
+    ops::flash_attention_forward(out_s, lse, q_s, n_head);
+  });
   if (out.requires_grad())
     tape.record("flash attention", {q, out.value(), lse},
                 [=] {
-                  const Tensor& x = qkv.value();
-                  if (storage == x.dtype()) {
-                    ops::flash_attention_backward(qkv.grad(), out.grad(), x, out.value(), lse, n_head);
-                    return;
-                  }
-                  const MemCategory work = MemCategory::Workspace;
-                  Tensor dqkv_s;
-                  {
-                    MemoryScope scope(work);
-                    dqkv_s = Tensor::zeros(x.shape(), storage, x.device());
-                  }
-                  ops::flash_attention_backward(dqkv_s, in_storage(out.grad(), storage, work),
-                                                in_storage(x, storage, work), in_storage(out.value(), storage, work),
-                                                lse, n_head);
-                  const Tensor dqkv = in_storage(dqkv_s, x.dtype(), work);
-                  ops::residual_backward(qkv.grad(), Tensor(), dqkv);  // qkv's gradient += the widened one
+                  backward_in_storage(qkv, out, storage, true,
+                                      [&](const Tensor& dqkv, const Tensor& x, const Tensor& dout, const Tensor& o) {
+                                        ops::flash_attention_backward(dqkv, dout, x, o, lse, n_head);
+                                      });
                 },
                 {qkv});
   return out;
@@ -156,30 +176,16 @@ Var batched_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2) / 3;
   Var out(new_activation({B, T, C}, q), tape.recording() && qkv.requires_grad());
   const Tensor probs = empty_as({B, n_head, T, T}, storage, q.device(), MemCategory::Activations);
-  if (storage == q.dtype()) {
-    ops::batched_attention_forward(out.value(), probs, q, n_head);
-  } else {  // the rounded copies live for the call only
-    const Tensor out_s = empty_as({B, T, C}, storage, q.device(), MemCategory::Activations);
-    ops::batched_attention_forward(out_s, probs, in_storage(q, storage, MemCategory::Activations), n_head);
-    ops::convert(out.value(), out_s);
-  }
+  forward_in_storage(out.value(), q, storage, [&](const Tensor& out_s, const Tensor& q_s) {
+    ops::batched_attention_forward(out_s, probs, q_s, n_head);
+  });
   if (out.requires_grad())
     tape.record("batched attention", {q, probs, out.value()},
                 [=] {
-                  const Tensor& x = qkv.value();
-                  if (storage == x.dtype()) {
-                    ops::batched_attention_backward(qkv.grad(), out.grad(), x, probs, n_head);
-                    return;
-                  }
-                  const MemCategory work = MemCategory::Workspace;
-                  Tensor dqkv_s;
-                  {
-                    MemoryScope scope(work);
-                    dqkv_s = Tensor::zeros(x.shape(), storage, x.device());
-                  }
-                  ops::batched_attention_backward(dqkv_s, in_storage(out.grad(), storage, work),
-                                                  in_storage(x, storage, work), probs, n_head);
-                  ops::residual_backward(qkv.grad(), Tensor(), in_storage(dqkv_s, x.dtype(), work));
+                  backward_in_storage(qkv, out, storage, false,
+                                      [&](const Tensor& dqkv, const Tensor& x, const Tensor& dout, const Tensor&) {
+                                        ops::batched_attention_backward(dqkv, dout, x, probs, n_head);
+                                      });
                 },
                 {qkv});
   return out;
