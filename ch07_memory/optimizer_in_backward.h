@@ -34,6 +34,9 @@ class OptimizerInBackwardStep : public TrainStep {
   // with grad_clip > 0 or accum_steps > 1, or with a sharded optimizer.
   OptimizerInBackwardStep(GPT2& model, AdamW& optimizer, TrainStepConfig config);
   ~OptimizerInBackwardStep() override;  // removes the hooks
+  std::string capture_blocker() const override {
+    return "the optimizer in backward sums the gradient norm on the host as backward goes";
+  }
 
  protected:
   void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) override;

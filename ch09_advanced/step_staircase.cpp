@@ -2,7 +2,7 @@
 
 namespace lab::ch09 {
 
-staircase::Staircase attention_staircase(const std::vector<std::string>& base_flags) {
+staircase::Staircase attention_staircase(const std::vector<std::string>& base_flags, bool gpu) {
   staircase::Staircase stairs{
       "ch09", "one GPT-2 training step (forward, backward, AdamW), bf16 and fused kernels", base_flags, {}};
   stairs.base_flags.insert(stairs.base_flags.end(), {"--dtype", "bf16", "--kernels", "fused"});
@@ -17,6 +17,10 @@ staircase::Staircase attention_staircase(const std::vector<std::string>& base_fl
                           "flash attention: tiles with an online softmax, one log-sum-exp per row kept instead of the "
                           "probabilities, which backward recomputes",
                           {"--attention", "flash"}});
+  if (gpu)
+    stairs.rungs.push_back({"cuda graphs",
+                            "the same kernels, captured once in a CUDA graph and replayed: one launch per step",
+                            {"--attention", "flash", "--cuda-graphs"}});
   return stairs;
 }
 

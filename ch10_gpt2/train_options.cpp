@@ -89,6 +89,10 @@ void TrainOptions::register_flags(Flags& f) {
                "materialized: the T x T probabilities kept for backward; batched: the same in the --dtype's 16-bit "
                "storage (tensor cores, probabilities in 16 bits); flash: chapter 9's flash attention, one log-sum-exp "
                "per row kept instead (memory grows as T, not T^2), in the --dtype's matmul storage");
+  f.add_bool("cuda-graphs", &cuda_graphs,
+             "capture the training step in a CUDA graph after one eager step and replay it at every later step "
+             "(chapter 9: one GPU, fp32, tf32 or bf16; not with fp16, mpirun layouts, --profile, --find-max-batch, "
+             "--optimizer-in-backward or --offload)");
   f.add_int("threads", &threads, "CPU threads (0: all cores)", 0, 4096);
   f.add_int("seed", &seed, "seed of initialisation, shuffling and sampling", 0, INT64_MAX);
   f.add_string("log-json", &log_json, "write one JSON object per step (and per evaluation) to this file");
@@ -135,6 +139,11 @@ void TrainOptions::validate() const {
     fail(ErrorKind::InvalidArgument, "--memory-budget: ", e.what());
   }
   LAB_CHECK(profile <= steps, InvalidArgument, "--profile ", profile, " is beyond --steps ", steps);
+  LAB_CHECK(!cuda_graphs || profile == 0, InvalidArgument,
+            "--cuda-graphs with --profile: a replayed graph's kernels cannot be timed one by one (profile without "
+            "--cuda-graphs)");
+  LAB_CHECK(!cuda_graphs || !find_max_batch, InvalidArgument,
+            "--cuda-graphs with --find-max-batch: the search measures eager steps (leave --cuda-graphs out)");
   LAB_CHECK(micro_batches == 1 || pp > 1, InvalidArgument, "--micro-batches ", micro_batches,
             " needs pipeline parallelism (--pp > 1); for gradient accumulation use --total-batch-tokens");
 }

@@ -20,6 +20,7 @@
 #include "ch08_distributed/tp/tensor_parallel.h"
 #include "ch08_distributed/tp/whole_tensors.h"
 #include "ch09_advanced/attention_choice.h"
+#include "ch09_advanced/graphed_step.h"
 #include "ch10_gpt2/memory_steps.h"
 #include "ch10_gpt2/model_rungs.h"
 #include "ch10_gpt2/sampler.h"
@@ -122,6 +123,8 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   LAB_CHECK(!device_.is_cuda() || cuda_available(), Unsupported, "--device ", options_.device,
             ": no CUDA GPU is available", (cuda_available() ? "" : " (or this build has no CUDA backend)"));
   apply_math_mode(device_, math_mode_);
+  LAB_CHECK(!options_.cuda_graphs || device_.is_cuda(), InvalidArgument, "--cuda-graphs needs a CUDA device (--device ",
+            device_.str(), " has no kernels to capture)");
   // A pipeline stage runs its own backward passes (ch08's PipelineStage), which do not scale the loss yet.
   LAB_CHECK(math_mode_ != MathMode::FP16 || parallel_.layout.pp == 1, Unsupported, "--dtype fp16 with --pp ",
             parallel_.layout.pp, ": the pipeline's schedule does not scale the loss yet (bf16 needs no scaling)");
@@ -211,6 +214,7 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   // scaling, from the checkpoint's scale when it has one.
   apply_math_mode(math_mode_, *step_, LossScalerConfig{options_.loss_scale, 2.0, 0.5, options_.loss_scale_interval});
   if (step_->loss_scaler() && resumed.loss_scaler) step_->loss_scaler()->set_state(*resumed.loss_scaler);
+  if (options_.cuda_graphs) graphed_step_ = std::make_unique<ch09::GraphedStep>(*step_);
 
   schedule_.kind = LrSchedule::parse_kind(options_.lr_schedule);
   schedule_.max_lr = options_.lr;
@@ -239,6 +243,10 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
     std::printf("MFU peak: %s\n",
                 peak_flops_ ? cat(peak_name_, " ", options_.dtype, " ", *peak_flops_ / 1e12, " TFLOP/s").c_str()
                             : "unknown GPU: peak not known, MFU not reported");
+  if (graphed_step_)
+    std::printf(
+        "--cuda-graphs: the first step runs eagerly (filling the graph's memory pool), the second is captured, and "
+        "every step from then on is one graph launch\n");
   if (!val_loader_)
     std::printf("validation: none (--data-train without --data-val), so no validation loss is computed\n");
   if (start_step_ > 0)
@@ -520,7 +528,9 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
   else
     allocator_for(device_).reset_peak();
   TrainingLoop loop(
-      *step_,
+      [this](const BatchSource& next_batch, double lr) {
+        return graphed_step_ ? graphed_step_->run(next_batch, lr) : step_->run(next_batch, lr);
+      },
       [this] {
         train_loader_->next(inputs_, targets_);
         return MicroBatch{inputs_, targets_};

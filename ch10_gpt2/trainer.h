@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "ch08_distributed/parallel_options.h"
+#include "ch09_advanced/graphed_step.h"
 #include "ch10_gpt2/checkpoint.h"
 #include "ch10_gpt2/train_log.h"
 #include "ch10_gpt2/train_options.h"
@@ -94,6 +95,7 @@ class Trainer {
   std::unique_ptr<GPT2> model_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<TrainStep> step_;
+  std::unique_ptr<ch09::GraphedStep> graphed_step_;  // --cuda-graphs: step_, replayed from a CUDA graph
   LrSchedule schedule_;
   std::unique_ptr<BatchLoader> train_loader_, val_loader_;
   std::unique_ptr<GPT2Tokenizer> tokenizer_;

@@ -52,6 +52,7 @@ class ZeroStage2Step : public TrainStep {
 
   // This rank's averaged gradients of its shard after a step, laid out as the optimizer's moments.
   const Tensor& gradient_shard() const { return gradient_shard_; }
+  std::string capture_blocker() const override { return "ZeRO sums the gradient norm across ranks on the host"; }
 
  protected:
   static constexpr size_t kNone = static_cast<size_t>(-1);  // no bucket, no unit

@@ -47,6 +47,9 @@ class PipelineStep : public TrainStep {
 
   const PipelineStepStats& last_stats() const { return stats_; }
   const dist::GradientReducer* dp_reducer() const { return dp_reducer_.get(); }
+  std::string capture_blocker() const override {
+    return "the pipeline exchanges activations between ranks and reads its loss on the host";
+  }
 
  protected:
   // Fills result.loss and data_seconds; the forward and backward phases interleave, so with time_phases their

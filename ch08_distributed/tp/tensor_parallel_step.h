@@ -20,6 +20,10 @@ class TensorParallelStep : public dist::DataParallelStep {
                      AdamW& optimizer, TrainStepConfig config)
       : dist::DataParallelStep(context.dp(), stage, bucket_bytes, model, optimizer, config), context_(context) {}
 
+  std::string capture_blocker() const override {
+    return "tensor parallelism sums the gradient norm across ranks on the host";
+  }
+
  protected:
   void compute_gradient_norm(double loss_scale) override;
 

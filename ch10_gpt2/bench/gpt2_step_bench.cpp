@@ -14,8 +14,8 @@
 // --staircase NAME runs a chapter's staircase instead (common/lab/staircase.h): each rung's step in turn in this
 // one process, each compared with the rung before it; the command line's model, device, batch, sequence length
 // and steps are the workload every rung shares. `ch06`: fp32 -> tf32 (GPU) -> bf16 -> fused kernels -> twice the
-// batch (ch06_single_gpu/step_staircase.h). `ch09`: bf16 + fused with materialised attention -> flash attention
-// (ch09_advanced/step_staircase.h).
+// batch (ch06_single_gpu/step_staircase.h). `ch09`: bf16 + fused with materialised attention -> batched -> flash
+// attention -> CUDA graphs on a GPU (ch09_advanced/step_staircase.h).
 //
 //   gpt2_step_bench --model d12 --device cpu --batch 4 --seq 64 --steps 10 --json result.json
 //   gpt2_step_bench --staircase ch06 --model small --device cpu --batch 8 --seq 128 --steps 5
@@ -68,8 +68,9 @@ int run_staircase_bench(const std::string& name, const StepBenchSettings& base, 
                                              "--seq",    std::to_string(base.seq),
                                              "--steps",  std::to_string(base.steps),
                                              "--warmup", std::to_string(base.warmup)};
-  const staircase::Staircase stairs = name == "ch06" ? ch06::speed_staircase(workload, base.batch, device.is_cuda())
-                                                     : ch09::attention_staircase(with_batch(workload, base.batch));
+  const staircase::Staircase stairs =
+      name == "ch06" ? ch06::speed_staircase(workload, base.batch, device.is_cuda())
+                     : ch09::attention_staircase(with_batch(workload, base.batch), device.is_cuda());
   std::printf("gpt2_step_bench --staircase %s: %s, %s on %s (%s), %d threads\n", name.c_str(),
               stairs.description.c_str(), base.model.c_str(), device.str().c_str(), lab::device_name(device).c_str(),
               num_threads());
@@ -157,11 +158,14 @@ int run(int argc, char** argv) {
   if (!json_path.empty()) bench::BenchResult::check_destination(json_path);  // before minutes of steps
   if (threads > 0) set_num_threads(static_cast<int>(threads));
   if (!staircase_name.empty()) {
-    for (const char* rung_flag : {"dtype", "kernels", "attention", "recompute"})
+    for (const char* rung_flag : {"dtype", "kernels", "attention", "recompute", "cuda-graphs"})
       LAB_CHECK(!flags.was_set(rung_flag), InvalidArgument, "--staircase sets --", rung_flag,
                 " on each rung (or keeps the default): leave it out");
     return run_staircase_bench(staircase_name, settings, json_path, argc, argv);
   }
+  LAB_CHECK(!(profile && settings.cuda_graphs), InvalidArgument,
+            "--profile with --cuda-graphs: a replayed graph's kernels cannot be timed one by one (profile without "
+            "--cuda-graphs)");
 
   StepBench step_bench(settings);
   const Device device = step_bench.device();
@@ -207,10 +211,14 @@ int run(int argc, char** argv) {
   };
   std::vector<double> step_tokens_per_s;
   for (double s : step_s) step_tokens_per_s.push_back(static_cast<double>(batch * seq) / s);
+  // Under CUDA graphs the step is one launch: its phases have no times of their own.
+  const bool phases = !fwd_s.empty();
   result.add_metric("step_ms", in_ms(step_s), "ms", bench::Better::Lower);
-  result.add_metric("forward_ms", in_ms(fwd_s), "ms", bench::Better::Lower);
-  result.add_metric("backward_ms", in_ms(bwd_s), "ms", bench::Better::Lower);
-  result.add_metric("optimizer_ms", in_ms(opt_s), "ms", bench::Better::Lower);
+  if (phases) {
+    result.add_metric("forward_ms", in_ms(fwd_s), "ms", bench::Better::Lower);
+    result.add_metric("backward_ms", in_ms(bwd_s), "ms", bench::Better::Lower);
+    result.add_metric("optimizer_ms", in_ms(opt_s), "ms", bench::Better::Lower);
+  }
   result.add_metric("tokens_per_s", step_tokens_per_s, "tokens/s", bench::Better::Higher);
   // One row, labelled by the model alone: two runs of other batch shapes, devices or precisions pair up in
   // bench_diff, which shows the differing settings beside the ratios.
@@ -221,14 +229,17 @@ int run(int argc, char** argv) {
   row.set("kernels", settings.kernels);
   row.set("attention", settings.attention);
   row.set("recompute", settings.recompute);
+  row.set("cuda_graphs", settings.cuda_graphs);
   row.set("batch", batch);
   row.set("seq", seq);
   row.set("ms_median", step.median * 1e3);
   row.set("ms_min", step.min * 1e3);
   row.set("ms_max", step.max * 1e3);
-  row.set("forward_ms", bench::median(fwd_s) * 1e3);
-  row.set("backward_ms", bench::median(bwd_s) * 1e3);
-  row.set("optimizer_ms", bench::median(opt_s) * 1e3);
+  if (phases) {
+    row.set("forward_ms", bench::median(fwd_s) * 1e3);
+    row.set("backward_ms", bench::median(bwd_s) * 1e3);
+    row.set("optimizer_ms", bench::median(opt_s) * 1e3);
+  }
   row.set("tokens_per_s", tokens_per_s);
   row.set("model_gflops_per_step", model_flops / 1e9);
   for (const char* ms : {"ms_median", "ms_min", "ms_max", "forward_ms", "backward_ms", "optimizer_ms", "gemm_floor_ms"})
@@ -239,9 +250,12 @@ int run(int argc, char** argv) {
   result.describe_column("mfu", "fraction", bench::Better::Higher);
   result.describe_column("mem_peak_bytes", "bytes", bench::Better::Lower);
   result.describe_column("peak_rss_bytes", "bytes", bench::Better::Lower);
-  std::printf("step: median %.1f ms (min %.1f, max %.1f) = forward %.1f + backward %.1f + optimizer %.1f ms\n",
-              step.median * 1e3, step.min * 1e3, step.max * 1e3, bench::median(fwd_s) * 1e3, bench::median(bwd_s) * 1e3,
-              bench::median(opt_s) * 1e3);
+  std::printf("step: median %.1f ms (min %.1f, max %.1f)", step.median * 1e3, step.min * 1e3, step.max * 1e3);
+  if (phases)
+    std::printf(" = forward %.1f + backward %.1f + optimizer %.1f ms\n", bench::median(fwd_s) * 1e3,
+                bench::median(bwd_s) * 1e3, bench::median(opt_s) * 1e3);
+  else
+    std::printf(", one CUDA graph launch each (after an eager step and the capture)\n");
   std::printf("throughput: %.0f tokens/s, %.1f model GFLOP/s\n", tokens_per_s, model_flops / step.median / 1e9);
 
   std::optional<double> mfu;

@@ -1,5 +1,7 @@
 #include "ch10_gpt2/bench/step_bench.h"
 
+#include <algorithm>
+
 #include "common/train/math_mode.h"
 #include "common/util/rng.h"
 
@@ -23,6 +25,9 @@ void StepBenchSettings::register_flags(Flags& flags) {
                    "flash attention (ch09_advanced/attention_choice.h)");
   flags.add_choice("recompute", &recompute, ch07::recompute_policy_names(),
                    "activation recompute: none, selective (attention probabilities and GELU), block (whole blocks)");
+  flags.add_bool("cuda-graphs", &cuda_graphs,
+                 "replay the step from a CUDA graph captured after an eager step (chapter 9, ch09_advanced/"
+                 "graphed_step.h); the step is then one launch, timed whole");
   flags.add_int("batch", &batch, "batch size B", 1, 1 << 16);
   flags.add_int("seq", &seq, "sequence length T", 1, 1 << 16);
   flags.add_int("steps", &steps, "timed steps", 1, 100000);
@@ -57,23 +62,34 @@ StepBench::StepBench(const StepBenchSettings& settings)
   for (auto& x : tgt) x = static_cast<int32_t>(rng.below(50257));
   tokens_ = Tensor::from_ints(tok, {settings_.batch, settings_.seq}, device_);
   targets_ = Tensor::from_ints(tgt, {settings_.batch, settings_.seq}, device_);
-  // The step the trainer runs, with the device synchronised between its phases to time each one.
+  // The step the trainer runs, with the device synchronised between its phases to time each one (not under CUDA
+  // graphs, where the step is one launch).
   TrainStepConfig step_config;  // one micro-batch, clipping at 1 as the trainer does
-  step_config.time_phases = true;
+  step_config.time_phases = !settings_.cuda_graphs;
   train_step_ = std::make_unique<TrainStep>(*model_, *optimizer_, step_config);
   apply_math_mode(math_mode, *train_step_);  // bf16, fp16: 16-bit products; fp16: loss scaling
+  if (settings_.cuda_graphs) graphed_step_ = std::make_unique<ch09::GraphedStep>(*train_step_);
+}
+
+TrainStepResult StepBench::run_step() {
+  const BatchSource same_batch = [&] { return MicroBatch{tokens_, targets_}; };
+  return graphed_step_ ? graphed_step_->run(same_batch, kLr) : train_step_->run(same_batch, kLr);
 }
 
 StepSamples StepBench::run(const std::function<void(int64_t, double)>& on_step) {
-  const BatchSource same_batch = [&] { return MicroBatch{tokens_, targets_}; };
-  for (int64_t i = 0; i < settings_.warmup; ++i) train_step_->run(same_batch, kLr);
+  const int64_t warmup = graphed_step_ ? std::max<int64_t>(settings_.warmup, 2) : settings_.warmup;
+  for (int64_t i = 0; i < warmup; ++i) run_step();
   StepSamples samples;
   for (int64_t i = 0; i < settings_.steps; ++i) {
-    const TrainStepResult p = train_step_->run(same_batch, kLr);
-    samples.forward.push_back(p.forward_seconds);
-    samples.backward.push_back(p.backward_seconds);
-    samples.optimizer.push_back(p.optimizer_seconds);
-    samples.step.push_back(p.forward_seconds + p.backward_seconds + p.optimizer_seconds);
+    const TrainStepResult p = run_step();
+    if (graphed_step_) {
+      samples.step.push_back(p.seconds);
+    } else {
+      samples.forward.push_back(p.forward_seconds);
+      samples.backward.push_back(p.backward_seconds);
+      samples.optimizer.push_back(p.optimizer_seconds);
+      samples.step.push_back(p.forward_seconds + p.backward_seconds + p.optimizer_seconds);
+    }
     if (on_step) on_step(i, samples.step.back());
   }
   return samples;
@@ -81,12 +97,12 @@ StepSamples StepBench::run(const std::function<void(int64_t, double)>& on_step) 
 
 std::vector<ops::cpu::GemmShape> StepBench::record_gemm_shapes() {
   ops::cpu::GemmRecorder recorder;
-  train_step_->run([&] { return MicroBatch{tokens_, targets_}; }, kLr);
+  run_step();
   return recorder.shapes();
 }
 
 void StepBench::run_one_step() {
-  train_step_->run([&] { return MicroBatch{tokens_, targets_}; }, kLr);
+  run_step();
 }
 
 }  // namespace lab

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ch09_advanced/graphed_step.h"
 #include "ch10_gpt2/model_rungs.h"
 #include "common/nn/gpt2.h"
 #include "common/ops/cpu/gemm.h"
@@ -25,6 +26,7 @@ struct StepBenchSettings {
   std::string kernels = "reference";
   std::string attention = "materialized";
   std::string recompute = "none";
+  bool cuda_graphs = false;  // replay the step from a CUDA graph (ch09_advanced/graphed_step.h)
   int64_t batch = 4;
   int64_t seq = 64;
   int64_t steps = 10;
@@ -37,7 +39,8 @@ struct StepBenchSettings {
   static StepBenchSettings from_flags(const std::vector<std::string>& flags);
 };
 
-// The timed steps, in seconds, one sample per step.
+// The timed steps, in seconds, one sample per step (forward, backward and optimizer stay empty under CUDA graphs,
+// whose step is one launch).
 struct StepSamples {
   std::vector<double> step, forward, backward, optimizer;
 };
@@ -48,7 +51,8 @@ class StepBench {
   // their math mode and kernels. Error(InvalidArgument) for a setting this machine cannot run (tf32 on a CPU).
   explicit StepBench(const StepBenchSettings& settings);
 
-  // Runs the warm-up steps, then the timed ones; `on_step(i, seconds)` after each timed step (to print it).
+  // Runs the warm-up steps (at least two under CUDA graphs: the eager step that fills the graph's pool and the
+  // capture), then the timed ones; `on_step(i, seconds)` after each timed step (to print it).
   StepSamples run(const std::function<void(int64_t, double)>& on_step = {});
   // The sgemm calls of one more step (the CPU's GEMM floor times each shape alone).
   std::vector<ops::cpu::GemmShape> record_gemm_shapes();
@@ -66,7 +70,10 @@ class StepBench {
   std::unique_ptr<GPT2> model_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<TrainStep> train_step_;
+  std::unique_ptr<ch09::GraphedStep> graphed_step_;  // with cuda_graphs
   Tensor tokens_, targets_;
+
+  TrainStepResult run_step();
 };
 
 }  // namespace lab

@@ -28,6 +28,9 @@ class DataParallelStep : public TrainStep {
                    TrainStepConfig config);
 
   const GradientReducer& reducer() const { return *reducer_; }
+  std::string capture_blocker() const override {
+    return "data parallelism reduces the gradients between ranks, which the step does not capture yet";
+  }
 
  protected:
   void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) override;

@@ -1,9 +1,20 @@
 // Argument checks of the AdamW op, then dispatch (see adamw.h).
 #include "common/ops/adamw.h"
 
+#include <cmath>
+
 #include "common/ops/dispatch.h"
 
 namespace lab::ops {
+
+std::vector<float> adamw_step_values(const AdamWHyper& hyper) {
+  const double t = static_cast<double>(hyper.step);
+  std::vector<float> values(kStepValues);
+  values[kStepLr] = hyper.lr;
+  values[kStepBiasCorrection1] = static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta1), t));
+  values[kStepBiasCorrection2] = static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta2), t));
+  return values;
+}
 
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
                   const GradScale& grad_scale, const std::vector<ElementRange>& decay) {
@@ -12,7 +23,13 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
     LAB_CHECK(t->numel() == params.numel(), InvalidArgument, "adamw_update: buffers of different sizes (", t->numel(),
               " vs ", params.numel(), ")");
   }
-  LAB_CHECK(hyper.step >= 1, InvalidArgument, "adamw_update: step must be >= 1, got ", hyper.step);
+  if (hyper.step_values.defined()) {
+    hyper.step_values.check_dtype(DType::F32, "adamw_update step_values");
+    LAB_CHECK(hyper.step_values.numel() == kStepValues, InvalidArgument, "adamw_update: step_values has ",
+              hyper.step_values.numel(), " elements, not ", int64_t{kStepValues}, " (lr and the bias corrections)");
+  } else {
+    LAB_CHECK(hyper.step >= 1, InvalidArgument, "adamw_update: step must be >= 1, got ", hyper.step);
+  }
   int64_t previous_end = 0;
   for (const ElementRange& r : decay) {
     LAB_CHECK(previous_end <= r.begin && r.begin <= r.end && r.end <= params.numel(), InvalidArgument,
@@ -24,7 +41,7 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
     grad_scale.on_device.check_dtype(DType::F32, "adamw_update grad_scale");
     LAB_CHECK(grad_scale.on_device.numel() >= 1, InvalidArgument, "adamw_update: an empty grad_scale tensor");
   }
-  check_same_device({&params, &grads, &m, &v, &grad_scale.on_device}, "adamw_update");
+  check_same_device({&params, &grads, &m, &v, &grad_scale.on_device, &hyper.step_values}, "adamw_update");
   LAB_DISPATCH(params.device(), adamw_update, params, grads, m, v, hyper, grad_scale, decay);
 }
 

@@ -37,7 +37,16 @@ struct AdamWHyper {
   float eps = 1e-8f;
   float weight_decay = 0.0f;
   int64_t step = 1;  // 1-based step count t, for bias correction
+  // When defined, the update reads the values that change from step to step from this f32 tensor [3] on the
+  // buffers' device instead of lr and step: lr, 1 - beta1^t, 1 - beta2^t (adamw_step_values), so that an update
+  // captured in a CUDA graph replays with each step's values written there before the replay.
+  Tensor step_values = Tensor();
 };
+
+// The values of one step that the update reads: lr, 1 - beta1^t, 1 - beta2^t, computed as the update computes
+// them from lr and step (the bias corrections in double, rounded once to f32).
+enum AdamWStepValue : int64_t { kStepLr, kStepBiasCorrection1, kStepBiasCorrection2, kStepValues };
+std::vector<float> adamw_step_values(const AdamWHyper& hyper);
 
 // `decay`: sorted, disjoint ranges inside [0, params.numel()) (InvalidArgument otherwise).
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,

@@ -84,7 +84,21 @@ AdamW::AdamW(ParameterStore& params, const AdamWConfig& config, std::vector<Elem
 }
 
 ops::AdamWHyper AdamW::hyper(float lr) const {
-  return {lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, step_};
+  if (step_values_.defined())
+    LAB_CHECK(staged_for_ == step_, InvalidArgument, "AdamW: step ", step_, " runs with the values staged for step ",
+              staged_for_, " (call stage_step before each step)");
+  return {lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, step_, step_values_};
+}
+
+void AdamW::stage_step(float lr) {
+  LAB_CHECK(!offloaded(), InvalidArgument, "AdamW::stage_step: an offloaded optimizer updates on the CPU");
+  if (!step_values_.defined()) {
+    MemoryScope scope(MemCategory::Optimizer);
+    step_values_ = Tensor::empty({ops::kStepValues}, DType::F32, params_.device());
+  }
+  const ops::AdamWHyper next{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, step_ + 1, {}};
+  step_values_.copy_from(Tensor::from_floats(ops::adamw_step_values(next), {ops::kStepValues}));
+  staged_for_ = next.step;
 }
 
 void AdamW::step(float lr, const ops::GradScale& grad_scale) {
@@ -142,6 +156,8 @@ void AdamW::update(const std::string& name, const Tensor& grad, float lr) {
   LAB_CHECK(!sharded_ && !offloaded(), InvalidArgument, "AdamW::update('", name,
             "'): a sharded or offloaded optimizer updates whole steps only");
   LAB_CHECK(step_ >= 1, InvalidArgument, "AdamW::update('", name, "') before begin_step()");
+  LAB_CHECK(!step_values_.defined(), InvalidArgument, "AdamW::update('", name,
+            "'): the step values are staged on the device for whole steps only");
   const ParamInfo& p = params_.info(name);
   const ElementRange range{p.offset, p.offset + p.numel()};
   update_range(range, flat_params(range), p.offset, grad.view(0, {p.numel()}), hyper(lr), 1.0f);

@@ -65,6 +65,15 @@ class AdamW {
   void begin_step() { ++step_; }
   void update(const std::string& name, const Tensor& grad, float lr);
 
+  // CUDA graphs (ch09_advanced/graphed_step.h): from the first call on, the update reads its learning rate and
+  // bias corrections from a buffer on the parameters' device instead of taking them as numbers, so that an update
+  // captured in a graph replays with each step's values. stage_step(lr) writes those of the next step,
+  // steps_taken() + 1, into the buffer (a copy from the host, ordered on the current stream: call it before each
+  // step, outside a capture); step() then checks that they were staged for it and ignores its own lr. Not for
+  // an offloaded optimizer (its update runs on the CPU) nor for update() (InvalidArgument).
+  void stage_step(float lr);
+  bool steps_staged() const { return step_values_.defined(); }
+
   int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t step) { step_ = step; }
   const Tensor& m() const { return m_; }
@@ -89,6 +98,7 @@ class AdamW {
                     const ops::AdamWHyper& hyper, const ops::GradScale& grad_scale);
   // The flat buffer's `range` of the parameters.
   Tensor flat_params(const ElementRange& range) const;
+  // The update's hyperparameters at learning rate `lr` and step step_, or with the staged step values.
   ops::AdamWHyper hyper(float lr) const;
   // The offloaded step: gradients down, the update on the CPU, parameters up, chunk by chunk. A scale computed on
   // the GPU is read back first (the CPU's update needs it).
@@ -103,6 +113,8 @@ class AdamW {
   bool master_current_ = false;  // offloaded: master_ holds the parameters (taken at the first step)
   std::unique_ptr<OffloadPipeline> pipeline_;  // offloaded only
   int64_t step_ = 0;
+  Tensor step_values_;  // staged (stage_step): lr and the bias corrections of step staged_for_
+  int64_t staged_for_ = 0;
 };
 
 // sqrt(sum of squared gradients) over the whole flat gradient buffer.

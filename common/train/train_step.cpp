@@ -76,6 +76,14 @@ TrainStepResult TrainStep::report() {
   return result;
 }
 
+std::string TrainStep::capture_blocker() const {
+  if (!model_.device().is_cuda()) return "the model is on the CPU, which has no kernels to capture";
+  if (loss_scaler_) return "fp16 loss scaling decides on the host whether to skip the update (use bf16)";
+  if (config_.time_phases) return "timing the phases synchronises the device between them";
+  if (optimizer_.offloaded()) return "the offloaded optimizer updates on the CPU";
+  return "";
+}
+
 void TrainStep::zero_grads() {
   model_.parameters().zero_grad();
 }

@@ -30,7 +30,9 @@
 // run() is the two. What still reads back inside enqueue(): fp16's loss scaling (whether to skip the update is
 // decided on the host), the steps whose norm is summed across ranks on the host (write_gradient_norm), the
 // pipeline's loss and the offloaded optimizer (its update runs on the CPU). On the CPU the losses and weights are
-// bitwise those of reading back, as the same double arithmetic runs in the same order.
+// bitwise those of reading back, as the same double arithmetic runs in the same order. A step that reads nothing
+// back can be captured in a CUDA graph and replayed (chapter 9: ch09_advanced/graphed_step.h); capture_blocker()
+// says why one cannot.
 //
 // Configured rather than overridden: the number of micro-batches, the clipping threshold, whether the
 // phases are timed (benchmarks: the device is synchronised between phases so that forward, backward and the
@@ -51,6 +53,7 @@
 
 #include <functional>
 #include <optional>
+#include <string>
 
 #include "common/bench/timer.h"
 #include "common/core/tensor.h"
@@ -114,6 +117,12 @@ class TrainStep {
   void set_loss_scaling(const std::optional<LossScalerConfig>& scaling);
   // The loss scaler, null without loss scaling (checkpoints save and restore its state).
   DynamicLossScaler* loss_scaler() { return loss_scaler_ ? &*loss_scaler_ : nullptr; }
+
+  // Why enqueue() cannot be captured in a CUDA graph (ch09_advanced/graphed_step.h), as the end of a sentence
+  // such as "fp16 loss scaling decides on the host whether to skip the update"; empty when it can: it then makes
+  // no host read, no synchronisation and no host-side decision that a replay would have to repeat. A step that
+  // overrides a part with one of those says so here.
+  virtual std::string capture_blocker() const;
 
  protected:
   // The parts, in the order enqueue() calls them (see the header comment for who overrides which).

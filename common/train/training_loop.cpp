@@ -6,7 +6,11 @@
 namespace lab {
 
 TrainingLoop::TrainingLoop(TrainStep& step, BatchSource next_batch, LrSchedule schedule)
-    : step_(step), next_batch_(std::move(next_batch)), schedule_(schedule) {}
+    : TrainingLoop([&step](const BatchSource& batches, double lr) { return step.run(batches, lr); },
+                   std::move(next_batch), schedule) {}
+
+TrainingLoop::TrainingLoop(StepRunner run_step, BatchSource next_batch, LrSchedule schedule)
+    : run_step_(std::move(run_step)), next_batch_(std::move(next_batch)), schedule_(schedule) {}
 
 TrainingLoopResult TrainingLoop::run(int64_t first_step, int64_t end_step, const StepCallback& on_step,
                                      const std::function<bool()>& stop_requested) {
@@ -17,7 +21,7 @@ TrainingLoopResult TrainingLoop::run(int64_t first_step, int64_t end_step, const
       result.interrupted = true;
       break;
     }
-    const TrainStepResult r = step_.run(next_batch_, schedule_.at(step));
+    const TrainStepResult r = run_step_(next_batch_, schedule_.at(step));
     // Loss scaling scales only the backward: a forward pass that overflowed fp16 overflows again at any scale.
     LAB_CHECK(std::isfinite(r.loss) || r.loss_scale == 0, Internal, "fp16 overflow in the forward pass at step ",
               step + 1, ": the loss is ", r.loss,

@@ -26,9 +26,12 @@ class TrainingLoop {
  public:
   // `step` (0-based) has just completed with `result`.
   using StepCallback = std::function<void(int64_t step, const TrainStepResult& result)>;
+  // Runs one step, as TrainStep::run does (or a replay of one: ch09_advanced/graphed_step.h).
+  using StepRunner = std::function<TrainStepResult(const BatchSource& next_batch, double lr)>;
 
   // The step, the source of micro-batches and the schedule must outlive the loop.
   TrainingLoop(TrainStep& step, BatchSource next_batch, LrSchedule schedule);
+  TrainingLoop(StepRunner run_step, BatchSource next_batch, LrSchedule schedule);
 
   // Runs steps first_step, ..., end_step - 1; before each, stop_requested (when given) is asked whether to
   // stop. Returns with steps = first_step when none ran.
@@ -38,7 +41,7 @@ class TrainingLoop {
   const LrSchedule& schedule() const { return schedule_; }
 
  private:
-  TrainStep& step_;
+  StepRunner run_step_;
   BatchSource next_batch_;
   LrSchedule schedule_;
 };

@@ -175,6 +175,8 @@ TEST(TrainerCommandLine, BadFlagsGiveOneErrorLineAndNonZeroExit) {
       {"--model d99", "unknown model 'd99'"},
       {"--dtype fp8", "not one of fp32|tf32|bf16|fp16"},
       {"--attention fast", "not one of materialized|batched|flash"},
+      {"--cuda-graphs --device cpu --steps 1", "--cuda-graphs needs a CUDA device (--device cpu"},
+      {"--cuda-graphs --profile 1 --steps 1", "--cuda-graphs with --profile"},
       {"--preset nonsense", "unknown preset"},
       {"--total-batch-tokens 100 --batch 2 --seq 16", "not a multiple"},
       {"--data-train /nonexistent/shard_*.bin --steps 1", "/nonexistent/shard_*.bin"},

@@ -1,8 +1,10 @@
 // The trainer on CUDA follows the trainer on the CPU: the same tiny model, data and flags, a few steps each,
 // compared step by step (training loss, gradient norm, learning rate) and at the end (validation loss, every
-// weight). Strict fp32 on both sides; skipped when no GPU is visible (the emulation build runs it).
+// weight). Strict fp32 on both sides; skipped when no GPU is visible (the emulation build runs it). With
+// --cuda-graphs the trainer on CUDA follows itself without graphs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -38,6 +40,13 @@ std::vector<Json> read_log(const std::string& path) {
 constexpr int64_t kSeed = 1337;
 
 // || (actual - start) - (expected - start) || / || expected - start ||: how far an update is from the reference's.
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to_floats(), y = b.to_floats();
+  double most = 0;
+  for (size_t i = 0; i < x.size(); ++i) most = std::max(most, std::fabs(static_cast<double>(x[i]) - y[i]));
+  return most;
+}
+
 double update_error(const Tensor& actual, const Tensor& expected, const Tensor& start) {
   const std::vector<float> a = actual.to_floats(), e = expected.to_floats(), s = start.to_floats();
   double diff = 0, size = 0;
@@ -54,7 +63,7 @@ struct TrainingRun {
   std::vector<std::pair<std::string, Tensor>> final_params;  // name -> value at the end, on the CPU
 };
 
-TrainingRun train_on(const std::string& device, const std::string& dir) {
+TrainingRun train_on(const std::string& device, const std::string& dir, bool cuda_graphs = false) {
   TrainOptions o;
   o.data_train = dir + "/train_000000.bin";
   o.data_val = dir + "/val_000000.bin";
@@ -70,7 +79,8 @@ TrainingRun train_on(const std::string& device, const std::string& dir) {
   o.val_batches = 2;
   o.sample_tokens = 0;
   o.seed = kSeed;
-  o.log_json = dir + "/" + device + ".jsonl";
+  o.cuda_graphs = cuda_graphs;
+  o.log_json = dir + "/" + device + (cuda_graphs ? "_graphs" : "") + ".jsonl";
   Trainer trainer(o);
   TrainingRun run;
   run.summary = trainer.run();
@@ -129,6 +139,42 @@ TEST(TrainerOnCuda, FollowsTheCpuOverAFewSteps) {
           << name << " [" << begin << ", " << end << ")";
     }
   }
+}
+
+// --cuda-graphs: the first step eager, the second captured, the others replayed, each with its own learning rate
+// (warm-up, then decay) and batch. The embedding's backward adds repeated tokens' rows with atomics, in an order
+// that changes between runs, so the runs agree to rounding, not bit for bit (ch09's GraphedStep test compares bits).
+TEST(TrainerOnCuda, CudaGraphsTrainAsTheEagerStep) {
+  LAB_REQUIRE_GPU();
+  const std::string dir = testing::scratch_directory();
+  write_pattern_shard(dir + "/train_000000.bin", 4000, 0);
+  write_pattern_shard(dir + "/val_000000.bin", 1000, 11);
+  const TrainingRun eager = train_on("cuda", dir);
+  const TrainingRun graphed = train_on("cuda", dir, true);
+  ASSERT_EQ(graphed.steps.size(), eager.steps.size());
+  for (size_t i = 0; i < eager.steps.size(); ++i) {
+    const double loss = eager.steps[i].at("loss").as_number();
+    EXPECT_EQ(graphed.steps[i].at("lr").as_number(), eager.steps[i].at("lr").as_number()) << "step " << i + 1;
+    EXPECT_NEAR(graphed.steps[i].at("loss").as_number(), loss, 1e-6 * loss) << "step " << i + 1;
+  }
+  EXPECT_NE(eager.steps[1].at("lr").as_number(), eager.steps[3].at("lr").as_number());
+  EXPECT_NEAR(graphed.summary.last_val_loss, eager.summary.last_val_loss, 1e-6 * eager.summary.last_val_loss);
+  for (size_t i = 0; i < eager.final_params.size(); ++i)
+    EXPECT_LT(max_abs_diff(graphed.final_params[i].second, eager.final_params[i].second), 1e-5)
+        << eager.final_params[i].first;
+}
+
+TEST(TrainerOnCuda, CudaGraphsRefuseFp16WithTheReason) {
+  LAB_REQUIRE_GPU();
+  const std::string dir = testing::scratch_directory();
+  write_pattern_shard(dir + "/train_000000.bin", 4000, 0);
+  TrainOptions o;
+  o.data_train = dir + "/train_000000.bin";
+  o.model = "tiny";
+  o.device = "cuda";
+  o.dtype = "fp16";
+  o.cuda_graphs = true;
+  testing::expect_error([&] { Trainer t(o); }, ErrorKind::InvalidArgument, {"--cuda-graphs: fp16 loss scaling"});
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "common/ops/adamw.h"
 
 #include <cmath>
+#include <vector>
 
 namespace lab::ops::cpu {
 
@@ -38,14 +39,14 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
   const float* g = grads.data<float>();
   float* mp = m.data<float>();
   float* vp = v.data<float>();
-  const double t = static_cast<double>(hp.step);
+  const std::vector<float> step = hp.step_values.defined() ? hp.step_values.to_floats() : adamw_step_values(hp);
   const Constants k{hp.beta1,
                     hp.beta2,
-                    hp.lr,
+                    step[kStepLr],
                     hp.eps,
                     grad_scale.on_device.defined() ? grad_scale.on_device.data<float>()[0] : grad_scale.value,
-                    static_cast<float>(1.0 - std::pow(static_cast<double>(hp.beta1), t)),
-                    static_cast<float>(1.0 - std::pow(static_cast<double>(hp.beta2), t))};
+                    step[kStepBiasCorrection1],
+                    step[kStepBiasCorrection2]};
   int64_t at = 0;  // the first element not updated yet
   for (const ElementRange& r : decay) {
     update(p, g, mp, vp, at, r.begin, k, 0.0f);

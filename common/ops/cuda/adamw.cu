@@ -2,14 +2,16 @@
 //
 // Parallelisation: one thread per parameter, kBlockSize threads a block; each thread reads p, g, m, v
 // once and writes p, m, v once (coalesced), so the update runs at memory bandwidth. The bias corrections
-// depend only on the step and are computed on the host, in double, exactly as the CPU reference does.
+// depend only on the step and are computed on the host, in double, exactly as the CPU reference does
+// (adamw_step_values); with hyper.step_values they are read from device memory instead, with the learning rate,
+// where the host wrote them before the launch (or before a CUDA graph's replay).
 //
 // Weight decay by ranges (decay_table.cuh): the decayed ranges travel in the kernel's arguments (a table of up to
 // kRangesPerLaunch), and each thread finds by binary search whether its element lies in one. Parameters start
 // at multiples of 32 elements, so the 32 threads of a warp nearly always agree and read the same entries
 // (a broadcast). A model with more ranges than a table holds (GPT-2 d12 has 49) takes one launch per table,
 // each over the stretch of the buffer from its first range to the next table's.
-#include <cmath>
+#include <vector>
 
 #include "common/ops/adamw.h"
 #include "common/ops/cuda/decay_table.cuh"
@@ -25,11 +27,17 @@ struct AdamWConstants {
 };
 
 // Elements [first, end) of the buffers.
-// The gradient scale is k.grad_scale, or *grad_scale when it points to one the step computed on the device.
+// The gradient scale is k.grad_scale, or *grad_scale when it points to one the step computed on the device; lr and
+// the bias corrections are k's, or step_values' when it points to them (AdamWStepValue order).
 __global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, int64_t first, int64_t end,
-                             AdamWConstants k, const float* grad_scale, DecayTable decay) {
+                             AdamWConstants k, const float* grad_scale, const float* step_values, DecayTable decay) {
   const int64_t i = first + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= end) return;
+  if (step_values) {
+    k.lr = step_values[kStepLr];
+    k.bias_correction1 = step_values[kStepBiasCorrection1];
+    k.bias_correction2 = step_values[kStepBiasCorrection2];
+  }
   const float g = grads[i] * (grad_scale ? *grad_scale : k.grad_scale);
   const float mi = k.beta1 * m[i] + (1.0f - k.beta1) * g;
   const float vi = k.beta2 * v[i] + (1.0f - k.beta2) * g * g;
@@ -50,20 +58,22 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
                   const GradScale& grad_scale, const std::vector<ElementRange>& decay) {
   const int64_t n = params.numel();
   if (n == 0) return;
-  const double t = static_cast<double>(hyper.step);
-  const AdamWConstants k{hyper.lr,
+  const bool on_device = hyper.step_values.defined();
+  const std::vector<float> step = on_device ? std::vector<float>(kStepValues, 1.0f) : adamw_step_values(hyper);
+  const AdamWConstants k{step[kStepLr],
                          hyper.beta1,
                          hyper.beta2,
                          hyper.eps,
                          hyper.weight_decay,
                          grad_scale.value,
-                         static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta1), t)),
-                         static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta2), t))};
+                         step[kStepBiasCorrection1],
+                         step[kStepBiasCorrection2]};
   const float* device_scale = grad_scale.on_device.defined() ? grad_scale.on_device.data<float>() : nullptr;
+  const float* step_values = on_device ? hyper.step_values.data<float>() : nullptr;
   LaunchScope scope(params);
   for_each_decay_stretch(decay, n, [&](int64_t first, int64_t end, const DecayTable& table) {
     LAB_LAUNCH(adamw_kernel, {grid_for(end - first, kBlockSize), kBlockSize, 0, scope.stream()}, params.data<float>(),
-               grads.data<float>(), m.data<float>(), v.data<float>(), first, end, k, device_scale, table);
+               grads.data<float>(), m.data<float>(), v.data<float>(), first, end, k, device_scale, step_values, table);
   });
 }
 

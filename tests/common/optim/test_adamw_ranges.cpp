@@ -1,7 +1,8 @@
 // AdamW with weight decay by ranges: the op decays exactly the elements inside the ranges (against the
 // uniform op applied stretch by stretch), refuses ranges that are not sorted, disjoint and inside the buffer,
 // and the optimizer over GPT-2's backward-ordered buffer makes, parameter by parameter, the update it makes
-// over the decay-first layout (the same math whatever the layout).
+// over the decay-first layout (the same math whatever the layout). With its step values staged on the device
+// (CUDA graphs' form: AdamW::stage_step), the optimizer makes the updates it makes from numbers, bit for bit.
 #include <gtest/gtest.h>
 
 #include "common/nn/gpt2.h"
@@ -113,6 +114,60 @@ TEST(AdamWRanges, TheUpdateOfEachParameterDoesNotDependOnTheLayout) {
     EXPECT_EQ(a.v(p.name).to_floats(), b.v(p.name).to_floats()) << p.name;
   }
   testing::expect_error([&] { (void)backward.decay_numel(); }, ErrorKind::InvalidArgument, {"decay_ranges"});
+}
+
+// lr and the bias corrections read from a tensor (ops::AdamWHyper::step_values) give the update of the numbers.
+TEST(AdamWRanges, StepValuesReadFromATensorGiveTheUpdateOfTheNumbers) {
+  Rng rng(14);
+  const State s = random_state(300, rng), staged = copy_of(s);
+  ops::AdamWHyper h{.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 7};
+  ops::adamw_update(s.p, s.g, s.m, s.v, h, 0.5f, {{10, 200}});
+  h.step_values = Tensor::from_floats(ops::adamw_step_values(h), {ops::kStepValues});
+  h.lr = 99.0f;  // unused: the tensor's values count
+  h.step = 0;
+  ops::adamw_update(staged.p, staged.g, staged.m, staged.v, h, 0.5f, {{10, 200}});
+  EXPECT_EQ(staged.p.to_floats(), s.p.to_floats());
+  EXPECT_EQ(staged.m.to_floats(), s.m.to_floats());
+  EXPECT_EQ(staged.v.to_floats(), s.v.to_floats());
+  h.step_values = Tensor::zeros({2}, DType::F32);
+  testing::expect_error([&] { ops::adamw_update(s.p, s.g, s.m, s.v, h, 1.0f); }, ErrorKind::InvalidArgument,
+                        {"step_values has 2 elements"});
+}
+
+// The optimizer with its step values staged before each step trains as the one given numbers; a step without its
+// values staged, and the per-parameter update, are refused.
+TEST(AdamWRanges, StagedStepsMatchStepsFromNumbers) {
+  const GPT2 model(GPT2Config::from_name("tiny"), Device::cpu());
+  ParameterStore plain, staged;
+  for (const ParamInfo& p : model.parameters().infos()) {
+    plain.declare(p.name, p.shape, p.decay);
+    staged.declare(p.name, p.shape, p.decay);
+  }
+  plain.allocate(Device::cpu(), ParameterOrder::Backward);
+  staged.allocate(Device::cpu(), ParameterOrder::Backward);
+  Rng rng(15);
+  const Tensor values = test::random_normal({plain.numel()}, rng);
+  plain.params().copy_from(values);
+  staged.params().copy_from(values);
+  const AdamWConfig config{.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+  AdamW a(plain, config), b(staged, config);
+  for (int step = 0; step < 4; ++step) {
+    const Tensor grads = test::random_normal({plain.numel()}, rng);
+    plain.grads().copy_from(grads);
+    staged.grads().copy_from(grads);
+    const float lr = 1e-2f / static_cast<float>(step + 1);
+    a.step(lr, 0.7f);
+    b.stage_step(lr);
+    b.step(123.0f, 0.7f);  // the staged lr counts
+  }
+  EXPECT_TRUE(b.steps_staged());
+  EXPECT_EQ(b.steps_taken(), 4);
+  EXPECT_EQ(staged.params().to_floats(), plain.params().to_floats());
+  EXPECT_EQ(b.m().to_floats(), a.m().to_floats());
+  testing::expect_error([&] { b.step(1e-2f); }, ErrorKind::InvalidArgument, {"staged for step 4"});
+  b.begin_step();
+  testing::expect_error([&] { b.update(staged.infos()[0].name, staged.grads().view(0, {1}), 1e-2f); },
+                        ErrorKind::InvalidArgument, {"whole steps only"});
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The CUDA AdamW kernel with weight decay by ranges against the CPU op: a few ranges, none, and more ranges
-// than one launch's table holds (several launches, each over its stretch of the buffer), at odd sizes.
+// than one launch's table holds (several launches, each over its stretch of the buffer), at odd sizes; and the
+// step values read from device memory (what a CUDA graph's replay reads), rewritten between two launches.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -45,6 +46,35 @@ TEST(AdamWRangesCuda, MatchesTheCpu) {
     const std::vector<float> wm = m.to_floats(), gm = mg.to_floats();
     for (int64_t i = 0; i < n; ++i)
       ASSERT_NEAR(gm[i], wm[i], 1e-6f * (1 + std::fabs(wm[i]))) << "m, n " << n << ", " << i;
+  }
+}
+
+TEST(AdamWRangesCuda, StepValuesReadFromDeviceMemoryGiveTheUpdateOfTheNumbers) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
+  const Device gpu = Device::cuda(0);
+  Rng rng(22);
+  const int64_t n = 777;
+  const Tensor p = test::random_normal({n}, rng).to(gpu), g = test::random_normal({n}, rng).to(gpu);
+  const Tensor m = Tensor::zeros({n}, DType::F32, gpu), v = Tensor::zeros({n}, DType::F32, gpu);
+  const Tensor p2 = p.clone(), m2 = m.clone(), v2 = v.clone();
+  const Tensor step_values = Tensor::zeros({ops::kStepValues}, DType::F32, gpu);
+  const std::vector<ElementRange> decay = {{5, 300}, {400, 777}};
+  for (const int64_t step : {1, 2, 9}) {
+    const ops::AdamWHyper numbers{.lr = 1e-2f / static_cast<float>(step),
+                                  .beta1 = 0.9f,
+                                  .beta2 = 0.95f,
+                                  .eps = 1e-8f,
+                                  .weight_decay = 0.1f,
+                                  .step = step};
+    ops::adamw_update(p, g, m, v, numbers, 0.5f, decay);
+    step_values.copy_from(Tensor::from_floats(ops::adamw_step_values(numbers), {ops::kStepValues}));
+    ops::AdamWHyper from_memory = numbers;
+    from_memory.lr = 0.0f;  // unused
+    from_memory.step = 1;
+    from_memory.step_values = step_values;
+    ops::adamw_update(p2, g, m2, v2, from_memory, 0.5f, decay);
+    ASSERT_EQ(p2.to_floats(), p.to_floats()) << "step " << step;
+    ASSERT_EQ(v2.to_floats(), v.to_floats()) << "step " << step;
   }
 }
 
