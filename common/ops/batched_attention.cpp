@@ -1,6 +1,7 @@
 #include "common/ops/batched_attention.h"
 
 #include "common/ops/attention.h"
+#include "common/ops/attention_shape.h"
 #include "common/ops/dispatch.h"
 
 namespace lab::ops {
@@ -8,20 +9,18 @@ namespace lab::ops {
 namespace {
 
 // qkv [B,T,3C] with 3C = 3 * n_head * head_size, and probs [B,NH,T,T].
-void check_batched(const Tensor& qkv, const Tensor& probs, int n_head, const char* op) {
-  qkv.check_ndim(3, "batched attention qkv");
-  const int64_t B = qkv.dim(0), T = qkv.dim(1), C3 = qkv.dim(2);
-  LAB_CHECK(C3 % 3 == 0 && n_head > 0 && (C3 / 3) % n_head == 0, InvalidArgument, op, ": qkv width ", C3,
-            " is not 3 * n_head(", n_head, ") * head_size");
-  probs.check_shape({B, n_head, T, T}, "batched attention probabilities");
+AttentionDims check_batched(const Tensor& qkv, const Tensor& probs, int n_head, const char* op) {
+  const AttentionDims d = check_attention_qkv(qkv, n_head, "batched attention qkv", op);
+  probs.check_shape({d.B, n_head, d.T, d.T}, "batched attention probabilities");
+  return d;
 }
 
 }  // namespace
 
 void batched_attention_forward(const Tensor& out, const Tensor& probs, const Tensor& qkv, int n_head) {
   check_same_float_dtype({&qkv, &probs, &out}, "batched_attention_forward");
-  check_batched(qkv, probs, n_head, "batched_attention_forward");
-  out.check_shape({qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3}, "batched attention out");
+  const AttentionDims d = check_batched(qkv, probs, n_head, "batched_attention_forward");
+  out.check_shape({d.B, d.T, d.C}, "batched attention out");
   check_same_device({&out, &probs, &qkv}, "batched_attention_forward");
   if (qkv.dtype() == DType::F32) return attention_forward(out, probs, qkv, n_head);
   LAB_DISPATCH(qkv.device(), batched_attention_forward, out, probs, qkv, n_head);
@@ -30,9 +29,9 @@ void batched_attention_forward(const Tensor& out, const Tensor& probs, const Ten
 void batched_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
                                 int n_head) {
   check_same_float_dtype({&qkv, &probs, &dqkv, &dout}, "batched_attention_backward");
-  check_batched(qkv, probs, n_head, "batched_attention_backward");
+  const AttentionDims d = check_batched(qkv, probs, n_head, "batched_attention_backward");
   dqkv.check_shape(qkv.shape(), "batched attention dqkv");
-  dout.check_shape({qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3}, "batched attention dout");
+  dout.check_shape({d.B, d.T, d.C}, "batched attention dout");
   check_same_device({&dqkv, &dout, &qkv, &probs}, "batched_attention_backward");
   if (qkv.dtype() == DType::F32) return attention_backward(dqkv, dout, qkv, probs, n_head);
   LAB_DISPATCH(qkv.device(), batched_attention_backward, dqkv, dout, qkv, probs, n_head);

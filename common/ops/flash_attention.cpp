@@ -2,6 +2,7 @@
 
 #include "common/core/dtype.h"
 #include "common/core/error.h"
+#include "common/ops/attention_shape.h"
 #include "common/ops/dispatch.h"
 
 namespace lab::ops {
@@ -15,15 +16,12 @@ void check_float_storage(const Tensor& t, DType expected, const char* what) {
 }
 
 void check_flash(const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head, const char* op) {
-  qkv.check_ndim(3, "flash attention qkv");
-  const int64_t B = qkv.dim(0), T = qkv.dim(1), C3 = qkv.dim(2);
-  LAB_CHECK(C3 % 3 == 0 && n_head > 0 && (C3 / 3) % n_head == 0, InvalidArgument, op, ": qkv width ", C3,
-            " is not 3 * n_head(", n_head, ") * head_size");
+  const AttentionDims d = check_attention_qkv(qkv, n_head, "flash attention qkv", op);
   check_float_storage(qkv, qkv.dtype(), "flash attention qkv");
   check_float_storage(out, qkv.dtype(), "flash attention out (the dtype of qkv)");
-  out.check_shape({B, T, C3 / 3}, "flash attention out");
+  out.check_shape({d.B, d.T, d.C}, "flash attention out");
   lse.check_dtype(DType::F32, "flash attention lse");
-  lse.check_shape({B, n_head, T}, "flash attention lse");
+  lse.check_shape({d.B, n_head, d.T}, "flash attention lse");
 }
 
 }  // namespace

@@ -15,23 +15,22 @@
 //             dk += dS^T q          [T,HS]  sgemm(N, T, HS, T, T)
 // The sgemms run in the math mode of common/cuda/cublas.h (strict fp32, or TF32 when enabled).
 //
-// Softmax kernels: one warp per row (b, h, t), kRowsPerBlock rows per block; the lanes stride over the
-// row (coalesced) and combine with warp shuffles. Row t has t + 1 valid entries; the rest are written
-// as zeros, so the full [T, T] rows are well defined for the sgemms that read them.
+// Softmax kernels: one warp per row (b, h, t), kRowsPerBlock rows per block (cuda/attention_launch.cuh); the
+// lanes stride over the row (coalesced) and combine with warp shuffles. Row t has t + 1 valid entries; the rest
+// are written as zeros, so the full [T, T] rows are well defined for the sgemms that read them.
 #include <cmath>
 
 #include "common/cuda/cublas.h"
 #include "common/cuda/kernel_timing.h"
 #include "common/cuda/stream.h"
 #include "common/ops/attention.h"
+#include "common/ops/cuda/attention_launch.cuh"
 #include "common/ops/cuda/launch.cuh"
 #include "common/ops/cuda/reductions.cuh"
 
 namespace lab::ops::cuda {
 
 namespace {
-
-constexpr int kRowsPerBlock = kBlockSize / kWarpSize;
 
 // ---------------------------------------------------------------- kernels
 
@@ -67,18 +66,6 @@ __global__ void causal_softmax_backward_kernel(float* datt, const float* att, in
 
 // ---------------------------------------------------------------- cuBLAS
 
-// Shapes of one call, in elements; the heads are the batch.
-struct Dims {
-  int T, C, HS, NH;
-  float scale;  // 1 / sqrt(HS)
-};
-
-Dims dims_of(const Tensor& qkv, int n_head) {
-  const int C = as_blas_int(qkv.dim(2), "qkv width (3C)") / 3;
-  const int HS = C / n_head;
-  return {as_blas_int(qkv.dim(1), "sequence length"), C, HS, n_head, 1.0f / std::sqrt(static_cast<float>(HS))};
-}
-
 // Column-major C = alpha op(A) op(B) + beta C for each head: A, B, C advance by their strides per head.
 void gemm_over_heads(cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k, float alpha, const float* a,
                      int lda, int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c,
@@ -90,71 +77,55 @@ void gemm_over_heads(cublasOperation_t op_a, cublasOperation_t op_b, int m, int 
                                          ldb, stride_b, &beta, c, ldc, stride_c, heads));
 }
 
-unsigned int softmax_grid(int64_t rows) {
-  return grid_for(rows, kRowsPerBlock);
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- launchers
 
 void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int n_head) {
-  const int64_t B = qkv.dim(0);
-  const Dims d = dims_of(qkv, n_head);
-  if (B == 0 || d.T == 0 || d.C == 0) return;
+  const HeadDims d = head_dims(qkv, n_head);
+  if (d.empty()) return;
   LaunchScope scope(qkv);
-  const int64_t TT = static_cast<int64_t>(d.T) * d.T;
-  const int ld_qkv = 3 * d.C;
-  for (int64_t b = 0; b < B; ++b) {
-    const float* q = qkv.data<float>() + b * d.T * ld_qkv;
-    const float* k = q + d.C;
-    float* att_b = att.data<float>() + b * d.NH * TT;
-    gemm_over_heads(CUBLAS_OP_T, CUBLAS_OP_N, d.T, d.T, d.HS, d.scale, k, ld_qkv, d.HS, q, ld_qkv, d.HS, 0.0f, att_b,
-                    d.T, TT, d.NH);
+  for (int64_t b = 0; b < d.B; ++b) {
+    const QkvRow<float> row = qkv_row(qkv.data<float>(), d, b);
+    float* att_b = att.data<float>() + b * d.NH * d.TT;
+    gemm_over_heads(CUBLAS_OP_T, CUBLAS_OP_N, d.T, d.T, d.HS, d.scale, row.k, d.ld_qkv, d.HS, row.q, d.ld_qkv, d.HS,
+                    0.0f, att_b, d.T, d.TT, d.NH);
   }
-  const int64_t rows = B * d.NH * d.T;
-  LAB_LAUNCH(causal_softmax_kernel, {softmax_grid(rows), kBlockSize, 0, scope.stream()}, att.data<float>(), rows, d.T);
-  for (int64_t b = 0; b < B; ++b) {
-    const float* v = qkv.data<float>() + b * d.T * ld_qkv + 2 * d.C;
-    const float* att_b = att.data<float>() + b * d.NH * TT;
+  const int64_t rows = d.B * d.NH * d.T;
+  LAB_LAUNCH(causal_softmax_kernel, one_warp_per_row(rows, scope.stream()), att.data<float>(), rows, d.T);
+  for (int64_t b = 0; b < d.B; ++b) {
+    const float* v = qkv_row(qkv.data<float>(), d, b).v;
+    const float* att_b = att.data<float>() + b * d.NH * d.TT;
     float* out_b = out.data<float>() + b * d.T * d.C;
-    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_N, d.HS, d.T, d.T, 1.0f, v, ld_qkv, d.HS, att_b, d.T, TT, 0.0f, out_b, d.C,
-                    d.HS, d.NH);
+    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_N, d.HS, d.T, d.T, 1.0f, v, d.ld_qkv, d.HS, att_b, d.T, d.TT, 0.0f, out_b,
+                    d.C, d.HS, d.NH);
   }
 }
 
 void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& att, int n_head) {
-  const int64_t B = qkv.dim(0);
-  const Dims d = dims_of(qkv, n_head);
-  if (B == 0 || d.T == 0 || d.C == 0) return;
+  const HeadDims d = head_dims(qkv, n_head);
+  if (d.empty()) return;
   LaunchScope scope(qkv);
-  const int64_t TT = static_cast<int64_t>(d.T) * d.T;
-  const int ld_qkv = 3 * d.C;
   // dA / dS of one batch row, reused for every row: all work is on one stream, so each use of the
   // buffer runs after the previous one has finished.
   MemoryScope workspace_scope(MemCategory::Workspace);
   const Tensor workspace = Tensor::empty({d.NH, d.T, d.T}, DType::F32, qkv.device());
   float* dA = workspace.data<float>();
   const int64_t rows = static_cast<int64_t>(d.NH) * d.T;
-  for (int64_t b = 0; b < B; ++b) {
-    const float* q = qkv.data<float>() + b * d.T * ld_qkv;
-    const float* k = q + d.C;
-    const float* v = q + 2 * d.C;
-    float* dq = dqkv.data<float>() + b * d.T * ld_qkv;
-    float* dk = dq + d.C;
-    float* dv = dq + 2 * d.C;
-    const float* att_b = att.data<float>() + b * d.NH * TT;
+  for (int64_t b = 0; b < d.B; ++b) {
+    const auto [q, k, v] = qkv_row(qkv.data<float>(), d, b);
+    const auto [dq, dk, dv] = qkv_row(dqkv.data<float>(), d, b);
+    const float* att_b = att.data<float>() + b * d.NH * d.TT;
     const float* dout_b = dout.data<float>() + b * d.T * d.C;
-    gemm_over_heads(CUBLAS_OP_T, CUBLAS_OP_N, d.T, d.T, d.HS, 1.0f, v, ld_qkv, d.HS, dout_b, d.C, d.HS, 0.0f, dA, d.T,
-                    TT, d.NH);
-    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_T, d.HS, d.T, d.T, 1.0f, dout_b, d.C, d.HS, att_b, d.T, TT, 1.0f, dv, ld_qkv,
-                    d.HS, d.NH);
-    LAB_LAUNCH(causal_softmax_backward_kernel, {softmax_grid(rows), kBlockSize, 0, scope.stream()}, dA, att_b, rows,
-               d.T, d.scale);
-    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_N, d.HS, d.T, d.T, 1.0f, k, ld_qkv, d.HS, dA, d.T, TT, 1.0f, dq, ld_qkv,
-                    d.HS, d.NH);
-    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_T, d.HS, d.T, d.T, 1.0f, q, ld_qkv, d.HS, dA, d.T, TT, 1.0f, dk, ld_qkv,
-                    d.HS, d.NH);
+    gemm_over_heads(CUBLAS_OP_T, CUBLAS_OP_N, d.T, d.T, d.HS, 1.0f, v, d.ld_qkv, d.HS, dout_b, d.C, d.HS, 0.0f, dA, d.T,
+                    d.TT, d.NH);
+    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_T, d.HS, d.T, d.T, 1.0f, dout_b, d.C, d.HS, att_b, d.T, d.TT, 1.0f, dv,
+                    d.ld_qkv, d.HS, d.NH);
+    LAB_LAUNCH(causal_softmax_backward_kernel, one_warp_per_row(rows, scope.stream()), dA, att_b, rows, d.T, d.scale);
+    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_N, d.HS, d.T, d.T, 1.0f, k, d.ld_qkv, d.HS, dA, d.T, d.TT, 1.0f, dq,
+                    d.ld_qkv, d.HS, d.NH);
+    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_T, d.HS, d.T, d.T, 1.0f, q, d.ld_qkv, d.HS, dA, d.T, d.TT, 1.0f, dk,
+                    d.ld_qkv, d.HS, d.NH);
   }
 }
 

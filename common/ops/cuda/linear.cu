@@ -9,24 +9,23 @@
 //   rows [r, r+R) of dW alone: the same on R columns of dout  (sgemm(N, T, C, R, N), dout + r (ld OC))
 // The sgemm runs in the math mode of common/cuda/cublas.h: strict fp32, or TF32 when enabled.
 //
-// 16-bit inputs (bf16 or fp16, linear.h): the same three products as cuBLASLt matmuls with 16-bit A and B,
-// fp32 C and D and fp32 compute (the tensor cores' 16-bit path; TF32 does not apply). Backward first rounds
-// dout to the 16-bit type into a workspace tensor (common/ops/convert.h), since both operands of such a
-// product are 16-bit; the bias gradient reads the fp32 dout. A 16-bit out is the fp32 result in a workspace tensor,
-// rounded into out by convert(): one more pass over the output, where cuBLASLt could write a 16-bit D itself,
-// but the same rounding as the CPU's and one code path for the bias.
+// 16-bit inputs (bf16 or fp16, linear.h): the same three products as cuBLASLt matmuls (cuda/cublaslt_matmul.cuh)
+// with 16-bit A and B, fp32 C and D and fp32 compute (the tensor cores' 16-bit path; TF32 does not apply).
+// Backward first rounds dout to the 16-bit type into a workspace tensor (common/ops/convert.h), since both operands
+// of such a product are 16-bit; the bias gradient reads the fp32 dout. A 16-bit out is the fp32 result in a
+// workspace tensor, rounded into out by convert(): one more pass over the output, where cuBLASLt could write a
+// 16-bit D itself, but the same rounding as the CPU's and one code path for the bias.
 //
 // Bias, forward: a kernel writes the bias into every row of out (one thread per element, coalesced) and
 // the GEMM accumulates onto it (beta = 1), as the CPU reference does.
 // Bias, backward: dbias is a column sum of dout (column_sums.cuh: the rows split over enough blocks to fill
 // the GPU, then a fixed summation order; deterministic, no atomics).
-#include <cublasLt.h>
-
 #include "common/core/memory.h"
 #include "common/cuda/cublas.h"
 #include "common/cuda/kernel_timing.h"
 #include "common/ops/convert.h"
 #include "common/ops/cuda/column_sums.cuh"
+#include "common/ops/cuda/cublaslt_matmul.cuh"
 #include "common/ops/cuda/launch.cuh"
 #include "common/ops/linear.h"
 
@@ -51,48 +50,14 @@ struct BiasTerms {
 
 // ---------------------------------------------------------------- 16-bit products
 
-// The descriptors of one cuBLASLt matmul, destroyed at the end of the scope (also when a check throws).
-struct LtDescriptors {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulPreference_t preference = nullptr;
-  ~LtDescriptors() {
-    for (cublasLtMatrixLayout_t layout : {a, b, c})
-      if (layout) cublasLtMatrixLayoutDestroy(layout);
-    if (preference) cublasLtMatmulPreferenceDestroy(preference);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
-
 // C[m,n] = op(A) op(B) + beta C, column-major as cublasSgemm takes it, with A and B of the 16-bit `dtype`,
 // C fp32 and fp32 compute.
 void gemm_16bit(DType dtype, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void* A,
                 int lda, const void* B, int ldb, float beta, float* C, int ldc, cudaStream_t stream) {
   const cudaDataType_t type = dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
-  LtDescriptors d;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
-  // Stored shapes: op(A) is m x k, op(B) is k x n.
-  CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&d.a, type, transa == CUBLAS_OP_N ? m : k, transa == CUBLAS_OP_N ? k : m, lda));
-  CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&d.b, type, transb == CUBLAS_OP_N ? k : n, transb == CUBLAS_OP_N ? n : k, ldb));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, m, n, ldc));
-  const lab::cuda::BlasWorkspace workspace = lab::cuda::blas_workspace();
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.preference));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &workspace.bytes, sizeof(workspace.bytes)));
-  const cublasLtHandle_t handle = lab::cuda::cublaslt_handle();
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, d.desc, d.a, d.b, d.c, d.c, d.preference, 1, &heuristic, &found));
-  LAB_CHECK(found > 0, Unsupported, "linear: cuBLASLt has no algorithm for a ", dtype_name(dtype), " product of ", m,
-            " x ", k, " and ", k, " x ", n);
-  const float alpha = 1.0f;
-  const lab::cuda::KernelTiming timing(dtype == DType::BF16 ? "cublasLt matmul bf16" : "cublasLt matmul f16", stream);
-  CUBLAS_CHECK(cublasLtMatmul(handle, d.desc, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &heuristic.algo,
-                              workspace.data, workspace.bytes, stream));
+  const char* timing = dtype == DType::BF16 ? "cublasLt matmul bf16" : "cublasLt matmul f16";
+  cublaslt_matmul({transa, transb, m, n, k, 1, "linear", timing}, 1.0f, {A, type, lda}, {B, type, ldb}, beta,
+                  {C, CUDA_R_32F, ldc}, stream);
 }
 
 // C = op(A) op(B) + beta C as above, by cublasSgemm for f32 operands (in the TF32 mode of cublas.h) and by

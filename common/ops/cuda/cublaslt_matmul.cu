@@ -1,0 +1,95 @@
+#include "common/core/error.h"
+#include "common/cuda/check.h"
+#include "common/cuda/cublas.h"
+#include "common/cuda/kernel_timing.h"
+#include "common/ops/cuda/cublaslt_matmul.cuh"
+
+namespace lab::ops::cuda {
+
+namespace {
+
+// The descriptors of one cuBLASLt matmul, destroyed at the end of the scope (also when a check throws).
+struct LtDescriptors {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~LtDescriptors() {
+    for (cublasLtMatrixLayout_t layout : {a, b, d})
+      if (layout) cublasLtMatrixLayoutDestroy(layout);
+    if (preference) cublasLtMatmulPreferenceDestroy(preference);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+size_t element_bytes(cudaDataType_t type) {
+  return type == CUDA_R_32F ? 4 : 2;
+}
+
+const char* type_name(cudaDataType_t type) {
+  return type == CUDA_R_32F ? "f32" : type == CUDA_R_16BF ? "bf16" : "f16";
+}
+
+// The layout of `batch` matrices of rows x cols as `m` describes them.
+cublasLtMatrixLayout_t layout_of(const LtMatrices& m, int rows, int cols, int batch) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, m.type, rows, cols, m.ld));
+  const int32_t count = batch;
+  CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &m.stride,
+                                                sizeof(m.stride)));
+  return layout;
+}
+
+// The largest power of two, up to cuBLASLt's default assumption of 256, that divides the byte address of every
+// matrix of `m`: the first's address and the stride between them.
+uint32_t alignment_of(const LtMatrices& m) {
+  const uint64_t bytes = reinterpret_cast<uintptr_t>(m.data) | static_cast<uint64_t>(m.stride) * element_bytes(m.type);
+  uint32_t alignment = 1;
+  while (alignment < 256 && bytes % (2 * alignment) == 0) alignment *= 2;
+  return alignment;
+}
+
+// The preference: at most the stream's cuBLAS workspace, and the operands' real alignments (C is D).
+void set_preference(cublasLtMatmulPreference_t preference, const lab::cuda::BlasWorkspace& workspace,
+                    const LtMatrices& a, const LtMatrices& b, const LtMatrices& d) {
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &workspace.bytes, sizeof(workspace.bytes)));
+  const uint32_t alignments[] = {alignment_of(a), alignment_of(b), alignment_of(d), alignment_of(d)};
+  const cublasLtMatmulPreferenceAttributes_t alignment_attributes[] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i)
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, alignment_attributes[i], &alignments[i],
+                                                      sizeof(alignments[i])));
+}
+
+}  // namespace
+
+void cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const LtMatrices& b, float beta,
+                     const LtMatrices& d, cudaStream_t stream) {
+  LtDescriptors lt;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&lt.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, &mm.op_a, sizeof(mm.op_a)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, &mm.op_b, sizeof(mm.op_b)));
+  // Stored shapes: op(A) is m x k, op(B) is k x n.
+  const bool a_plain = mm.op_a == CUBLAS_OP_N, b_plain = mm.op_b == CUBLAS_OP_N;
+  lt.a = layout_of(a, a_plain ? mm.m : mm.k, a_plain ? mm.k : mm.m, mm.batch);
+  lt.b = layout_of(b, b_plain ? mm.k : mm.n, b_plain ? mm.n : mm.k, mm.batch);
+  lt.d = layout_of(d, mm.m, mm.n, mm.batch);
+  const lab::cuda::BlasWorkspace workspace = lab::cuda::blas_workspace();
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&lt.preference));
+  set_preference(lt.preference, workspace, a, b, d);
+  const cublasLtHandle_t handle = lab::cuda::cublaslt_handle();
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  CUBLAS_CHECK(
+      cublasLtMatmulAlgoGetHeuristic(handle, lt.desc, lt.a, lt.b, lt.d, lt.d, lt.preference, 1, &heuristic, &found));
+  LAB_CHECK(found > 0, Unsupported, mm.op, ": cuBLASLt has no algorithm for ", mm.batch, " ", type_name(a.type),
+            " product(s) of ", mm.m, " x ", mm.k, " and ", mm.k, " x ", mm.n);
+  const lab::cuda::KernelTiming timing(mm.timing, stream);
+  void* out = const_cast<void*>(d.data);
+  CUBLAS_CHECK(cublasLtMatmul(handle, lt.desc, &alpha, a.data, lt.a, b.data, lt.b, &beta, out, lt.d, out, lt.d,
+                              &heuristic.algo, workspace.data, workspace.bytes, stream));
+}
+
+}  // namespace lab::ops::cuda
