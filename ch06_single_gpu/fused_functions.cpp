@@ -42,6 +42,10 @@ Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x) {
 
 ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const LayerNorm& ln) {
   const Tensor& av = a.value();
+  if (av.dtype() != DType::F32) {  // 16-bit activations: the reference ops, which take them
+    const Var h = ag::residual(tape, a, b);
+    return {h, ln.forward(tape, h)};
+  }
   const int64_t rows = av.numel() / av.dim(-1);
   const bool with_grad = tape.recording() && any_requires_grad({&a, &b, &ln.weight, &ln.bias});
   ResidualNorm out{Var(new_activation(av.shape(), av), with_grad), Var(new_activation(av.shape(), av), with_grad)};
@@ -65,6 +69,7 @@ ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const La
 
 Tensor fused_cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale) {
   const Tensor& lv = logits.value();
+  if (lv.dtype() != DType::F32) return ag::cross_entropy(tape, logits, targets, vocab, grad_scale);  // 16-bit logits
   const int64_t Vp = lv.dim(-1), N = lv.numel() / Vp;
   const Tensor losses = new_activation({N}, lv);
   const bool with_grad = tape.recording() && logits.requires_grad();

@@ -7,7 +7,9 @@
 //   fused_cross_entropy   ag::cross_entropy through ch06::fused_classifier (online softmax on CUDA)
 //
 // Each computes what the reference functions compute, to rounding: the fused model's tests hold the logits,
-// loss and every gradient to the reference model's (tests/ch06_single_gpu/fused_model/).
+// loss and every gradient to the reference model's (tests/ch06_single_gpu/fused_model/). The fused kernels take
+// f32 activations: with 16-bit activations (ModelOptions::activations) residual_layernorm and fused_cross_entropy run
+// the reference functions, as fused_mlp does with 16-bit matmuls.
 #pragma once
 
 #include "common/autograd/tape.h"

@@ -4,8 +4,16 @@
 
 namespace lab {
 
-ModelRungs ModelRungs::parse(const std::string& kernels, const std::string& attention, const std::string& recompute) {
-  return {ch06::parse_kernels(kernels), ch09::parse_attention(attention), ch07::parse_recompute_policy(recompute)};
+std::vector<std::string> activations_names() {
+  return {"fp32", "16bit"};
+}
+
+ModelRungs ModelRungs::parse(const std::string& kernels, const std::string& attention, const std::string& recompute,
+                             const std::string& activations) {
+  LAB_CHECK(activations == "fp32" || activations == "16bit", InvalidArgument, "--activations: '", activations,
+            "' is not one of fp32|16bit");
+  return {ch06::parse_kernels(kernels), ch09::parse_attention(attention), ch07::parse_recompute_policy(recompute),
+          activations == "16bit"};
 }
 
 std::string ModelRungs::incompatibility() const {
@@ -15,6 +23,9 @@ std::string ModelRungs::incompatibility() const {
   if (attention == ch09::Attention::Batched && recompute == ch07::RecomputePolicy::Selective)
     return "--recompute selective recomputes the core attention's probabilities, and --attention batched keeps its "
            "own (16-bit): use --recompute none or block with it, or --attention flash, which keeps none";
+  if (activations_16bit && recompute == ch07::RecomputePolicy::Selective)
+    return "--recompute selective recomputes fp32 attention probabilities and GELU outputs, and --activations 16bit "
+           "keeps the activations in 16 bits: use --recompute block with it";
   return "";
 }
 
@@ -24,11 +35,14 @@ void ModelRungs::apply(ModelOptions& options, DType matmul) const {
   options = ch06::with_kernels(options, kernels);
   ch09::use_attention(options, attention, matmul);
   ch07::apply_recompute(options, recompute);
+  LAB_CHECK(!activations_16bit || matmul != DType::F32, InvalidArgument,
+            "--activations 16bit needs 16-bit matmuls: --dtype bf16 or fp16");
+  options.activations = activations_16bit ? matmul : DType::F32;
 }
 
 std::string ModelRungs::str() const {
   return cat("--kernels ", ch06::kernels_name(kernels), " --attention ", ch09::attention_name(attention),
-             " --recompute ", ch07::recompute_policy_name(recompute));
+             " --recompute ", ch07::recompute_policy_name(recompute), activations_16bit ? " --activations 16bit" : "");
 }
 
 std::vector<ModelRungs> every_model_rungs() {

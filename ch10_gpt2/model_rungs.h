@@ -4,6 +4,8 @@
 //   --attention materialized|batched|flash   chapter 9: 16-bit materialised attention; flash attention, one
 //                                       log-sum-exp per row kept
 //   --recompute none|selective|block    chapter 7: activations dropped in forward and computed again in backward
+//   --activations fp32|16bit            chapter 6's mixed precision taken end to end: the activations between the
+//                                       ops in the --dtype's 16-bit type (ModelOptions::activations), not fp32
 //
 // Each rung installs ModelOptions hooks (common/nn/modules.h). They compose in one order, the one `apply` uses:
 // kernels first (they replace the block, the MLP and the loss), then the attention, then recompute, which wraps
@@ -26,23 +28,28 @@ struct ModelRungs {
   ch06::Kernels kernels = ch06::Kernels::Reference;
   ch09::Attention attention = ch09::Attention::Materialized;
   ch07::RecomputePolicy recompute = ch07::RecomputePolicy::None;
+  bool activations_16bit = false;
 
   // From the flags' values; Error(InvalidArgument) naming the choices of a bad one.
-  static ModelRungs parse(const std::string& kernels, const std::string& attention, const std::string& recompute);
+  static ModelRungs parse(const std::string& kernels, const std::string& attention, const std::string& recompute,
+                          const std::string& activations = "fp32");
 
   // Why these rungs cannot run together, as the one-line error a user sees; empty when they can. (What a rung
   // cannot do on a tensor-parallel shard, its own chapter refuses when it is installed.)
   std::string incompatibility() const;
 
-  // Installs the rungs in `options`, flash attention in `matmul` storage; Error(InvalidArgument) with
-  // incompatibility()'s line when they cannot run together.
+  // Installs the rungs in `options`, flash attention in `matmul` storage (and 16-bit activations in it);
+  // Error(InvalidArgument) with incompatibility()'s line when they cannot run together, or for 16-bit activations
+  // with f32 matmuls.
   void apply(ModelOptions& options, DType matmul) const;
 
-  // "--kernels fused --attention flash --recompute block"
+  // "--kernels fused --attention flash --recompute block" (and " --activations 16bit" when set)
   std::string str() const;
 };
 
-// Every combination of the rungs' values, compatible or not.
+std::vector<std::string> activations_names();  // "fp32", "16bit"
+
+// Every combination of the rungs' values, compatible or not, with fp32 activations.
 std::vector<ModelRungs> every_model_rungs();
 
 }  // namespace lab

@@ -10,6 +10,7 @@
 #include "ch07_memory/recompute.h"
 #include "ch08_distributed/parallel_options.h"
 #include "ch09_advanced/attention_choice.h"
+#include "ch10_gpt2/model_rungs.h"
 #include "common/bench/result.h"
 #include "common/core/error.h"
 
@@ -89,6 +90,10 @@ void TrainOptions::register_flags(Flags& f) {
                "materialized: the T x T probabilities kept for backward; batched: the same in the --dtype's 16-bit "
                "storage (tensor cores, probabilities in 16 bits); flash: chapter 9's flash attention, one log-sum-exp "
                "per row kept instead (memory grows as T, not T^2), in the --dtype's matmul storage");
+  f.add_choice("activations", &activations, activations_names(),
+               "fp32: mixed precision rounds only the matmuls' operands; 16bit: the activations between the ops in "
+               "the --dtype's 16-bit type end to end, half the bytes, no conversion between ops (needs --dtype bf16 "
+               "or fp16; one process)");
   f.add_bool("cuda-graphs", &cuda_graphs,
              "capture the training step in a CUDA graph after one eager step and replay it at every later step "
              "(chapter 9: one GPU, fp32, tf32 or bf16; not with fp16, mpirun layouts, --profile, --find-max-batch, "
@@ -173,6 +178,7 @@ Json TrainOptions::to_json() const {
   j.set("beta2", beta2);
   j.set("grad_clip", grad_clip);
   j.set("dtype", dtype);
+  j.set("activations", activations);
   j.set("seed", seed);
   return j;
 }

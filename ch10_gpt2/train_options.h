@@ -62,6 +62,7 @@ struct TrainOptions {
   int64_t threads = 0;                     // 0: all cores
   std::string kernels = "reference";       // reference, or fused: chapter 6's kernels (ch06_single_gpu/fused_model.h)
   std::string attention = "materialized";  // or flash: chapter 9's (ch09_advanced/attention_choice.h)
+  std::string activations = "fp32";        // or 16bit: the --dtype's 16-bit type end to end (model_rungs.h)
   bool cuda_graphs = false;                // replay the step from a CUDA graph (ch09_advanced/graphed_step.h)
   int64_t seed = 1337;
   // output

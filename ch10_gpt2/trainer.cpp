@@ -174,7 +174,11 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   setup_parallel();
   setup_data();
   model_ = ch08::tp::model_for_rank(*context_, config, device_);  // this rank's shard: tp slice, pipeline stage
-  const ModelRungs rungs = ModelRungs::parse(options_.kernels, options_.attention, options_.recompute);
+  const ModelRungs rungs =
+      ModelRungs::parse(options_.kernels, options_.attention, options_.recompute, options_.activations);
+  LAB_CHECK(!rungs.activations_16bit || (parallel_.layout.tp == 1 && parallel_.layout.pp == 1), Unsupported,
+            "--activations 16bit with --tp or --pp: the tensor- and pipeline-parallel functions exchange fp32 "
+            "activations (use data parallelism, or fp32 activations)");
   rungs.apply(model_->options(), matmul_dtype(math_mode_));
   if (const std::string note = ch09::attention_note(rungs.attention, device_, matmul_dtype(math_mode_));
       !note.empty() && leader())

@@ -15,7 +15,9 @@
 // one process, each compared with the rung before it; the command line's model, device, batch, sequence length
 // and steps are the workload every rung shares. `ch06`: fp32 -> tf32 (GPU) -> bf16 -> fused kernels -> twice the
 // batch (ch06_single_gpu/step_staircase.h). `ch09`: bf16 + fused with materialised attention -> batched -> flash
-// attention -> CUDA graphs on a GPU (ch09_advanced/step_staircase.h).
+// attention -> CUDA graphs on a GPU (ch09_advanced/step_staircase.h). `ch10`: every rung of the book in one
+// staircase, fp32 -> tf32 -> bf16 -> fused -> 16-bit activations -> batched -> flash -> CUDA graphs -> twice the batch
+// (ch10_gpt2/step_staircase.h).
 //
 //   gpt2_step_bench --model d12 --device cpu --batch 4 --seq 64 --steps 10 --json result.json
 //   gpt2_step_bench --staircase ch06 --model small --device cpu --batch 8 --seq 128 --steps 5
@@ -29,6 +31,7 @@
 #include "ch09_advanced/step_staircase.h"
 #include "ch10_gpt2/bench/gemm_floor.h"
 #include "ch10_gpt2/bench/step_bench.h"
+#include "ch10_gpt2/step_staircase.h"
 #include "common/bench/gpu_peaks.h"
 #include "common/bench/result.h"
 #include "common/bench/timer.h"
@@ -61,7 +64,8 @@ std::vector<std::string> with_batch(std::vector<std::string> flags, int64_t batc
 // Runs the named staircase, prints its table and writes its rows (one per rung) to `json_path`.
 int run_staircase_bench(const std::string& name, const StepBenchSettings& base, const std::string& json_path, int argc,
                         char** argv) {
-  LAB_CHECK(name == "ch06" || name == "ch09", InvalidArgument, "unknown staircase '", name, "' (known: ch06, ch09)");
+  LAB_CHECK(name == "ch06" || name == "ch09" || name == "ch10", InvalidArgument, "unknown staircase '", name,
+            "' (known: ch06, ch09, ch10)");
   const Device device = parse_device_or_auto(base.device);
   const std::vector<std::string> workload = {"--model",  base.model,
                                              "--device", device.str(),
@@ -69,8 +73,9 @@ int run_staircase_bench(const std::string& name, const StepBenchSettings& base, 
                                              "--steps",  std::to_string(base.steps),
                                              "--warmup", std::to_string(base.warmup)};
   const staircase::Staircase stairs =
-      name == "ch06" ? ch06::speed_staircase(workload, base.batch, device.is_cuda())
-                     : ch09::attention_staircase(with_batch(workload, base.batch), device.is_cuda());
+      name == "ch06"   ? ch06::speed_staircase(workload, base.batch, device.is_cuda())
+      : name == "ch09" ? ch09::attention_staircase(with_batch(workload, base.batch), device.is_cuda())
+                       : ch10::book_staircase(workload, base.batch, device.is_cuda());
   std::printf("gpt2_step_bench --staircase %s: %s, %s on %s (%s), %d threads\n", name.c_str(),
               stairs.description.c_str(), base.model.c_str(), device.str().c_str(), lab::device_name(device).c_str(),
               num_threads());
@@ -152,13 +157,14 @@ int run(int argc, char** argv) {
                  "after the timed steps, run one more with every op and kernel counted and timed, and print the "
                  "tables (the JSON gets one row per op and kernel)");
   flags.add_string("staircase", &staircase_name,
-                   "run this chapter's staircase (ch06, ch09) on the workload of --model, --device, --batch, --seq, "
-                   "--steps and --warmup; the rungs set --dtype, --kernels and --attention");
+                   "run this chapter's staircase (ch06, ch09, ch10) on the workload of --model, --device, --batch, "
+                   "--seq, --steps and --warmup; the rungs set --dtype, --kernels, --attention, --activations and "
+                   "--cuda-graphs");
   if (!flags.parse(argc, argv)) return 0;
   if (!json_path.empty()) bench::BenchResult::check_destination(json_path);  // before minutes of steps
   if (threads > 0) set_num_threads(static_cast<int>(threads));
   if (!staircase_name.empty()) {
-    for (const char* rung_flag : {"dtype", "kernels", "attention", "recompute", "cuda-graphs"})
+    for (const char* rung_flag : {"dtype", "kernels", "attention", "recompute", "activations", "cuda-graphs"})
       LAB_CHECK(!flags.was_set(rung_flag), InvalidArgument, "--staircase sets --", rung_flag,
                 " on each rung (or keeps the default): leave it out");
     return run_staircase_bench(staircase_name, settings, json_path, argc, argv);
@@ -229,6 +235,7 @@ int run(int argc, char** argv) {
   row.set("kernels", settings.kernels);
   row.set("attention", settings.attention);
   row.set("recompute", settings.recompute);
+  row.set("activations", settings.activations);
   row.set("cuda_graphs", settings.cuda_graphs);
   row.set("batch", batch);
   row.set("seq", seq);

@@ -25,6 +25,8 @@ void StepBenchSettings::register_flags(Flags& flags) {
                    "flash attention (ch09_advanced/attention_choice.h)");
   flags.add_choice("recompute", &recompute, ch07::recompute_policy_names(),
                    "activation recompute: none, selective (attention probabilities and GELU), block (whole blocks)");
+  flags.add_choice("activations", &activations, activations_names(),
+                   "fp32, or 16bit: the activations in the --dtype's 16-bit type end to end (ch10_gpt2/model_rungs.h)");
   flags.add_bool("cuda-graphs", &cuda_graphs,
                  "replay the step from a CUDA graph captured after an eager step (chapter 9, ch09_advanced/"
                  "graphed_step.h); the step is then one launch, timed whole");
@@ -35,7 +37,7 @@ void StepBenchSettings::register_flags(Flags& flags) {
 }
 
 ModelRungs StepBenchSettings::model_rungs() const {
-  return ModelRungs::parse(kernels, attention, recompute);
+  return ModelRungs::parse(kernels, attention, recompute, activations);
 }
 
 StepBenchSettings StepBenchSettings::from_flags(const std::vector<std::string>& flags) {

@@ -26,6 +26,7 @@ struct StepBenchSettings {
   std::string kernels = "reference";
   std::string attention = "materialized";
   std::string recompute = "none";
+  std::string activations = "fp32";
   bool cuda_graphs = false;  // replay the step from a CUDA graph (ch09_advanced/graphed_step.h)
   int64_t batch = 4;
   int64_t seq = 64;

@@ -17,10 +17,18 @@
 namespace lab::ag {
 
 Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe) {
+  return embedding(tape, tokens, wte, wpe, wte.value().dtype());
+}
+
+Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe, DType out_dtype) {
   const MemoryOpScope op("embedding");
   const int64_t C = wte.value().dim(1);
-  Var out(new_activation({tokens.dim(0), tokens.dim(1), C}, wte.value()),
-          tape.recording() && any_requires_grad({&wte, &wpe}));
+  Tensor value;
+  {
+    MemoryScope scope(MemCategory::Activations);
+    value = Tensor::empty({tokens.dim(0), tokens.dim(1), C}, out_dtype, wte.value().device());
+  }
+  Var out(value, tape.recording() && any_requires_grad({&wte, &wpe}));
   ops::embedding_forward(out.value(), tokens, wte.value(), wpe.value());
   if (out.requires_grad())
     tape.record("embedding", {out.value()},
@@ -85,19 +93,6 @@ Var residual(Tape& tape, const Var& a, const Var& b) {
   return out;
 }
 
-Var attention(Tape& tape, const Var& qkv, int n_head) {
-  const MemoryOpScope op("attention");
-  const Tensor& q = qkv.value();
-  const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2) / 3;
-  Var out(new_activation({B, T, C}, q), tape.recording() && qkv.requires_grad());
-  Tensor att = new_activation({B, n_head, T, T}, q);
-  ops::attention_forward(out.value(), att, q, n_head);
-  if (out.requires_grad())
-    tape.record("attention", {q, att, out.value()},
-                [=] { ops::attention_backward(qkv.grad(), out.grad(), qkv.value(), att, n_head); }, {qkv});
-  return out;
-}
-
 namespace {
 
 Tensor empty_as(const Shape& shape, DType dtype, Device device, MemCategory category) {
@@ -149,6 +144,42 @@ void backward_in_storage(const Var& qkv, const Var& out, DType storage, bool wit
 
 }  // namespace
 
+Var cast(Tape& tape, const Var& x, DType dtype) {
+  if (x.value().dtype() == dtype) return x;
+  const MemoryOpScope op("cast");
+  Var out(empty_as(x.value().shape(), dtype, x.value().device(), MemCategory::Activations),
+          tape.recording() && x.requires_grad());
+  ops::convert(out.value(), x.value());
+  if (out.requires_grad())
+    tape.record("cast", {out.value()},
+                [=] {
+                  ops::residual_backward(x.grad(), Tensor(),
+                                         in_storage(out.grad(), x.value().dtype(), MemCategory::Workspace));
+                },
+                {x});
+  return out;
+}
+
+Var attention(Tape& tape, const Var& qkv, int n_head) {
+  const MemoryOpScope op("attention");
+  const Tensor& q = qkv.value();
+  const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2) / 3;
+  Var out(new_activation({B, T, C}, q), tape.recording() && qkv.requires_grad());
+  const Tensor att = empty_as({B, n_head, T, T}, DType::F32, q.device(), MemCategory::Activations);
+  forward_in_storage(out.value(), q, DType::F32,
+                     [&](const Tensor& out_s, const Tensor& q_s) { ops::attention_forward(out_s, att, q_s, n_head); });
+  if (out.requires_grad())
+    tape.record("attention", {q, att, out.value()},
+                [=] {
+                  backward_in_storage(qkv, out, DType::F32, false,
+                                      [&](const Tensor& dqkv, const Tensor& x, const Tensor& dout, const Tensor&) {
+                                        ops::attention_backward(dqkv, dout, x, att, n_head);
+                                      });
+                },
+                {qkv});
+  return out;
+}
+
 Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
   const MemoryOpScope op("attention");
   const Tensor& q = qkv.value();
@@ -195,7 +226,11 @@ Tensor cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64
   const MemoryOpScope op("cross_entropy");
   const Tensor& lv = logits.value();
   const int64_t Vp = lv.dim(-1), N = lv.numel() / Vp;
-  Tensor losses = new_activation({N}, lv);
+  Tensor losses;
+  {
+    MemoryScope scope(MemCategory::Activations);
+    losses = Tensor::empty({N}, DType::F32, lv.device());  // f32 whatever the logits' dtype
+  }
   const bool with_grad = tape.recording() && logits.requires_grad();
   LAB_CHECK(!with_grad || grad_scale != 0.0f, InvalidArgument, "cross_entropy: grad_scale must be non-zero");
   const float dloss = with_grad ? grad_scale / static_cast<float>(N) : 0.0f;

@@ -11,13 +11,20 @@
 namespace lab::ag {
 
 // x[b,t] = wte[tokens[b,t]] + wpe[t]                                  tokens [B,T] i32 -> [B,T,C]
+// in the parameters' f32, or in `out_dtype`: bf16 or f16 for a model whose activations are 16-bit (the sum in f32,
+// rounded once).
 Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe);
+Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe, DType out_dtype);
+// x converted to `dtype` (rounded or widened); backward converts the gradient back and adds it to x's. Where a part
+// that computes in f32 meets activations in 16 bits.
+Var cast(Tape& tape, const Var& x, DType dtype);
 // x @ w^T + b, w in [out, in] layout; b may be an undefined Var (no bias)
 Var linear(Tape& tape, const Var& x, const Var& w, const Var& b);
 Var layernorm(Tape& tape, const Var& x, const Var& w, const Var& b);
 Var gelu(Tape& tape, const Var& x);
 Var residual(Tape& tape, const Var& a, const Var& b);
-// Causal self-attention on packed qkv [B,T,3C] -> [B,T,C]
+// Causal self-attention on packed qkv [B,T,3C] -> [B,T,C], computed in f32 (16-bit qkv widened for the call and
+// the output rounded back, as flash_attention does the other way).
 Var attention(Tape& tape, const Var& qkv, int n_head);
 // The same function by flash attention (common/ops/flash_attention.h): the tape keeps one log-sum-exp per row,
 // [B, heads, T] f32, instead of the [B, heads, T, T] probabilities, and backward recomputes them tile by tile.
@@ -33,10 +40,11 @@ Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage);
 // f32 storage it is the core's attention.
 Var batched_attention(Tape& tape, const Var& qkv, int n_head, DType storage);
 
-// Cross-entropy of logits [..., Vp] (the first `vocab` columns real) against targets with one entry per
-// leading position (N of them), returning the per-row losses [N]. When the tape records, the gradient of grad_scale *
-// mean(losses) is computed in the same pass and written over the logits, which become their own gradient buffer: the
-// logits' value is no longer available afterwards. This is the last function of a forward pass; backward() starts here.
+// Cross-entropy of logits [..., Vp] (the first `vocab` columns real; f32, bf16 or f16) against targets with one entry
+// per leading position (N of them), returning the per-row losses [N] (f32). When the tape records, the gradient of
+// grad_scale * mean(losses) is computed in the same pass and written over the logits, which become their own gradient
+// buffer: the logits' value is no longer available afterwards. This is the last function of a forward pass; backward()
+// starts here.
 Tensor cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale);
 
 }  // namespace lab::ag

@@ -2,6 +2,7 @@
 // staircase.h); the report is in staircase_report.cpp.
 #include "common/lab/staircase.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <exception>
 #include <set>
@@ -99,6 +100,28 @@ std::vector<std::string> check_one_change_per_rung(const Staircase& staircase) {
     below = std::move(settings);
   }
   return problems;
+}
+
+Staircase cumulative_staircase(std::string name, std::string description, std::vector<std::string> base_flags,
+                               const std::vector<Change>& changes, bool on_gpu) {
+  Staircase stairs{std::move(name), std::move(description), std::move(base_flags), {}};
+  std::vector<std::pair<std::string, std::string>> kept;  // every rung keeps the settings of the rungs below
+  for (const Change& change : changes) {
+    if (change.gpu_only && !on_gpu) continue;
+    // A rung that changes a setting a lower rung made replaces its value (fp32 -> tf32 both set --dtype).
+    const auto same = std::find_if(kept.begin(), kept.end(), [&](const auto& s) { return s.first == change.flag; });
+    if (same != kept.end())
+      same->second = change.value;
+    else
+      kept.emplace_back(change.flag, change.value);
+    std::vector<std::string> flags;
+    for (const auto& [flag, value] : kept) {
+      flags.push_back(flag);
+      if (!value.empty()) flags.push_back(value);
+    }
+    stairs.rungs.push_back({change.name, change.what_changes, flags});
+  }
+  return stairs;
 }
 
 const MetricReport* RungReport::find(const std::string& metric) const {

@@ -67,6 +67,20 @@ std::string describe_change(const Settings& before, const Settings& after);
 // anything but exactly one setting added or changed with none dropped.
 std::vector<std::string> check_one_change_per_rung(const Staircase& staircase);
 
+// A staircase written as the setting each rung changes: each rung keeps the settings of the rungs below it and
+// adds (or replaces) one flag. `value` empty: a boolean flag, given bare ("--cuda-graphs"). A change marked gpu_only
+// is left out when `on_gpu` is false (the CPU has no TF32, no CUDA graphs), and the rung above it then follows the
+// one below directly.
+struct Change {
+  std::string name;
+  std::string what_changes;
+  std::string flag;
+  std::string value;
+  bool gpu_only = false;
+};
+Staircase cumulative_staircase(std::string name, std::string description, std::vector<std::string> base_flags,
+                               const std::vector<Change>& changes, bool on_gpu);
+
 // One measurement of a rung: its repeats.
 struct Measurement {
   std::string name;  // "step_ms", "tokens_per_s", "peak_bytes"

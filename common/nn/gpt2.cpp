@@ -194,10 +194,16 @@ Var GPT2::embed(Tape& tape, const Tensor& tokens) const {
   tokens.check_ndim(2, "GPT-2 input tokens");
   LAB_CHECK(tokens.dim(1) <= config_.block_size, InvalidArgument, "sequence length ", tokens.dim(1),
             " exceeds the model's block size ", config_.block_size);
+  LAB_CHECK(options_.activations == DType::F32 || options_.activations == matmul_dtype_, InvalidArgument, "GPT-2 with ",
+            dtype_name(options_.activations), " activations needs ", dtype_name(options_.activations),
+            " matmuls (set_matmul_dtype), not ", dtype_name(matmul_dtype_));
   const auto compute = [&] {
-    if (options_.tensor_parallel)
-      return options_.tensor_parallel->vocab_parallel_embedding(tape, tokens, wte_, wpe_, vocab_start());
-    return options_.embedding(tape, tokens, wte_, wpe_);
+    if (!options_.tensor_parallel && !options_.embedding)
+      return ag::embedding(tape, tokens, wte_, wpe_, options_.activations);
+    const Var x = options_.tensor_parallel
+                      ? options_.tensor_parallel->vocab_parallel_embedding(tape, tokens, wte_, wpe_, vocab_start())
+                      : options_.embedding(tape, tokens, wte_, wpe_);
+    return ag::cast(tape, x, options_.activations);
   };
   return options_.root ? options_.root(tape, ModelOptions::RootPart::Embedding, compute) : compute();
 }

@@ -67,8 +67,9 @@ class GPT2 {
   // bf16 or f16: every matmul (each Linear and the tied LM head) reads its input rounded to `dtype` and a
   // `dtype` copy of its weight, and accumulates in fp32 (low_precision_linear.h); everything else (embeddings,
   // LayerNorm, attention's softmax, GELU, residuals, the loss) and every gradient stay fp32, and the fp32
-  // parameters remain the master weights. The copy is one flat buffer parallel to the parameters
-  // (MemCategory::Params, 2 bytes a parameter), filled now from the fp32 weights. f32: back to fp32 matmuls,
+  // parameters remain the master weights; unless options().activations is `dtype` too, which takes the
+  // activations and their gradients to 16 bits end to end (modules.h). The copy is one flat buffer parallel to the
+  // parameters (MemCategory::Params, 2 bytes a parameter), filled now from the fp32 weights. f32: back to fp32 matmuls,
   // the copy freed. InvalidArgument for other dtypes.
   void set_matmul_dtype(DType dtype);
   DType matmul_dtype() const { return matmul_dtype_; }

@@ -8,8 +8,9 @@ namespace lab {
 
 namespace {
 
-// x rounded to `dtype`, a temporary (workspace) that the product reads.
+// x rounded to `dtype`, a temporary (workspace) that the product reads; x itself when it has that dtype.
 Tensor rounded(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
   MemoryScope scope(MemCategory::Workspace);
   const Tensor low = Tensor::empty(x.shape(), dtype, x.device());
   ops::convert(low, x);
@@ -28,7 +29,7 @@ Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tens
   Tensor out_value;
   {
     MemoryScope scope(MemCategory::Activations);
-    out_value = Tensor::empty(shape, DType::F32, x.value().device());
+    out_value = Tensor::empty(shape, x.value().dtype(), x.value().device());  // f32, or the 16-bit activations'
   }
   Var out(out_value, requires_grad);
   ops::linear_forward(out.value(), rounded(x.value(), weight_16bit.dtype()), weight_16bit,

@@ -11,6 +11,10 @@
 // again in backward instead of keeping a 16-bit copy from the forward pass: the tape's Var holds x's fp32
 // value until x's own producer has run its backward anyway, so a 16-bit copy would add memory, not save it
 // (the same rounding gives the same 16-bit values).
+//
+// Activations in 16 bits end to end (ModelOptions::activations): x already has weight_16bit's dtype, so nothing is
+// rounded, out is written in that dtype (the fp32 sum plus the bias, rounded once), and backward reads a 16-bit
+// dout and adds a 16-bit dx (common/ops/linear.h).
 #pragma once
 
 #include "common/autograd/tape.h"

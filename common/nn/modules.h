@@ -61,8 +61,8 @@ struct ModelOptions {
   // gradient chunk by chunk instead of making it whole.
   using EmbeddingFn = std::function<Var(Tape&, const Tensor& tokens, const Var& wte, const Var& wpe)>;
   using LmHeadFn = std::function<Var(Tape&, const Var& x, const Var& wte)>;
-  EmbeddingFn embedding = ag::embedding;
-  LmHeadFn lm_head;  // empty, and always under mixed precision: a linear without bias (16-bit or not)
+  EmbeddingFn embedding;  // empty: ag::embedding, written in the activations' dtype
+  LmHeadFn lm_head;       // empty, and always under mixed precision: a linear without bias (16-bit or not)
   // The parts of the pass outside the blocks, which read the root parameters: the embedding lookup (wte, wpe),
   // and the head (ln_f, then the LM head tied to wte).
   enum class RootPart { Embedding, Head };
@@ -73,6 +73,13 @@ struct ModelOptions {
   RootFn root;
   // The communication of a tensor-parallel shard (see tensor_parallel.h); null for a model on one rank.
   std::shared_ptr<const TensorParallelFunctions> tensor_parallel;
+  // The precision policy's activation dtype: the dtype of the tensors passed from op to op. f32 (the default):
+  // under mixed precision only the matmuls read 16-bit operands. bf16 or f16, which must be the model's matmul
+  // dtype (GPT2::set_matmul_dtype): 16-bit activations end to end. The embedding writes that dtype and every op
+  // after reads and writes it, with fp32 math inside, so no conversion runs between two ops and the activations
+  // take half the bytes; the parameters, their gradients, LayerNorm's statistics, softmax's sums and the losses
+  // stay f32. An embedding hook or tensor-parallel lookup that computes in f32 is followed by ag::cast.
+  DType activations = DType::F32;
 };
 
 // Megatron's MLP on a tensor-parallel shard: c_fc is column-parallel (this rank's hidden units), c_proj

@@ -6,14 +6,18 @@ namespace lab::ops {
 
 void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss) {
   logits.check_ndim(2, "classifier logits");
-  logits.check_dtype(DType::F32, "classifier logits");
+  LAB_CHECK(logits.dtype() == DType::F32 || logits.dtype() == DType::BF16 || logits.dtype() == DType::F16,
+            InvalidArgument, "fused_classifier: logits is ", dtype_name(logits.dtype()),
+            "; it must be f32, bf16 or f16");
   const int64_t N = logits.dim(0), Vp = logits.dim(1);
   LAB_CHECK(vocab > 0 && vocab <= Vp, InvalidArgument, "fused_classifier: vocab ", vocab, " with ", Vp,
             " logit columns");
   losses.check_shape({N}, "classifier losses");
-  losses.check_dtype(DType::F32, "classifier losses");
+  LAB_CHECK(losses.dtype() == DType::F32, InvalidArgument, "fused_classifier: losses is ", dtype_name(losses.dtype()),
+            "; it must be f32 whatever the logits are (", dtype_name(logits.dtype()), " here)");
   LAB_CHECK(targets.numel() == N, InvalidArgument, "fused_classifier: ", targets.numel(), " targets for ", N, " rows");
-  targets.check_dtype(DType::I32, "classifier targets");
+  LAB_CHECK(targets.dtype() == DType::I32, InvalidArgument, "fused_classifier: targets is ",
+            dtype_name(targets.dtype()), "; it must be i32");
   check_same_device({&logits, &losses, &targets}, "fused_classifier");
   LAB_DISPATCH(logits.device(), fused_classifier, logits, losses, targets, vocab, dloss);
 }

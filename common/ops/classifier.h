@@ -5,7 +5,11 @@
 // When dloss != 0 the same pass overwrites logits with the gradient of (dloss * sum_n losses[n]):
 //   logits[n, v] = dloss * (softmax(logits[n, :vocab])[v] - [v == targets[n]])   for v < vocab
 //   logits[n, v] = 0                                                             for vocab <= v < Vp
-// so the caller passes dloss = 1/N for a mean loss. Targets are i32 in [0, vocab); losses [N] f32.
+// so the caller passes dloss = 1/N for a mean loss (and when dloss == 0 the logits are left as they were).
+// Targets are i32 in [0, vocab); losses [N] f32.
+// Dtypes: logits f32, or bf16 / f16 with fp32 arithmetic inside: each logit is widened to f32, the maximum, the sum
+// of exponentials and the loss are f32, and each gradient element is rounded once, when stored. The losses are f32
+// whatever the logits are.
 #pragma once
 
 #include "common/core/tensor.h"

@@ -35,9 +35,11 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                      const Tensor& inp, const Tensor& weight) {
   check_linear(inp, weight, dout, dbias, "linear_backward");
-  dout.check_dtype(DType::F32, "linear dout");
+  LAB_CHECK(dout.dtype() == DType::F32 || dout.dtype() == inp.dtype(), InvalidArgument, "linear_backward: dout is ",
+            dtype_name(dout.dtype()), "; with ", dtype_name(inp.dtype()), " inputs it must be f32 or ",
+            dtype_name(inp.dtype()));
   if (dinp.defined()) {
-    dinp.check_dtype(DType::F32, "linear dinp");
+    dinp.check_dtype(dout.dtype(), "linear dinp (dout's dtype)");
     LAB_CHECK(dinp.numel() == inp.numel(), InvalidArgument, "linear_backward: dinp ", shape_str(dinp.shape()),
               " vs input ", shape_str(inp.shape()));
   }

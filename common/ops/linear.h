@@ -12,6 +12,9 @@
 // Backward rounds dout to the inputs' 16-bit type for its two products, as a GPU's 16-bit GEMM reads both
 // operands in 16 bits (this is where small fp16 gradients vanish without loss scaling, and large ones
 // overflow to inf); the bias gradient sums the fp32 dout.
+// Activations in 16 bits end to end: dout (and dinp) may be in the inputs' 16-bit type too. dout is then read as it
+// is, dinp += dout @ weight is summed in fp32 onto the widened dinp and rounded once when stored, and dweight and
+// dbias stay f32 (the parameters' gradients).
 #pragma once
 
 #include "common/core/tensor.h"

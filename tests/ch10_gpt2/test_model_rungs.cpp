@@ -21,6 +21,11 @@ TEST(ModelRungs, EveryCompatibleCombinationInBf16) {
   test::expect_every_compatible_combination_matches_the_plain_model(Device::cpu(), DType::BF16, 3e-2);
 }
 
+TEST(ModelRungs, EveryCompatibleCombinationWith16BitActivations) {
+  // Against the plain bf16 model with fp32 activations: every activation rounded to bf16 as well, over two blocks.
+  test::expect_every_compatible_combination_matches_the_plain_model(Device::cpu(), DType::BF16, 5e-2, true);
+}
+
 TEST(ModelRungs, NamesParseAndPrintBack) {
   const ModelRungs rungs = ModelRungs::parse("fused", "flash", "block");
   EXPECT_EQ(rungs.str(), "--kernels fused --attention flash --recompute block");
@@ -30,6 +35,12 @@ TEST(ModelRungs, NamesParseAndPrintBack) {
   EXPECT_FALSE(ModelRungs::parse("fused", "flash", "selective").incompatibility().empty());
   EXPECT_TRUE(ModelRungs::parse("reference", "flash", "selective").incompatibility().empty());
   EXPECT_FALSE(ModelRungs::parse("reference", "batched", "selective").incompatibility().empty());
+  EXPECT_EQ(ModelRungs::parse("fused", "flash", "block", "16bit").str(),
+            "--kernels fused --attention flash --recompute block --activations 16bit");
+  EXPECT_THROW(ModelRungs::parse("fused", "flash", "none", "8bit"), Error);
+  EXPECT_FALSE(ModelRungs::parse("reference", "flash", "selective", "16bit").incompatibility().empty());
+  ModelOptions options;
+  EXPECT_THROW(ModelRungs::parse("reference", "flash", "none", "16bit").apply(options, DType::F32), Error);
 }
 
 }  // namespace

@@ -176,6 +176,8 @@ TEST(TrainerCommandLine, BadFlagsGiveOneErrorLineAndNonZeroExit) {
       {"--dtype fp8", "not one of fp32|tf32|bf16|fp16"},
       {"--attention fast", "not one of materialized|batched|flash"},
       {"--cuda-graphs --device cpu --steps 1", "--cuda-graphs needs a CUDA device (--device cpu"},
+      {"--activations 8bit", "not one of fp32|16bit"},
+      {"--activations 16bit --device cpu --steps 1", "--activations 16bit needs 16-bit matmuls"},
       {"--cuda-graphs --profile 1 --steps 1", "--cuda-graphs with --profile"},
       {"--preset nonsense", "unknown preset"},
       {"--total-batch-tokens 100 --batch 2 --seq 16", "not a multiple"},

@@ -1,4 +1,6 @@
-// CUDA kernel of common/ops/classifier.h: softmax, cross-entropy and its gradient in one pass per row.
+// CUDA kernel of common/ops/classifier.h: softmax, cross-entropy and its gradient in one pass per row, for f32,
+// bf16 and f16 logits with fp32 arithmetic (dtype_dispatch.cuh: each logit widened as it is loaded, each gradient
+// element rounded once as it is stored; the losses are f32).
 //
 // Parallelisation: one block of kThreads threads per row of logits. The threads stride over the row
 // (coalesced) three times: the maximum, the sum of exponentials (block reductions through shared
@@ -12,8 +14,10 @@
 #include <math_constants.h>
 
 #include "common/ops/classifier.h"
+#include "common/ops/cuda/dtype_dispatch.cuh"
 #include "common/ops/cuda/launch.cuh"
 #include "common/ops/cuda/reductions.cuh"
+#include "common/ops/dispatch.h"
 
 namespace lab::ops::cuda {
 
@@ -23,20 +27,21 @@ constexpr int kThreads = 512;
 
 // ---------------------------------------------------------------- kernel
 
-__global__ void fused_classifier_kernel(float* logits, float* losses, const int32_t* targets, int64_t Vp, int64_t vocab,
+template <typename D>
+__global__ void fused_classifier_kernel(D* logits, float* losses, const int32_t* targets, int64_t Vp, int64_t vocab,
                                         float dloss) {
   __shared__ float scratch[kWarpSize];
-  float* row = logits + static_cast<int64_t>(blockIdx.x) * Vp;
+  D* row = logits + static_cast<int64_t>(blockIdx.x) * Vp;
   const int64_t target = targets[blockIdx.x];
   const bool valid = target >= 0 && target < vocab;
   // Read before any thread overwrites the row: the block reductions below are barriers between the two.
-  const float target_logit = valid ? row[target] : 0.0f;
+  const float target_logit = valid ? load(row[target]) : 0.0f;
 
   float mx = -CUDART_INF_F;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) mx = fmaxf(mx, row[v]);
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) mx = fmaxf(mx, load(row[v]));
   mx = block_max(mx, scratch);
   float sum = 0.0f;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) sum += expf(row[v] - mx);
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) sum += expf(load(row[v]) - mx);
   sum = block_sum(sum, scratch);
 
   if (threadIdx.x == 0) losses[blockIdx.x] = valid ? logf(sum) + mx - target_logit : CUDART_NAN_F;
@@ -44,8 +49,8 @@ __global__ void fused_classifier_kernel(float* logits, float* losses, const int3
   const float scale = dloss / sum;
   for (int64_t v = threadIdx.x; v < Vp; v += blockDim.x) {
     float grad = 0.0f;
-    if (v < vocab) grad = valid ? expf(row[v] - mx) * scale - (v == target ? dloss : 0.0f) : CUDART_NAN_F;
-    row[v] = grad;
+    if (v < vocab) grad = valid ? expf(load(row[v]) - mx) * scale - (v == target ? dloss : 0.0f) : CUDART_NAN_F;
+    row[v] = store_as<D>(grad);
   }
 }
 
@@ -57,8 +62,11 @@ void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& 
   const int64_t N = logits.dim(0), Vp = logits.dim(1);
   if (N == 0) return;
   LaunchScope scope(logits);
-  LAB_LAUNCH(fused_classifier_kernel, {grid_for(N, 1), kThreads, 0, scope.stream()}, logits.data<float>(),
-             losses.data<float>(), targets.data<int32_t>(), Vp, vocab, dloss);
+  dispatch_float_dtype(logits.dtype(), "fused_classifier", [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    LAB_LAUNCH(fused_classifier_kernel<typename DeviceType<S>::type>, {grid_for(N, 1), kThreads, 0, scope.stream()},
+               device_data<S>(logits), losses.data<float>(), targets.data<int32_t>(), Vp, vocab, dloss);
+  });
 }
 
 }  // namespace lab::ops::cuda

@@ -1,4 +1,5 @@
-// CUDA kernels of common/ops/embedding.h.
+// CUDA kernels of common/ops/embedding.h, for f32, bf16 and f16 activations (out, dout) with fp32 arithmetic
+// (dtype_dispatch.cuh); the tables and their gradients are f32 whatever the activations are.
 //
 // Forward: one thread per output element (b, t, c); consecutive threads take consecutive channels, so
 // the reads of a wte row, a wpe row and the write of an out row are all coalesced.
@@ -14,7 +15,9 @@
 // backward; nothing is ever read or written out of bounds. The CPU backend rejects such ids.
 #include <math_constants.h>
 
+#include "common/ops/cuda/dtype_dispatch.cuh"
 #include "common/ops/cuda/launch.cuh"
+#include "common/ops/dispatch.h"
 #include "common/ops/embedding.h"
 
 namespace lab::ops::cuda {
@@ -23,30 +26,49 @@ namespace {
 
 // ---------------------------------------------------------------- kernels
 
-__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* wte, const float* wpe,
-                                         int64_t BT, int64_t T, int64_t C, int64_t V) {
+// out = wte[token] + wpe[t], summed in f32 and rounded once to D.
+template <typename D>
+__global__ void embedding_forward_kernel(D* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t BT,
+                                         int64_t T, int64_t C, int64_t V) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= BT * C) return;
   const int64_t bt = i / C, c = i % C, t = bt % T;
   const int64_t token = tokens[bt];
-  out[i] = (token >= 0 && token < V) ? wte[token * C + c] + wpe[t * C + c] : CUDART_NAN_F;
+  out[i] = store_as<D>((token >= 0 && token < V) ? wte[token * C + c] + wpe[t * C + c] : CUDART_NAN_F);
 }
 
-// dwte holds rows [first_row, first_row + S) of the vocabulary (null: not computed), dwpe may be null too.
-__global__ void embedding_backward_kernel(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B,
-                                          int64_t T, int64_t C, int64_t S, int64_t first_row) {
+// dwte holds rows [first_row, first_row + rows) of the vocabulary (null: not computed), dwpe may be null too; each
+// dout element is widened to f32 (exact) before it is added.
+template <typename D>
+__global__ void embedding_backward_kernel(float* dwte, float* dwpe, const D* dout, const int32_t* tokens, int64_t B,
+                                          int64_t T, int64_t C, int64_t rows, int64_t first_row) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= T * C) return;
   const int64_t t = i / C, c = i % C;
   float position_sum = 0.0f;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t bt = b * T + t;
-    const float g = dout[bt * C + c];
+    const float g = load(dout[bt * C + c]);
     position_sum += g;
     const int64_t row = tokens[bt] - first_row;
-    if (dwte && row >= 0 && row < S) atomicAdd(&dwte[row * C + c], g);
+    if (dwte && row >= 0 && row < rows) atomicAdd(&dwte[row * C + c], g);
   }
   if (dwpe) dwpe[t * C + c] += position_sum;
+}
+
+// The backward into rows [first_row, first_row + dwte_rows.dim(0)) of dwte, for dout of storage type S (float,
+// Bf16, F16).
+template <typename S>
+void launch_backward(const Tensor& dwte_rows, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                     int64_t first_row) {
+  const int64_t B = tokens.dim(0), T = tokens.dim(1), C = dout.dim(2);
+  if (B * T * C == 0) return;
+  LaunchScope scope(dout);
+  LAB_LAUNCH(embedding_backward_kernel<typename DeviceType<S>::type>,
+             {grid_for(T * C, kBlockSize), kBlockSize, 0, scope.stream()},
+             dwte_rows.defined() ? dwte_rows.data<float>() : nullptr, dwpe.defined() ? dwpe.data<float>() : nullptr,
+             device_data<S>(dout), tokens.data<int32_t>(), B, T, C, dwte_rows.defined() ? dwte_rows.dim(0) : 0,
+             first_row);
 }
 
 }  // namespace
@@ -57,23 +79,22 @@ void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wt
   const int64_t B = tokens.dim(0), T = tokens.dim(1), C = wte.dim(1), V = wte.dim(0);
   if (B * T * C == 0) return;
   LaunchScope scope(out);
-  LAB_LAUNCH(embedding_forward_kernel, {grid_for(B * T * C, kBlockSize), kBlockSize, 0, scope.stream()},
-             out.data<float>(), tokens.data<int32_t>(), wte.data<float>(), wpe.data<float>(), B * T, T, C, V);
+  dispatch_float_dtype(out.dtype(), "embedding_forward", [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    LAB_LAUNCH(embedding_forward_kernel<typename DeviceType<S>::type>,
+               {grid_for(B * T * C, kBlockSize), kBlockSize, 0, scope.stream()}, device_data<S>(out),
+               tokens.data<int32_t>(), wte.data<float>(), wpe.data<float>(), B * T, T, C, V);
+  });
 }
 
 void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
-  embedding_backward_rows(dwte, dwpe, dout, tokens, 0);
+  dispatch_float_dtype(dout.dtype(), "embedding_backward",
+                       [&](auto tag) { launch_backward<typename decltype(tag)::type>(dwte, dwpe, dout, tokens, 0); });
 }
 
 void embedding_backward_rows(const Tensor& dwte_rows, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
                              int64_t first_row) {
-  const int64_t B = tokens.dim(0), T = tokens.dim(1), C = dout.dim(2);
-  if (B * T * C == 0) return;
-  LaunchScope scope(dout);
-  LAB_LAUNCH(embedding_backward_kernel, {grid_for(T * C, kBlockSize), kBlockSize, 0, scope.stream()},
-             dwte_rows.defined() ? dwte_rows.data<float>() : nullptr, dwpe.defined() ? dwpe.data<float>() : nullptr,
-             dout.data<float>(), tokens.data<int32_t>(), B, T, C, dwte_rows.defined() ? dwte_rows.dim(0) : 0,
-             first_row);
+  launch_backward<float>(dwte_rows, dwpe, dout, tokens, first_row);
 }
 
 }  // namespace lab::ops::cuda

@@ -11,8 +11,10 @@
 //
 // 16-bit inputs (bf16 or fp16, linear.h): the same three products as cuBLASLt matmuls (cuda/cublaslt_matmul.cuh)
 // with 16-bit A and B, fp32 C and D and fp32 compute (the tensor cores' 16-bit path; TF32 does not apply).
-// Backward first rounds dout to the 16-bit type into a workspace tensor (common/ops/convert.h), since both operands
-// of such a product are 16-bit; the bias gradient reads the fp32 dout. A 16-bit out is the fp32 result in a
+// Backward first rounds an fp32 dout to the 16-bit type into a workspace tensor (common/ops/convert.h), since both
+// operands of such a product are 16-bit; the bias gradient reads the fp32 dout. With 16-bit activations end to end
+// dout is 16-bit already and is read as it is, and a 16-bit dinp is cuBLASLt's 16-bit D: the fp32 sum onto the
+// widened dinp, rounded once. A 16-bit out is the fp32 result in a
 // workspace tensor, rounded into out by convert(): one more pass over the output, where cuBLASLt could write a
 // 16-bit D itself, but the same rounding as the CPU's and one code path for the bias.
 //
@@ -26,7 +28,9 @@
 #include "common/ops/convert.h"
 #include "common/ops/cuda/column_sums.cuh"
 #include "common/ops/cuda/cublaslt_matmul.cuh"
+#include "common/ops/cuda/dtype_dispatch.cuh"
 #include "common/ops/cuda/launch.cuh"
+#include "common/ops/dispatch.h"
 #include "common/ops/linear.h"
 
 namespace lab::ops::cuda {
@@ -41,23 +45,28 @@ __global__ void broadcast_bias_kernel(float* out, const float* bias, int64_t N, 
   out[i] = bias[i % OC];
 }
 
-// The summands of dbias[j] += sum_n dout[n, j].
+// The summands of dbias[j] += sum_n dout[n, j], dout stored as D (float, or a 16-bit type widened exactly).
+template <typename D>
 struct BiasTerms {
-  const float* dout;
+  const D* dout;
   int64_t OC;
-  __device__ void add(int64_t n, int64_t j, float (&part)[1]) const { part[0] += dout[n * OC + j]; }
+  __device__ void add(int64_t n, int64_t j, float (&part)[1]) const { part[0] += load(dout[n * OC + j]); }
 };
+
+cudaDataType_t lt_type(DType dtype) {
+  return dtype == DType::BF16 ? CUDA_R_16BF : dtype == DType::F16 ? CUDA_R_16F : CUDA_R_32F;
+}
 
 // ---------------------------------------------------------------- 16-bit products
 
-// C[m,n] = op(A) op(B) + beta C, column-major as cublasSgemm takes it, with A and B of the 16-bit `dtype`,
-// C fp32 and fp32 compute.
+// C[m,n] = op(A) op(B) + beta C, column-major as cublasSgemm takes it, with A and B of the 16-bit `dtype`, C of
+// `c_dtype` (fp32, or `dtype`: the fp32 sum rounded once) and fp32 compute.
 void gemm_16bit(DType dtype, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void* A,
-                int lda, const void* B, int ldb, float beta, float* C, int ldc, cudaStream_t stream) {
-  const cudaDataType_t type = dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+                int lda, const void* B, int ldb, float beta, void* C, DType c_dtype, int ldc, cudaStream_t stream) {
+  const cudaDataType_t type = lt_type(dtype);
   const char* timing = dtype == DType::BF16 ? "cublasLt matmul bf16" : "cublasLt matmul f16";
   cublaslt_matmul({transa, transb, m, n, k, 1, "linear", timing}, 1.0f, {A, type, lda}, {B, type, ldb}, beta,
-                  {C, CUDA_R_32F, ldc}, stream);
+                  {C, lt_type(c_dtype), ldc}, stream);
 }
 
 // C = op(A) op(B) + beta C as above, by cublasSgemm for f32 operands (in the TF32 mode of cublas.h) and by
@@ -65,7 +74,7 @@ void gemm_16bit(DType dtype, cublasOperation_t transa, cublasOperation_t transb,
 void gemm(DType dtype, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void* A, int lda,
           const void* B, int ldb, float beta, float* C, int ldc, cudaStream_t stream) {
   if (dtype != DType::F32) {
-    gemm_16bit(dtype, transa, transb, m, n, k, A, lda, B, ldb, beta, C, ldc, stream);
+    gemm_16bit(dtype, transa, transb, m, n, k, A, lda, B, ldb, beta, C, DType::F32, ldc, stream);
     return;
   }
   const float alpha = 1.0f;
@@ -110,14 +119,17 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
   if (N == 0 || OC == 0) return;
   const int n = as_blas_int(N, "rows"), c = as_blas_int(C, "in_features"), oc = as_blas_int(OC, "out_features");
   LaunchScope scope(dout);
-  // The products' dout: rounded to the inputs' 16-bit type (linear.h), or dout itself.
+  // The products' dout: an fp32 dout rounded to the inputs' 16-bit type (linear.h), or dout itself.
   Tensor product_dout = dout;
-  if (inp.dtype() != DType::F32) {
+  if (inp.dtype() != dout.dtype()) {
     MemoryScope workspace(MemCategory::Workspace);
     product_dout = Tensor::empty(dout.shape(), inp.dtype(), dout.device());
     convert(product_dout, dout);
   }
-  if (dinp.defined()) {
+  if (dinp.defined() && dinp.dtype() != DType::F32) {  // 16-bit activations: a 16-bit D
+    gemm_16bit(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, weight.raw(), c, product_dout.raw(), oc, 1.0f,
+               dinp.raw(), dinp.dtype(), c, scope.stream());
+  } else if (dinp.defined()) {
     gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, weight.raw(), c, product_dout.raw(), oc, 1.0f,
          dinp.data<float>(), c, scope.stream());
   }
@@ -126,8 +138,12 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
          dweight.data<float>(), c, scope.stream());
   }
   if (dbias.defined()) {
-    add_column_sums<1>({{dbias.data<float>()}}, BiasTerms{dout.data<float>(), OC}, N, OC, dout.device(),
-                       scope.stream());
+    dispatch_float_dtype(dout.dtype(), "linear_backward", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using D = typename DeviceType<T>::type;
+      add_column_sums<1>({{dbias.data<float>()}}, BiasTerms<D>{device_data<T>(dout), OC}, N, OC, dout.device(),
+                         scope.stream());
+    });
   }
 }
 

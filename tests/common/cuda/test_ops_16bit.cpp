@@ -1,8 +1,9 @@
-// The CUDA GELU, residual, LayerNorm and linear layer in bf16 and f16 against the f32 CPU ops on the same inputs,
-// their results rounded to the 16-bit type: forward and backward (the linear layer's forward with a 16-bit out),
-// within one ulp (the bound and why: tests/common/ops/ops_16bit_cases.h), at sizes off the block sizes and at
-// GPT-2's width; and the dtype mixes the ops refuse. The f32 CUDA ops themselves are checked against the CPU in
-// test_ops.cpp.
+// The CUDA GELU, residual, LayerNorm, linear layer, embedding and classifier in bf16 and f16 against the f32 CPU ops
+// on the same inputs, their results rounded to the 16-bit type: forward and backward (the linear layer's forward with
+// a 16-bit out; the embedding's 16-bit out and dout beside f32 tables; the classifier's 16-bit logits and gradient
+// beside f32 losses), within one ulp (the bound and why: tests/common/ops/ops_16bit_cases.h), at sizes off the block
+// sizes and at GPT-2's width and padded vocabulary; and the dtype mixes the ops refuse. The f32 CUDA ops themselves
+// are checked against the CPU in test_ops.cpp.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -43,6 +44,44 @@ TEST_P(Ops16BitGpu, LayerNormMatchesF32) {
 TEST_P(Ops16BitGpu, LinearForwardMatchesF32) {
   for (auto [N, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {5, 7, 3}, {33, 64, 129}, {64, 768, 96}})
     test::expect_linear_forward_matches_f32(GetParam().dtype, kGpu, N, C, OC, rng_);
+}
+
+TEST_P(Ops16BitGpu, LinearBackwardMatchesF32) {
+  for (auto [N, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {5, 7, 3}, {33, 64, 129}, {64, 768, 96}})
+    test::expect_linear_backward_matches_f32(GetParam().dtype, kGpu, N, C, OC, rng_);
+}
+
+// The last shape puts one id at every position: the blocks beside each other add into the same row of dwte at the
+// same time (the emulation build runs blocks on several threads at once, as a GPU does), which only atomics keep.
+TEST_P(Ops16BitGpu, EmbeddingMatchesF32) {
+  for (auto [B, T, C, Vp, distinct] : {std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>{1, 1, 1, 1, 1},
+                                       {2, 5, 7, 11, 11},
+                                       {3, 33, 130, 257, 3},
+                                       {2, 17, 768, 1024, 2},
+                                       {512, 64, 256, 128, 1}})
+    test::expect_embedding_matches_f32(GetParam().dtype, kGpu, B, T, C, Vp, distinct, rng_);
+}
+
+// {N, vocab, Vp}: one column, padded columns, vocabularies off the kernel's 512 threads a row, and GPT-2's padded
+// vocabulary.
+const std::tuple<int64_t, int64_t, int64_t> kClassifierShapes[] = {
+    {1, 1, 1}, {3, 10, 16}, {5, 1000, 1024}, {2, 513, 640}, {3, 50257, 50304}};
+
+TEST_P(Ops16BitGpu, ClassifierMatchesF32) {
+  for (auto [N, vocab, Vp] : kClassifierShapes)
+    test::expect_classifier_matches_f32(GetParam().dtype, kGpu, N, vocab, Vp, 0.0f, 1.0f / N, rng_);
+}
+
+// Logits around 100: exp overflows float past 88, so only a kernel that subtracts the row's maximum gets the losses
+// and gradients right.
+TEST_P(Ops16BitGpu, ClassifierLogitsFarFromZeroMatchF32) {
+  for (auto [N, vocab, Vp] : kClassifierShapes)
+    test::expect_classifier_matches_f32(GetParam().dtype, kGpu, N, vocab, Vp, 100.0f, 1.0f / N, rng_);
+}
+
+TEST_P(Ops16BitGpu, ClassifierZeroDlossLeavesLogits) {
+  for (auto [N, vocab, Vp] : kClassifierShapes)
+    test::expect_classifier_matches_f32(GetParam().dtype, kGpu, N, vocab, Vp, 0.0f, 0.0f, rng_);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Ops16BitGpu, test::storage16_values(), test::storage16_name);

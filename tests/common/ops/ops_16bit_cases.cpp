@@ -7,12 +7,15 @@
 
 #include "common/core/error.h"
 #include "common/lab/compare.h"
+#include "common/ops/classifier.h"
+#include "common/ops/embedding.h"
 #include "common/ops/gelu.h"
 #include "common/ops/layernorm.h"
 #include "common/ops/linear.h"
 #include "common/ops/residual.h"
 #include "tests/common/cuda/op_check.h"
 #include "tests/common/expect_error.h"
+#include "tests/support/test_support.h"
 
 namespace lab::test {
 
@@ -159,6 +162,65 @@ void expect_linear_forward_matches_f32(DType dtype, Device device, int64_t N, in
   EXPECT_TRUE(within_one_ulp("linear out", out16, out, C));
 }
 
+void expect_linear_backward_matches_f32(DType dtype, Device device, int64_t N, int64_t C, int64_t OC, Rng& rng) {
+  const Tensor x = exact_in(dtype, {N, C}, rng), w = exact_in(dtype, {OC, C}, rng, 0.0f, 0.1f);
+  const Tensor dout = exact_in(dtype, {N, OC}, rng);
+  // The gradients start from random values on both sides (the backward accumulates); dinp's are exact in 16 bits.
+  const Tensor dx = exact_in(dtype, {N, C}, rng), dw = exact_in(DType::F32, {OC, C}, rng);
+  const Tensor db = exact_in(DType::F32, {OC}, rng);
+  const Tensor dx16 = narrow_on(dx, dtype, device), dw16 = dw.to(device), db16 = db.to(device);
+  ops::linear_backward(dx, dw, db, dout, x, w);
+  ops::linear_backward(dx16, dw16, db16, narrow_on(dout, dtype, device), narrow_on(x, dtype, device),
+                       narrow_on(w, dtype, device));
+  EXPECT_TRUE(within_one_ulp("linear dinp", dx16, dx, OC));
+  EXPECT_TRUE(all_close("linear dweight", dw16, dw, tolerance_for(DType::F32, N)));
+  EXPECT_TRUE(all_close("linear dbias", db16, db, tolerance_for(DType::F32, N)));
+}
+
+void expect_embedding_matches_f32(DType dtype, Device device, int64_t B, int64_t T, int64_t C, int64_t Vp,
+                                  int64_t distinct, Rng& rng) {
+  const Tensor tokens = random_ids({B, T}, rng, distinct);
+  const int64_t maxT = T + 3;  // rows of wpe past the sequence, which neither side may read
+  // The tables are f32 on both sides, with values that are not exact in the 16-bit type: out must be their f32 sum
+  // rounded once (rounding wte to 16 bits before adding wpe moves about a quarter of the elements by one ulp).
+  const Tensor wte = exact_in(DType::F32, {Vp, C}, rng), wpe = exact_in(DType::F32, {maxT, C}, rng);
+  const Tensor out = poisoned({B, T, C}, Device::cpu()), out16 = poisoned_narrow({B, T, C}, dtype, device);
+  ops::embedding_forward(out, tokens, wte, wpe);
+  ops::embedding_forward(out16, tokens.to(device), wte.to(device), wpe.to(device));
+  EXPECT_TRUE(within_one_ulp("embedding out", out16, out, 1));
+
+  // dout is exact in the 16-bit type, so both sides add the same values; dwte and dwpe start from random values
+  // on both sides (the backward accumulates).
+  const Tensor dout = exact_in(dtype, {B, T, C}, rng);
+  const Tensor dwte = exact_in(DType::F32, {Vp, C}, rng), dwpe = exact_in(DType::F32, {maxT, C}, rng);
+  const Tensor dwte16 = dwte.to(device), dwpe16 = dwpe.to(device);
+  ops::embedding_backward(dwte, dwpe, dout, tokens);
+  ops::embedding_backward(dwte16, dwpe16, narrow_on(dout, dtype, device), tokens.to(device));
+  // A row of dwte sums every position holding its token (up to B*T terms, in atomic order on CUDA), a row of dwpe
+  // the B positions at its index.
+  EXPECT_TRUE(all_close("embedding dwte", dwte16, dwte, tolerance_for(DType::F32, B * T)));
+  EXPECT_TRUE(all_close("embedding dwpe", dwpe16, dwpe, tolerance_for(DType::F32, B)));
+}
+
+void expect_classifier_matches_f32(DType dtype, Device device, int64_t N, int64_t vocab, int64_t Vp, float offset,
+                                   float dloss, Rng& rng) {
+  // Random values in the padded columns too: the gradient must overwrite them with zeros (dloss != 0) or leave them.
+  const Tensor logits = exact_in(dtype, {N, Vp}, rng, offset, 2.0f);
+  const Tensor targets = random_ids({N}, rng, vocab);
+  const Tensor grad = logits.clone(), grad16 = narrow_on(logits, dtype, device);
+  const Tensor losses = poisoned({N}, Device::cpu()), losses16 = poisoned({N}, device);
+  ops::fused_classifier(grad, losses, targets, vocab, dloss);
+  ops::fused_classifier(grad16, losses16, targets.to(device), vocab, dloss);
+  // Each loss is a log-sum-exp over the real vocabulary, in f32 on both sides (expf on CUDA, exp_fast on the CPU).
+  EXPECT_TRUE(all_close("classifier losses", losses16, losses, tolerance_for(DType::F32, vocab)));
+  if (dloss != 0.0f) {
+    EXPECT_TRUE(within_one_ulp("classifier dlogits", grad16, grad, vocab));
+  } else {
+    EXPECT_EQ(bits_of(grad16), bits_of(narrow_on(logits, dtype, Device::cpu())))
+        << "classifier: dloss = 0 must leave the logits as they were";
+  }
+}
+
 void expect_mixed_dtypes_invalid(Device device) {
   const auto zeros = [&](const Shape& shape, DType dtype) { return Tensor::zeros(shape, dtype, device); };
   const DType bf16 = DType::BF16, f16 = DType::F16, f32 = DType::F32;
@@ -217,6 +279,59 @@ void expect_mixed_dtypes_invalid(Device device) {
         ops::linear_forward(zeros({2, 4}, bf16), x, zeros({4, 8}, f16), bias);
       },
       kInvalid, {"linear_forward", "bf16", "f16"});
+
+  // The embedding: 16-bit activations, f32 tables and gradients.
+  const Tensor tokens = zeros({2, 3}, DType::I32), table = zeros({5, 8}, f32), out = zeros({2, 3, 8}, bf16);
+  expect_error(
+      [&] {
+        ops::embedding_forward(zeros({2, 3, 8}, DType::I32), tokens, table, table);
+      },
+      kInvalid, {"embedding_forward", "out is i32", "f32, bf16 or f16"});
+  expect_error(
+      [&] {
+        ops::embedding_forward(out, tokens, zeros({5, 8}, bf16), table);
+      },
+      kInvalid, {"embedding_forward", "wte is bf16", "f32"});
+  expect_error(
+      [&] {
+        ops::embedding_forward(out, tokens, table, zeros({5, 8}, f16));
+      },
+      kInvalid, {"embedding_forward", "wpe is f16", "f32"});
+  expect_error(
+      [&] {
+        ops::embedding_backward(table, table, zeros({2, 3, 8}, DType::I32), tokens);
+      },
+      kInvalid, {"embedding_backward", "dout is i32", "f32, bf16 or f16"});
+  expect_error(
+      [&] {
+        ops::embedding_backward(zeros({5, 8}, bf16), table, out, tokens);
+      },
+      kInvalid, {"embedding_backward", "dwte is bf16", "f32"});
+  expect_error(
+      [&] {
+        ops::embedding_backward(table, zeros({5, 8}, f16), out, tokens);
+      },
+      kInvalid, {"embedding_backward", "dwpe is f16", "f32"});
+  expect_error([&] { ops::embedding_backward_rows(table, table, out, tokens, 0); }, kInvalid,
+               {"embedding_backward_rows", "dout is bf16", "must be f32"});
+
+  // The classifier: 16-bit logits, f32 losses, i32 targets.
+  const Tensor losses = zeros({2}, f32), targets = zeros({2}, DType::I32);
+  expect_error(
+      [&] {
+        ops::fused_classifier(zeros({2, 8}, DType::I32), losses, targets, 8, 1.0f);
+      },
+      kInvalid, {"fused_classifier", "logits is i32", "f32, bf16 or f16"});
+  expect_error(
+      [&] {
+        ops::fused_classifier(zeros({2, 8}, bf16), zeros({2}, bf16), targets, 8, 1.0f);
+      },
+      kInvalid, {"fused_classifier", "losses is bf16", "f32"});
+  expect_error(
+      [&] {
+        ops::fused_classifier(zeros({2, 8}, f16), losses, zeros({2}, f32), 8, 1.0f);
+      },
+      kInvalid, {"fused_classifier", "targets is f32", "i32"});
 }
 
 }  // namespace lab::test

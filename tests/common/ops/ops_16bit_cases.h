@@ -1,8 +1,8 @@
-// What the tests of the 16-bit paths of GELU, residual, LayerNorm and the linear layer's forward share
-// (common/ops/gelu.h, residual.h, layernorm.h, linear.h; CPU in tests/common/ops, CUDA in tests/common/cuda): each op
-// run in bf16 or f16 on a device, against the f32 op on the CPU on the same inputs, its results rounded to the 16-bit
-// type. The CPU f32 op is the reference for the CUDA ops too, so that a formula the 16-bit CUDA kernel gets wrong is
-// caught even where its f32 instantiation shares the mistake.
+// What the tests of the 16-bit paths of GELU, residual, LayerNorm, the linear layer's forward, the embedding and the
+// classifier share (common/ops/gelu.h, residual.h, layernorm.h, linear.h, embedding.h, classifier.h; CPU in
+// tests/common/ops, CUDA in tests/common/cuda): each op run in bf16 or f16 on a device, against the f32 op on the CPU
+// on the same inputs, its results rounded to the 16-bit type. The CPU f32 op is the reference for the CUDA ops too, so
+// that a formula the 16-bit CUDA kernel gets wrong is caught even where its f32 instantiation shares the mistake.
 //
 // The bound: one ulp of the 16-bit type, and nearly every element exact. Both sides load the same values (the inputs
 // are drawn exact in the 16-bit type), compute in fp32 and round each result once, to nearest: when their fp32 results
@@ -14,7 +14,14 @@
 // own 16-bit ulps, and is allowed. Such elements are rare (at most 0.25% measured: 54 of 49152 for the CPU f16
 // LayerNorm at C = 768, 14 of 6144 for the emulated CUDA f16 linear layer), so at most 1% may differ at all: truncating
 // instead of rounding to nearest moves about half of them, and a wrong formula most of them far beyond one ulp. The f32
-// tensors of a 16-bit call (LayerNorm's statistics, dw, db) are judged by tolerance_for(f32, the length of their sums).
+// tensors of a 16-bit call (LayerNorm's statistics, dw, db; the embedding's dwte, dwpe; the classifier's losses) are
+// judged by tolerance_for(f32, the length of their sums).
+//
+// The embedding's out is one f32 addition on both sides, so every element is exact. The classifier's gradient scales
+// a whole row by 1 / (a sum over the vocabulary): the CPU runs the f32 op's loop on a widened copy of each row (every
+// element exact), while CUDA's summation order and expf move a row's scale by a few f32 ulps, which crossed an f16
+// rounding boundary in at most 11 of 150912 elements measured (emulated CUDA, GPT-2's padded vocabulary, logits
+// around 100).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -56,8 +63,23 @@ void expect_layernorm_matches_f32(DType dtype, Device device, int64_t N, int64_t
 // linear_forward with inp and weight in the 16-bit type and a 16-bit out (bias f32) on [N, C] -> [N, OC]; the
 // reference is the f32 op on the same values.
 void expect_linear_forward_matches_f32(DType dtype, Device device, int64_t N, int64_t C, int64_t OC, Rng& rng);
+// linear_backward with 16-bit activations: dout, inp, weight and dinp in the 16-bit type (dinp accumulated onto its
+// starting values), dweight and dbias f32; the reference is the f32 op on the same values.
+void expect_linear_backward_matches_f32(DType dtype, Device device, int64_t N, int64_t C, int64_t OC, Rng& rng);
 
-// The dtype mixes the four ops refuse, each with InvalidArgument naming the dtypes or the tensor.
+// embedding_forward with a 16-bit out and embedding_backward with a 16-bit dout on tokens [B, T] drawn from
+// [0, distinct) of a vocabulary of Vp rows (a small `distinct`: many repeated tokens), C channels; wte, wpe, dwte and
+// dwpe f32 as embedding.h asks (wte and wpe not exact in the 16-bit type; dwte and dwpe starting from random values).
+// The gradients are f32, judged by tolerance_for(f32, B*T) and (f32, B).
+void expect_embedding_matches_f32(DType dtype, Device device, int64_t B, int64_t T, int64_t C, int64_t Vp,
+                                  int64_t distinct, Rng& rng);
+// fused_classifier on 16-bit logits [N, Vp] drawn N(offset, 2) (the padded columns [vocab, Vp) random too) with
+// `dloss`: the f32 losses by tolerance_for(f32, vocab), the gradient over the logits within one ulp (zeros in the
+// padded columns), and with dloss = 0 the logits left as they were, bit for bit.
+void expect_classifier_matches_f32(DType dtype, Device device, int64_t N, int64_t vocab, int64_t Vp, float offset,
+                                   float dloss, Rng& rng);
+
+// The dtype mixes the six ops refuse, each with InvalidArgument naming the dtypes or the tensor.
 void expect_mixed_dtypes_invalid(Device device);
 
 }  // namespace lab::test

@@ -1,0 +1,56 @@
+// gpt2_step_bench --staircase ch10 (ch10_gpt2/step_staircase.h): the book's rungs as data, the GPU-only ones (TF32,
+// CUDA graphs) left out on a CPU, one setting changed from each rung to the next; and chapter 9's staircase, whose
+// CUDA graphs rung is GPU-only too.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ch09_advanced/step_staircase.h"
+#include "ch10_gpt2/step_staircase.h"
+
+namespace lab {
+namespace {
+
+std::vector<std::string> rung_names(const staircase::Staircase& stairs) {
+  std::vector<std::string> names;
+  for (const staircase::Rung& rung : stairs.rungs) names.push_back(rung.name);
+  return names;
+}
+
+std::vector<std::string> changes(const staircase::Staircase& stairs) {
+  std::vector<std::string> out;
+  for (size_t i = 1; i < stairs.rungs.size(); ++i)
+    out.push_back(staircase::describe_change(staircase::parse_settings(stairs.flags_for(stairs.rungs[i - 1])),
+                                             staircase::parse_settings(stairs.flags_for(stairs.rungs[i]))));
+  return out;
+}
+
+TEST(BookStaircase, EveryRungOfTheBookOneChangeAtATime) {
+  const std::vector<std::string> base = {"--model", "tiny", "--seq", "8"};
+  const staircase::Staircase cpu = ch10::book_staircase(base, 4, false), gpu = ch10::book_staircase(base, 4, true);
+  EXPECT_EQ(rung_names(cpu), (std::vector<std::string>{"fp32", "bf16", "fused", "16-bit activations",
+                                                       "batched attention", "flash attention", "batch x2"}));
+  EXPECT_EQ(rung_names(gpu),
+            (std::vector<std::string>{"fp32", "tf32", "bf16", "fused", "16-bit activations", "batched attention",
+                                      "flash attention", "cuda graphs", "batch x2"}));
+  for (const staircase::Staircase* stairs : {&cpu, &gpu})
+    EXPECT_TRUE(staircase::check_one_change_per_rung(*stairs).empty());
+  EXPECT_EQ(changes(gpu),
+            (std::vector<std::string>{"--dtype fp32 -> tf32", "--dtype tf32 -> bf16", "--kernels reference -> fused",
+                                      "--activations fp32 -> 16bit", "--attention materialized -> batched",
+                                      "--attention batched -> flash", "+ --cuda-graphs true", "--batch 4 -> 8"}));
+}
+
+TEST(AttentionStaircase, TheCudaGraphsRungIsAGpuRung) {
+  const std::vector<std::string> base = {"--model", "tiny", "--batch", "2"};
+  EXPECT_EQ(rung_names(ch09::attention_staircase(base, false)),
+            (std::vector<std::string>{"materialized", "batched", "flash"}));
+  const staircase::Staircase gpu = ch09::attention_staircase(base, true);
+  EXPECT_EQ(rung_names(gpu), (std::vector<std::string>{"materialized", "batched", "flash", "cuda graphs"}));
+  EXPECT_TRUE(staircase::check_one_change_per_rung(gpu).empty());
+  EXPECT_EQ(changes(gpu).back(), "+ --cuda-graphs true");
+}
+
+}  // namespace
+}  // namespace lab
