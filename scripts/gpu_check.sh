@@ -9,14 +9,15 @@
 #   4. runs the CUDA tests (ctest -L cuda) several at a time, each under a time limit and all of them under the
 #      run's deadline, so that a test that hangs is stopped and reported by name and the run goes on; tests
 #      that need more GPUs than the machine has skip themselves, saying why;
-#   5. runs the GPT-2 124M (d12) training-step benchmark in fp32, TF32 and bf16;
+#   5. runs the GPT-2 124M (d12) training-step benchmark in fp32, TF32 and bf16, and with every speed rung of the
+#      book on top of bf16 (fused kernels, 16-bit activations, flash attention, CUDA graphs: "bf16-all");
 #   6. writes a report (scripts/gpu_report.py): GPU, driver, toolkit, host compiler, the tests that failed, timed
 #      out, did not run or skipped by name, and the benchmark rows; to stdout and to a file.
 #
 # It needs nvcc, CMake (3.25+), a C++20 compiler and Python 3. Time: the whole run fits in --budget seconds
 # (default 540, under a 10-minute limit per command): on an H100 machine with 16 cores the build takes about
-# 70 s with 16 jobs and the benchmarks about 25 s; the tests get what is left, less a reserve for the
-# benchmarks and the report, and ctest stops a test still running at that deadline (--stop-time). Every phase
+# 70 s with 16 jobs and the fp32, TF32 and bf16 benchmarks about 25 s; the tests get what is left, less a reserve
+# for the benchmarks and the report, and ctest stops a test still running at that deadline (--stop-time). Every phase
 # prints the seconds elapsed. Exit status: 0 when the CUDA tests passed (none failed, timed out or did not
 # run, fewer skipped than passed) and every benchmark gave a result; 1 when a test or a benchmark failed, timed
 # out or did not run, or most tests skipped; 2 when the machine cannot run the check (no GPU, missing tools,
@@ -205,17 +206,21 @@ set -e
 bench="$build_dir/bin/gpt2_step_bench"
 bench_args=()
 if [ "$skip_bench" -eq 0 ]; then
-  for dtype in fp32 tf32 bf16; do
-    json="$build_dir/gpt2_step_$dtype.json"
+  # label: the flags of the run
+  for run in "fp32:--dtype fp32" "tf32:--dtype tf32" "bf16:--dtype bf16" \
+    "bf16-all:--dtype bf16 --kernels fused --activations 16bit --attention flash --cuda-graphs"; do
+    label=${run%%:*}
+    read -r -a flags <<<"${run#*:}"
+    json="$build_dir/gpt2_step_$label.json"
     rm -f "$json"
-    bench_args+=(--bench "$dtype=$json")
+    bench_args+=(--bench "$label=$json")
     # A benchmark that hangs must not take the budget with it; a run that fails leaves no result to report.
     limit=$((started + budget - 10 - SECONDS))
     limit=$((limit < 30 ? 30 : limit > 180 ? 180 : limit))
-    phase "benchmark: gpt2_step_bench --model d12 --device cuda --dtype $dtype --batch $batch --seq $seq --steps $steps"
-    if [ ! -x "$bench" ] || ! timeout -k 10 "$limit" "$bench" --model d12 --device cuda --dtype "$dtype" \
+    phase "benchmark: gpt2_step_bench --model d12 --device cuda ${flags[*]} --batch $batch --seq $seq --steps $steps"
+    if [ ! -x "$bench" ] || ! timeout -k 10 "$limit" "$bench" --model d12 --device cuda "${flags[@]}" \
       --batch "$batch" --seq "$seq" --steps "$steps" --json "$json"; then
-      echo "gpu_check: the $dtype benchmark failed (or ran past $limit s)" >&2
+      echo "gpu_check: the $label benchmark failed (or ran past $limit s)" >&2
       rm -f "$json"
     fi
   done
