@@ -11,6 +11,7 @@
 #include "common/core/memory.h"
 #include "common/core/tensor.h"
 #include "common/cuda/caching_allocator.h"
+#include "common/cuda/runtime.h"
 #include "common/cuda/stream.h"
 #include "tests/common/cuda/gpu_test.h"
 #include "tests/common/cuda/stream_gate.h"
@@ -108,6 +109,8 @@ TEST(CudaAllocator, RecordedStreamKeepsAFreedBlockUntilItsWorkIsDone) {
   const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
   cuda::Stream a, b;
   const Tensor seen = Tensor::zeros({n}, DType::F32, kGpu);  // what B reads, copied out when B runs
+  // The zeros are written on the legacy stream, which a non-blocking stream does not wait for: done before B copies.
+  cuda::synchronize();
   void* block = nullptr;
   StreamGate gate(b);
   {

@@ -63,7 +63,7 @@ void PrintTo(const Storage16& s, std::ostream* os) {
 }
 
 ::testing::AssertionResult within_one_ulp(const char* what, const Tensor& actual, const Tensor& expected,
-                                          int64_t reduction_length) {
+                                          int64_t reduction_length, double inexact_fraction) {
   const DType dtype = actual.dtype();
   if (dtype != DType::BF16 && dtype != DType::F16)
     return ::testing::AssertionFailure() << what << ": " << dtype_name(dtype) << ", expected bf16 or f16";
@@ -87,10 +87,10 @@ void PrintTo(const Storage16& s, std::ostream* os) {
     inexact += ulps != 0;
   }
   // One element may differ at any size, so that a small tensor is not judged by a single rare fp32 difference.
-  if (inexact > 1 + static_cast<int64_t>(got.size()) / 100)
+  if (inexact > 1 + static_cast<int64_t>(inexact_fraction * static_cast<double>(got.size())))
     return ::testing::AssertionFailure() << what << ": " << inexact << " of " << got.size()
-                                         << " elements differ from the rounded f32 result, more than 1% (rounding "
-                                            "not to nearest?)";
+                                         << " elements differ from the rounded f32 result, more than "
+                                         << 100 * inexact_fraction << "% (rounding not to nearest?)";
   return ::testing::AssertionSuccess();
 }
 
@@ -214,7 +214,12 @@ void expect_classifier_matches_f32(DType dtype, Device device, int64_t N, int64_
   // Each loss is a log-sum-exp over the real vocabulary, in f32 on both sides (expf on CUDA, exp_fast on the CPU).
   EXPECT_TRUE(all_close("classifier losses", losses16, losses, tolerance_for(DType::F32, vocab)));
   if (dloss != 0.0f) {
-    EXPECT_TRUE(within_one_ulp("classifier dlogits", grad16, grad, vocab));
+    // Logits far from zero take few values (bf16's spacing at 100 is 0.5), so a row holds few distinct gradients, and
+    // an fp32 difference that moves one of them across a rounding boundary moves all its copies (measured: 3.3% of
+    // the elements at -O2, where exp_fast and expf differ in the last bit at one of those values): each element
+    // within one ulp, with no count.
+    const double inexact_fraction = offset != 0.0f ? 1.0 : 0.01;
+    EXPECT_TRUE(within_one_ulp("classifier dlogits", grad16, grad, vocab, inexact_fraction));
   } else {
     EXPECT_EQ(bits_of(grad16), bits_of(narrow_on(logits, dtype, Device::cpu())))
         << "classifier: dloss = 0 must leave the logits as they were";
