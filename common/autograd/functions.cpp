@@ -16,6 +16,15 @@
 
 namespace lab::ag {
 
+namespace {
+
+Tensor empty_as(const Shape& shape, DType dtype, Device device, MemCategory category) {
+  MemoryScope scope(category);
+  return Tensor::empty(shape, dtype, device);
+}
+
+}  // namespace
+
 Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe) {
   return embedding(tape, tokens, wte, wpe, wte.value().dtype());
 }
@@ -23,12 +32,8 @@ Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe) 
 Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe, DType out_dtype) {
   const MemoryOpScope op("embedding");
   const int64_t C = wte.value().dim(1);
-  Tensor value;
-  {
-    MemoryScope scope(MemCategory::Activations);
-    value = Tensor::empty({tokens.dim(0), tokens.dim(1), C}, out_dtype, wte.value().device());
-  }
-  Var out(value, tape.recording() && any_requires_grad({&wte, &wpe}));
+  Var out(empty_as({tokens.dim(0), tokens.dim(1), C}, out_dtype, wte.value().device(), MemCategory::Activations),
+          tape.recording() && any_requires_grad({&wte, &wpe}));
   ops::embedding_forward(out.value(), tokens, wte.value(), wpe.value());
   if (out.requires_grad())
     tape.record("embedding", {out.value()},
@@ -95,17 +100,17 @@ Var residual(Tape& tape, const Var& a, const Var& b) {
 
 namespace {
 
-Tensor empty_as(const Shape& shape, DType dtype, Device device, MemCategory category) {
-  MemoryScope scope(category);
-  return Tensor::empty(shape, dtype, device);
-}
-
 // `t` in `storage`: itself when it has that dtype already, else a rounded copy charged to `category`.
 Tensor in_storage(const Tensor& t, DType storage, MemCategory category) {
   if (t.dtype() == storage) return t;
   const Tensor copy = empty_as(t.shape(), storage, t.device(), category);
   ops::convert(copy, t);
   return copy;
+}
+
+// grad += g, g converted to grad's dtype first when it has another (through a workspace copy).
+void add_converted(const Tensor& grad, const Tensor& g) {
+  ops::residual_backward(grad, Tensor(), in_storage(g, grad.dtype(), MemCategory::Workspace));
 }
 
 // Runs forward(out_s, q_s) with qkv and the output in `storage`: on them directly when qkv has that dtype, else on
@@ -139,7 +144,7 @@ void backward_in_storage(const Var& qkv, const Var& out, DType storage, bool wit
   }
   backward(dqkv_s, in_storage(x, storage, work), in_storage(out.grad(), storage, work),
            with_out ? in_storage(out.value(), storage, work) : Tensor());
-  ops::residual_backward(qkv.grad(), Tensor(), in_storage(dqkv_s, x.dtype(), work));  // qkv's gradient += it
+  add_converted(qkv.grad(), dqkv_s);
 }
 
 }  // namespace
@@ -150,13 +155,7 @@ Var cast(Tape& tape, const Var& x, DType dtype) {
   Var out(empty_as(x.value().shape(), dtype, x.value().device(), MemCategory::Activations),
           tape.recording() && x.requires_grad());
   ops::convert(out.value(), x.value());
-  if (out.requires_grad())
-    tape.record("cast", {out.value()},
-                [=] {
-                  ops::residual_backward(x.grad(), Tensor(),
-                                         in_storage(out.grad(), x.value().dtype(), MemCategory::Workspace));
-                },
-                {x});
+  if (out.requires_grad()) tape.record("cast", {out.value()}, [=] { add_converted(x.grad(), out.grad()); }, {x});
   return out;
 }
 

@@ -69,18 +69,18 @@ void gemm_16bit(DType dtype, cublasOperation_t transa, cublasOperation_t transb,
                   {C, lt_type(c_dtype), ldc}, stream);
 }
 
-// C = op(A) op(B) + beta C as above, by cublasSgemm for f32 operands (in the TF32 mode of cublas.h) and by
-// gemm_16bit for bf16 and fp16 ones.
+// C = op(A) op(B) + beta C as above, C of `c_dtype`: by cublasSgemm for f32 operands (in the TF32 mode of cublas.h;
+// their C is f32, as linear.cpp's checks hold) and by gemm_16bit for bf16 and fp16 ones.
 void gemm(DType dtype, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void* A, int lda,
-          const void* B, int ldb, float beta, float* C, int ldc, cudaStream_t stream) {
+          const void* B, int ldb, float beta, void* C, DType c_dtype, int ldc, cudaStream_t stream) {
   if (dtype != DType::F32) {
-    gemm_16bit(dtype, transa, transb, m, n, k, A, lda, B, ldb, beta, C, DType::F32, ldc, stream);
+    gemm_16bit(dtype, transa, transb, m, n, k, A, lda, B, ldb, beta, C, c_dtype, ldc, stream);
     return;
   }
   const float alpha = 1.0f;
   const lab::cuda::KernelTiming timing(lab::cuda::tf32_enabled() ? "cublasSgemm tf32" : "cublasSgemm", stream);
   CUBLAS_CHECK(cublasSgemm(lab::cuda::cublas_handle(), transa, transb, m, n, k, &alpha, static_cast<const float*>(A),
-                           lda, static_cast<const float*>(B), ldb, &beta, C, ldc));
+                           lda, static_cast<const float*>(B), ldb, &beta, static_cast<float*>(C), ldc));
 }
 
 }  // namespace
@@ -108,7 +108,7 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
   }
   gemm(inp.dtype(), CUBLAS_OP_T, CUBLAS_OP_N, as_blas_int(OC, "out_features"), as_blas_int(N, "rows"),
        as_blas_int(C, "in_features"), weight.raw(), static_cast<int>(C), inp.raw(), static_cast<int>(C), beta,
-       out.data<float>(), static_cast<int>(OC), scope.stream());
+       out.raw(), DType::F32, static_cast<int>(OC), scope.stream());
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
@@ -126,16 +126,13 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
     product_dout = Tensor::empty(dout.shape(), inp.dtype(), dout.device());
     convert(product_dout, dout);
   }
-  if (dinp.defined() && dinp.dtype() != DType::F32) {  // 16-bit activations: a 16-bit D
-    gemm_16bit(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, weight.raw(), c, product_dout.raw(), oc, 1.0f,
-               dinp.raw(), dinp.dtype(), c, scope.stream());
-  } else if (dinp.defined()) {
-    gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, weight.raw(), c, product_dout.raw(), oc, 1.0f,
-         dinp.data<float>(), c, scope.stream());
+  if (dinp.defined()) {  // with 16-bit activations dinp is 16-bit: cuBLASLt's 16-bit D
+    gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, weight.raw(), c, product_dout.raw(), oc, 1.0f, dinp.raw(),
+         dinp.dtype(), c, scope.stream());
   }
   if (dweight.defined()) {
-    gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, inp.raw(), c, product_dout.raw(), oc, 1.0f,
-         dweight.data<float>(), c, scope.stream());
+    gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, inp.raw(), c, product_dout.raw(), oc, 1.0f, dweight.raw(),
+         DType::F32, c, scope.stream());
   }
   if (dbias.defined()) {
     dispatch_float_dtype(dout.dtype(), "linear_backward", [&](auto tag) {
@@ -154,7 +151,7 @@ void linear_weight_grad_rows(const Tensor& dweight_rows, const Tensor& dout, con
   LaunchScope scope(dout);
   // The dweight product of linear_backward on R columns of dout, which start row_begin floats into each row.
   gemm(DType::F32, CUBLAS_OP_N, CUBLAS_OP_T, c, as_blas_int(R, "weight rows"), as_blas_int(N, "rows"), inp.raw(), c,
-       dout.data<float>() + row_begin, as_blas_int(OC, "out_features"), 1.0f, dweight_rows.data<float>(), c,
+       dout.data<float>() + row_begin, as_blas_int(OC, "out_features"), 1.0f, dweight_rows.raw(), DType::F32, c,
        scope.stream());
 }
 
