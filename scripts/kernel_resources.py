@@ -68,7 +68,6 @@ BLOCK_THREADS = {
     "layernorm_backward_dx_kernel": 256,
     "column_partial_sums_kernel": 512,
     "column_totals_kernel": 256,
-    "broadcast_bias_kernel": 256,
     "partial_sums_kernel": 256,
     "accumulate_sum_kernel": 1,  # one thread adds the partial sums in block order (reduce.cu)
     "norm_and_scale_kernel": 1,

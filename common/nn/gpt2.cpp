@@ -109,7 +109,7 @@ GPT2::GPT2(const GPT2Config& config, Device device, ModelOptions options, const 
   if (shard_.has_embedding) wpe_ = params_.var("wpe.weight");
   auto linear = [&](int i, const char* name) {
     return Linear{params_.var(layer_name(i, cat(name, ".weight").c_str())),
-                  params_.var(layer_name(i, cat(name, ".bias").c_str())), Tensor()};
+                  params_.var(layer_name(i, cat(name, ".bias").c_str())), Tensor(), Tensor()};
   };
   auto layernorm = [&](const std::string& prefix) {
     return LayerNorm{params_.var(prefix + ".weight"), params_.var(prefix + ".bias")};
@@ -163,7 +163,7 @@ void GPT2::set_matmul_dtype(DType dtype) {
     MemoryScope scope(MemCategory::Params);
     params_16bit_ = Tensor::empty({params_.numel()}, dtype, device());
   }
-  // Each matmul weight's 16-bit view (undefined for fp32).
+  // Each matmul weight's and bias's 16-bit view (undefined for fp32).
   const auto copy_of = [&](const std::string& name) {
     if (dtype == DType::F32) return Tensor();
     const ParamInfo& p = params_.info(name);
@@ -176,6 +176,10 @@ void GPT2::set_matmul_dtype(DType dtype) {
     b.attn.c_proj.weight_16bit = copy_of(layer_name(i, "attn.c_proj.weight"));
     b.mlp.c_fc.weight_16bit = copy_of(layer_name(i, "mlp.c_fc.weight"));
     b.mlp.c_proj.weight_16bit = copy_of(layer_name(i, "mlp.c_proj.weight"));
+    b.attn.c_attn.bias_16bit = copy_of(layer_name(i, "attn.c_attn.bias"));
+    b.attn.c_proj.bias_16bit = copy_of(layer_name(i, "attn.c_proj.bias"));
+    b.mlp.c_fc.bias_16bit = copy_of(layer_name(i, "mlp.c_fc.bias"));
+    b.mlp.c_proj.bias_16bit = copy_of(layer_name(i, "mlp.c_proj.bias"));
   }
   wte_16bit_ = shard_.has_head ? copy_of("wte.weight") : Tensor();
   refresh_matmul_weights();
@@ -221,7 +225,7 @@ Var GPT2::head_logits(Tape& tape, const Var& x) const {
     const Var h = ln_f_.forward(tape, x);
     if (options_.lm_head && !options_.tensor_parallel && !wte_16bit_.defined()) return options_.lm_head(tape, h, wte_);
     // The LM head is column-parallel over the vocabulary: f(h) @ wte_slice^T gives this rank's logits.
-    const Linear head{wte_, Var(), wte_16bit_};
+    const Linear head{wte_, Var(), wte_16bit_, Tensor()};
     return head.forward(tape, options_.tensor_parallel ? options_.tensor_parallel->copy_to_tp_ranks(tape, h) : h);
   };
   return options_.root ? options_.root(tape, ModelOptions::RootPart::Head, compute) : compute();

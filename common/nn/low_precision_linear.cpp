@@ -19,7 +19,8 @@ Tensor rounded(const Tensor& x, DType dtype) {
 
 }  // namespace
 
-Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& weight_16bit, const Var& bias) {
+Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& weight_16bit, const Var& bias,
+                         const Tensor& bias_16bit) {
   LAB_CHECK(weight_16bit.shape() == weight.value().shape(), InvalidArgument, "low_precision_linear: the 16-bit weight ",
             shape_str(weight_16bit.shape()), " is not the weight's shape ", shape_str(weight.value().shape()));
   Shape shape = x.value().shape();
@@ -32,8 +33,12 @@ Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tens
     out_value = Tensor::empty(shape, x.value().dtype(), x.value().device());  // f32, or the 16-bit activations'
   }
   Var out(out_value, requires_grad);
+  // A 16-bit out adds the bias's 16-bit copy when there is one (see the header).
+  const bool bias_in_16bit = bias.defined() && bias_16bit.defined() && out_value.dtype() == bias_16bit.dtype();
   ops::linear_forward(out.value(), rounded(x.value(), weight_16bit.dtype()), weight_16bit,
-                      bias.defined() ? bias.value() : Tensor());
+                      bias_in_16bit    ? bias_16bit
+                      : bias.defined() ? bias.value()
+                                       : Tensor());
   if (out.requires_grad())
     tape.record(
         [=] {

@@ -14,13 +14,16 @@
 //
 // Activations in 16 bits end to end (ModelOptions::activations): x already has weight_16bit's dtype, so nothing is
 // rounded, out is written in that dtype (the fp32 sum plus the bias, rounded once), and backward reads a 16-bit
-// dout and adds a 16-bit dx (common/ops/linear.h).
+// dout and adds a 16-bit dx (common/ops/linear.h). The bias added is then bias_16bit, the 16-bit copy of the bias,
+// where the model gives one (as PyTorch's autocast rounds a linear layer's bias with its weight): on CUDA the
+// product, the bias and the 16-bit store are then one cuBLASLt matmul (its bias has the output's type).
 #pragma once
 
 #include "common/autograd/tape.h"
 
 namespace lab {
 
-Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& weight_16bit, const Var& bias);
+Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& weight_16bit, const Var& bias,
+                         const Tensor& bias_16bit = Tensor());
 
 }  // namespace lab

@@ -5,7 +5,7 @@
 namespace lab {
 
 Var Linear::forward(Tape& tape, const Var& x) const {
-  if (weight_16bit.defined()) return low_precision_linear(tape, x, weight, weight_16bit, bias);
+  if (weight_16bit.defined()) return low_precision_linear(tape, x, weight, weight_16bit, bias, bias_16bit);
   return ag::linear(tape, x, weight, bias);
 }
 
@@ -19,7 +19,7 @@ Var column_parallel_input(Tape& tape, const Var& x, const ModelOptions& options)
 // A row-parallel layer: this rank's partial product, summed across the ranks, then the bias (once).
 Var row_parallel_linear(Tape& tape, const Linear& linear, const Var& x, const ModelOptions& options) {
   if (!options.tensor_parallel) return linear.forward(tape, x);
-  const Linear without_bias{linear.weight, Var(), linear.weight_16bit};
+  const Linear without_bias{linear.weight, Var(), linear.weight_16bit, Tensor()};
   return options.tensor_parallel->reduce_from_tp_ranks(tape, without_bias.forward(tape, x), linear.bias);
 }
 

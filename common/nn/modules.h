@@ -15,6 +15,7 @@ struct Linear {
   Var weight;           // [out, in]
   Var bias;             // [out], or undefined
   Tensor weight_16bit;  // mixed precision: the bf16/fp16 copy of weight the product reads; undefined for fp32
+  Tensor bias_16bit;    // and of bias, which a 16-bit output adds (16-bit activations); undefined for fp32
   // fp32: ag::linear; with weight_16bit: low_precision_linear (16-bit operands, fp32 accumulation).
   Var forward(Tape& tape, const Var& x) const;
 };

@@ -5,7 +5,8 @@
 namespace lab::ops {
 
 namespace {
-// Checks the shapes and dtypes shared by forward and backward; out_like's dtype is the caller's to check.
+// Checks the shapes and dtypes shared by forward and backward; out_like's and bias's dtypes are the caller's to
+// check.
 void check_linear(const Tensor& inp, const Tensor& weight, const Tensor& out_like, const Tensor& bias, const char* op) {
   weight.check_ndim(2, "linear weight");
   const int64_t OC = weight.dim(0), C = weight.dim(1);
@@ -19,7 +20,6 @@ void check_linear(const Tensor& inp, const Tensor& weight, const Tensor& out_lik
                 (inp.dtype() == DType::F32 || inp.dtype() == DType::BF16 || inp.dtype() == DType::F16),
             InvalidArgument, op, ": input ", dtype_name(inp.dtype()), " and weight ", dtype_name(weight.dtype()),
             " must both be f32, bf16 or f16");
-  if (bias.defined()) bias.check_dtype(DType::F32, "linear bias");
 }
 }  // namespace
 
@@ -28,6 +28,9 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
   LAB_CHECK(out.dtype() == DType::F32 || out.dtype() == inp.dtype(), InvalidArgument, "linear_forward: out is ",
             dtype_name(out.dtype()), "; with ", dtype_name(inp.dtype()), " inputs it must be f32 or ",
             dtype_name(inp.dtype()));
+  // An f32 bias, or a 16-bit out's own type (linear.h).
+  if (bias.defined() && bias.dtype() != DType::F32)
+    bias.check_dtype(out.dtype(), "linear bias (f32, or a 16-bit out's dtype)");
   check_same_device({&out, &inp, &weight, &bias}, "linear_forward");
   LAB_DISPATCH(out.device(), linear_forward, out, inp, weight, bias);
 }
@@ -43,6 +46,7 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
     LAB_CHECK(dinp.numel() == inp.numel(), InvalidArgument, "linear_backward: dinp ", shape_str(dinp.shape()),
               " vs input ", shape_str(inp.shape()));
   }
+  if (dbias.defined()) dbias.check_dtype(DType::F32, "linear dbias");
   if (dweight.defined()) {
     dweight.check_dtype(DType::F32, "linear dweight");
     dweight.check_shape(weight.shape(), "linear dweight");

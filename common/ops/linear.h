@@ -8,7 +8,9 @@
 // gradients stay f32, and out is f32 or the inputs' 16-bit type. The products then read 16-bit inputs and
 // accumulate in fp32 (cuBLASLt with 16-bit A and B on CUDA; fp32 copies of the 16-bit values and the fp32 GEMM on
 // the CPU, which rounds the same way); a 16-bit out is that fp32 sum plus the bias, rounded once when stored.
-// f32 inputs give an f32 out.
+// f32 inputs give an f32 out. A 16-bit out may take its bias in its own 16-bit type too: the bias rounded to 16 bits
+// as the weights are (what PyTorch's autocast does), which on CUDA lets one cuBLASLt matmul add it in its epilogue
+// and store the 16-bit out itself (cuBLASLt's bias has D's type); the fp32 sum then starts from the widened bias.
 // Backward rounds dout to the inputs' 16-bit type for its two products, as a GPU's 16-bit GEMM reads both
 // operands in 16 bits (this is where small fp16 gradients vanish without loss scaling, and large ones
 // overflow to inf); the bias gradient sums the fp32 dout.

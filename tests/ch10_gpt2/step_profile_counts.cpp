@@ -9,9 +9,12 @@
 
 namespace lab::test {
 
-StepCounts count_one_step(Device device, int64_t layers) {
-  GPT2 model(tiny_gpt2_config(97, layers, 2, 32, 16), device);
+StepCounts count_one_step(Device device, int64_t layers, DType dtype) {
+  ModelOptions options;
+  options.activations = dtype;
+  GPT2 model(tiny_gpt2_config(97, layers, 2, 32, 16), device, options);
   model.init_weights(1);
+  if (dtype != DType::F32) model.set_matmul_dtype(dtype);
   AdamW optimizer(model.parameters(), AdamWConfig{});
   TrainStep step(model, optimizer, TrainStepConfig{1, 1.0, false});
   Rng rng(2);

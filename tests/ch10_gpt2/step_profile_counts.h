@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/core/device.h"
+#include "common/core/dtype.h"
 
 namespace lab::test {
 
@@ -14,9 +15,10 @@ struct StepCounts {
   std::string op_table, kernel_table;  // to print when a count is not the one expected
 };
 
-// One TrainStep (fp32, the core's kernels and attention, clipping on) of a GPT-2 with `layers` blocks of width 32,
+// One TrainStep (the core's kernels and attention, clipping on) of a GPT-2 with `layers` blocks of width 32,
 // 2 heads, batch 2 x 16 tokens, on `device`, after one untimed step (so that nothing is allocated or created for
-// the first time inside the profile).
-StepCounts count_one_step(Device device, int64_t layers);
+// the first time inside the profile). `dtype` f32: fp32 throughout; bf16 or f16: matmuls in that type and the
+// activations in it end to end (ModelOptions::activations, gpt2_train's --activations 16bit).
+StepCounts count_one_step(Device device, int64_t layers, DType dtype = DType::F32);
 
 }  // namespace lab::test

@@ -10,14 +10,16 @@ namespace lab {
 namespace {
 
 // Launches per block and outside the blocks at B = 2 (attention loops over the batch rows), fp32, the core's
-// kernels and attention. Per block, 53: 12 cublasSgemm (4 linears forward, and the input's and the weight's
-// gradient of each backward), 12 cublasSgemmStridedBatched (attention: 2 products x 2 rows forward, 4 x 2
-// backward), 6 column_partial_sums_kernel + 6 column_totals_kernel (the 4 bias gradients, the 2 LayerNorms'
-// weight and bias gradients), 4 broadcast_bias_kernel, 2 + 2 LayerNorm, 1 + 2 causal softmax, 2 GELU, 4 residual.
-// Outside, 15: 2 embedding, 2 LayerNorm and 2 of its column sums (ln_f), 3 cublasSgemm (the LM head), the fused
-// classifier, the losses' sum and the gradient norm each as partial_sums_kernel and one thread adding the partial
-// sums on the device (accumulate_sum_kernel, norm_and_scale_kernel: the step reads nothing back), AdamW.
-constexpr int64_t kLaunchesPerBlock = 53;
+// kernels and attention. Per block, 49: 4 cublasLt matmul (the 4 linears forward, the bias added in the matmul's
+// epilogue), 8 cublasSgemm (the input's and the weight's gradient of each backward), 12 cublasSgemmStridedBatched
+// (attention: 2 products x 2 rows forward, 4 x 2 backward), 6 column_partial_sums_kernel + 6 column_totals_kernel
+// (the 4 bias gradients, the 2 LayerNorms' weight and bias gradients), 2 + 2 LayerNorm, 1 + 2 causal softmax,
+// 2 GELU, 4 residual. (53 before the bias moved into the matmul: a broadcast_bias_kernel per linear.)
+// Outside, 15: 2 embedding, 2 LayerNorm and 2 of its column sums (ln_f), the LM head's cublasLt matmul and 2
+// cublasSgemm, the fused classifier, the losses' sum and the gradient norm each as partial_sums_kernel and one
+// thread adding the partial sums on the device (accumulate_sum_kernel, norm_and_scale_kernel: the step reads nothing
+// back), AdamW.
+constexpr int64_t kLaunchesPerBlock = 49;
 constexpr int64_t kLaunchesOutside = 15;
 
 TEST(StepProfileCountsCuda, LaunchesPerStep) {
@@ -27,6 +29,27 @@ TEST(StepProfileCountsCuda, LaunchesPerStep) {
     EXPECT_EQ(counts.ops, 10 + 20 * layers) << layers << " blocks:\n" << counts.op_table;
     EXPECT_EQ(counts.kernels, kLaunchesOutside + kLaunchesPerBlock * layers) << layers << " blocks:\n"
                                                                              << counts.kernel_table;
+  }
+}
+
+// The same step with bf16 matmuls and 16-bit activations end to end (ModelOptions::activations, gpt2_train's
+// --dtype bf16 --activations 16bit), the core attention (fp32 inside). Per block, 55: 12 cublasLt matmul bf16 (the
+// 4 linears forward, each adding the bias's bf16 copy in its epilogue and storing the bf16 out itself, and 8
+// backward products), 5 convert_kernel around the fp32 core attention (qkv and the output forward; qkv, dout and the
+// gradient's add backward), 12 cublasSgemmStridedBatched, 6 + 6 column sums, 2 + 2 LayerNorm, 1 + 2 causal softmax,
+// 2 GELU, 5 residual (2 forward, 3 backward). Outside, 16: as in fp32, the LM head's 3 products as cublasLt matmul
+// bf16, and 1 convert_kernel (the weights' 16-bit copy, refreshed after AdamW). Before the bias moved into the
+// matmul's epilogue: 63 per block (4 broadcast_bias_kernel and 4 convert_kernel more: each linear's out computed in
+// fp32, then rounded) and 17 outside (the LM head computed its bf16 logits in fp32 and converted them).
+constexpr int64_t kBf16LaunchesPerBlock = 55;
+constexpr int64_t kBf16LaunchesOutside = 16;
+
+TEST(StepProfileCountsCuda, LaunchesPerBf16StepWith16BitActivations) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
+  for (const int64_t layers : {1, 2}) {
+    const test::StepCounts counts = test::count_one_step(Device::cuda(), layers, DType::BF16);
+    EXPECT_EQ(counts.kernels, kBf16LaunchesOutside + kBf16LaunchesPerBlock * layers) << layers << " blocks:\n"
+                                                                                     << counts.kernel_table;
   }
 }
 

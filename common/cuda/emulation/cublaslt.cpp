@@ -105,6 +105,19 @@ bool epilogue_parts(uint32_t epilogue, EpilogueParts* out) {
   }
 }
 
+// The alignment a bias at `bias` offers an algorithm: the largest power of two dividing its address, up to 16
+// bytes (the widest load, 128 bits). The heuristic reads the bias pointer to learn it (cublasLt.h: routines that
+// do not dereference the pointer "depend on its value to determine expected pointer alignment"), records it in
+// the algorithm it returns, and cublasLtMatmul refuses that algorithm a less aligned bias, as a GPU kernel
+// chosen for 16-byte loads cannot read a bias aligned to 4 bytes. A bias not set yet (null, address 0), or set
+// after the heuristic ran without the bias epilogue, counts as aligned to anything: set it before the heuristic.
+uint64_t bias_alignment(const void* bias) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(bias);
+  uint64_t alignment = 1;
+  while (alignment < 16 && address % (2 * alignment) == 0) alignment *= 2;
+  return alignment;
+}
+
 // A matmul's shapes and types, checked; everything but the data pointers.
 struct Plan {
   GemmProblem problem;
@@ -141,8 +154,15 @@ cublasStatus_t make_plan(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cu
     if (layout->ld < std::max<int64_t>(1, static_cast<int64_t>(layout->rows))) return CUBLAS_STATUS_INVALID_VALUE;
   const EpilogueParts& e = plan->parts;
   if (e.aux && desc->aux_ld < static_cast<int64_t>(std::max<uint64_t>(1, m))) return CUBLAS_STATUS_INVALID_VALUE;
+  // The bias has D's type: cuBLASLt's header allows another (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE) only for integer
+  // and fp8 products, which the stand-in does not have. Its elements must be aligned to their size (no kernel reads
+  // a float at an odd address).
   p.epilogue.bias_type = p.d.type;
-  if (desc->bias_type >= 0 && !to_element(static_cast<uint32_t>(desc->bias_type), &p.epilogue.bias_type))
+  Element bias_type = p.d.type;
+  if (desc->bias_type >= 0 &&
+      (!to_element(static_cast<uint32_t>(desc->bias_type), &bias_type) || bias_type != p.d.type))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (plan->parts.bias && reinterpret_cast<uintptr_t>(desc->bias) % element_bytes(bias_type) != 0)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   p.m = static_cast<int64_t>(m);
   p.n = static_cast<int64_t>(n);
@@ -327,6 +347,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
       status != CUBLAS_STATUS_SUCCESS)
     return status;
   results[0] = cublasLtMatmulHeuristicResult_t{};  // the one algorithm: no workspace
+  results[0].algo.data[0] = bias_alignment(desc->bias);
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
   *returned_count = 1;
@@ -336,7 +357,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
                               cublasLtMatrixLayout_t a_desc, const void* B, cublasLtMatrixLayout_t b_desc,
                               const void* beta, const void* C, cublasLtMatrixLayout_t c_desc, void* D,
-                              cublasLtMatrixLayout_t d_desc, const cublasLtMatmulAlgo_t* /*algo*/, void* /*workspace*/,
+                              cublasLtMatrixLayout_t d_desc, const cublasLtMatmulAlgo_t* algo, void* /*workspace*/,
                               size_t /*workspace_bytes*/, cudaStream_t stream_handle) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
@@ -351,6 +372,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if (C == D && (plan.c->ld != plan.d->ld || plan.c->stride != plan.d->stride)) return CUBLAS_STATUS_INVALID_VALUE;
   if ((plan.parts.bias && desc->bias == nullptr) || (plan.parts.aux && desc->aux == nullptr))
     return CUBLAS_STATUS_INVALID_VALUE;
+  // An algorithm the heuristic chose for a bias of some alignment may read it in loads that wide.
+  if (plan.parts.bias && algo != nullptr && bias_alignment(desc->bias) < algo->data[0])
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
   CUstream_st* stream = resolve_stream(stream_handle);
   if (stream == nullptr || sticky_error(handle->device) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;

@@ -64,7 +64,8 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
   const Tensor x = widened(inp), w = widened(weight);
   float* o = out.data<float>();
   if (bias.defined()) {
-    const float* b = bias.data<float>();
+    const Tensor wide_bias = widened(bias);  // a 16-bit out's 16-bit bias, exactly
+    const float* b = wide_bias.data<float>();
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) std::copy(b, b + OC, o + n * OC);
   }

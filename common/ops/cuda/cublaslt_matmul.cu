@@ -1,3 +1,5 @@
+#include <string>
+
 #include "common/core/error.h"
 #include "common/cuda/check.h"
 #include "common/cuda/cublas.h"
@@ -40,13 +42,26 @@ cublasLtMatrixLayout_t layout_of(const LtMatrices& m, int rows, int cols, int ba
   return layout;
 }
 
-// The largest power of two, up to cuBLASLt's default assumption of 256, that divides the byte address of every
-// matrix of `m`: the first's address and the stride between them.
-uint32_t alignment_of(const LtMatrices& m) {
-  const uint64_t bytes = reinterpret_cast<uintptr_t>(m.data) | static_cast<uint64_t>(m.stride) * element_bytes(m.type);
+// The largest power of two, up to cuBLASLt's default assumption of 256, that divides `bytes`.
+uint32_t alignment_of(uint64_t bytes) {
   uint32_t alignment = 1;
   while (alignment < 256 && bytes % (2 * alignment) == 0) alignment *= 2;
   return alignment;
+}
+
+// The same for the byte address of every matrix of `m`: the first's address and the stride between them.
+uint32_t alignment_of(const LtMatrices& m) {
+  return alignment_of(reinterpret_cast<uintptr_t>(m.data) | static_cast<uint64_t>(m.stride) * element_bytes(m.type));
+}
+
+// The bias epilogue, when `bias` has data: set before the heuristic, which reads the pointer's alignment.
+void set_bias(cublasLtMatmulDesc_t desc, const LtBias& bias) {
+  if (bias.data == nullptr) return;
+  const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const int32_t type = bias.type;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias.data, sizeof(bias.data)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
 }
 
 // The preference: at most the stream's cuBLAS workspace, and the operands' real alignments (C is D).
@@ -68,9 +83,10 @@ void set_preference(cublasLtMatmulPreference_t preference, const lab::cuda::Blas
 void cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const LtMatrices& b, float beta,
                      const LtMatrices& d, cudaStream_t stream) {
   LtDescriptors lt;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&lt.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&lt.desc, mm.compute, CUDA_R_32F));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, &mm.op_a, sizeof(mm.op_a)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, &mm.op_b, sizeof(mm.op_b)));
+  set_bias(lt.desc, mm.bias);
   // Stored shapes: op(A) is m x k, op(B) is k x n.
   const bool a_plain = mm.op_a == CUBLAS_OP_N, b_plain = mm.op_b == CUBLAS_OP_N;
   lt.a = layout_of(a, a_plain ? mm.m : mm.k, a_plain ? mm.k : mm.m, mm.batch);
@@ -85,7 +101,10 @@ void cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const
   CUBLAS_CHECK(
       cublasLtMatmulAlgoGetHeuristic(handle, lt.desc, lt.a, lt.b, lt.d, lt.d, lt.preference, 1, &heuristic, &found));
   LAB_CHECK(found > 0, Unsupported, mm.op, ": cuBLASLt has no algorithm for ", mm.batch, " ", type_name(a.type),
-            " product(s) of ", mm.m, " x ", mm.k, " and ", mm.k, " x ", mm.n);
+            " product(s) of ", mm.m, " x ", mm.k, " and ", mm.k, " x ", mm.n, " into ", type_name(d.type),
+            mm.bias.data
+                ? cat(" with a bias aligned to ", alignment_of(reinterpret_cast<uintptr_t>(mm.bias.data)), " bytes")
+                : std::string());
   const lab::cuda::KernelTiming timing(mm.timing, stream);
   void* out = const_cast<void*>(d.data);
   CUBLAS_CHECK(cublasLtMatmul(handle, lt.desc, &alpha, a.data, lt.a, b.data, lt.b, &beta, out, lt.d, out, lt.d,

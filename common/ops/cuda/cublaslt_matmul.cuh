@@ -1,11 +1,13 @@
-// One cuBLASLt matmul with fp32 accumulation (CUBLAS_COMPUTE_32F), for the ops whose products read 16-bit
-// operands on the tensor cores (cuda/linear.cu, cuda/batched_attention.cu): the descriptors and layouts, the
-// preference, one algorithm from the heuristic, and the call, timed for the step profile. Column-major, as
-// cublasSgemm: a row-major product D = A @ B is issued as D^T = B^T @ A^T.
+// One cuBLASLt matmul with fp32 accumulation, for the ops whose products run through cuBLASLt (cuda/linear.cu,
+// cuda/batched_attention.cu): the descriptors and layouts, an optional bias epilogue, the preference, one algorithm
+// from the heuristic, and the call, timed for the step profile. Column-major, as cublasSgemm: a row-major product
+// D = A @ B is issued as D^T = B^T @ A^T.
 //
 // Alignment: cuBLASLt's heuristic assumes 256-byte-aligned matrices unless told otherwise, and a view into a
 // tensor (a head of qkv, say) may start anywhere. Each call states the alignment its pointers and batch strides
-// actually have, so the heuristic picks an algorithm that works with it.
+// actually have, so the heuristic picks an algorithm that works with it. The bias has no such preference: the
+// heuristic reads the bias pointer itself to learn its alignment (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER),
+// so the pointer is set before the heuristic runs, and the algorithm is chosen for the very bias it will read.
 #pragma once
 
 #include <cublasLt.h>
@@ -24,6 +26,15 @@ struct LtMatrices {
   int64_t stride = 0;
 };
 
+// The bias of CUBLASLT_EPILOGUE_BIAS: one value per row of D (m of them, the same for every product of a batch),
+// added to the fp32 sum before D is stored. Its type must be D's: cuBLASLt's header
+// (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE) allows another only for integer and fp8 products, so an fp32 bias goes with an
+// fp32 D.
+struct LtBias {
+  const void* data = nullptr;  // none: the DEFAULT epilogue
+  cudaDataType_t type = CUDA_R_32F;
+};
+
 // The product and its names.
 struct LtMatmul {
   cublasOperation_t op_a, op_b;
@@ -31,10 +42,14 @@ struct LtMatmul {
   int batch;           // products, one per matrix of each operand
   const char* op;      // the caller, named in the error when cuBLASLt has no algorithm
   const char* timing;  // the call's name in the step profile (a literal)
+  // fp32 accumulation: CUBLAS_COMPUTE_32F, or CUBLAS_COMPUTE_32F_FAST_TF32 for fp32 operands rounded to TF32
+  // (lab::cuda::fp32_compute_type()); 16-bit operands are read exactly either way.
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  LtBias bias = {};
 };
 
-// D = alpha op(A) op(B) + beta D for each product of `mm`, in fp32; D is also C, so beta = 1 accumulates into it
-// (and a 16-bit D rounds the sum once).
+// D = alpha op(A) op(B) + beta D (+ bias) for each product of `mm`, in fp32; D is also C, so beta = 1 accumulates
+// into it (and a 16-bit D rounds the sum once).
 void cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const LtMatrices& b, float beta,
                      const LtMatrices& d, cudaStream_t stream);
 

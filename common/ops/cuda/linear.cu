@@ -1,25 +1,41 @@
-// CUDA kernels of common/ops/linear.h: three cuBLAS sgemm calls, a bias broadcast and a bias reduction.
+// CUDA kernels of common/ops/linear.h: a cuBLASLt matmul with the bias in its epilogue forward, two cuBLAS sgemm
+// calls and a bias reduction backward.
 //
 // cuBLAS is column-major and our tensors are row-major. A row-major [R, K] matrix is the same memory as a
 // column-major [K, R] one, i.e. its transpose, so each row-major product D = A @ B is issued as the
 // column-major product D^T = B^T @ A^T with the operands swapped:
-//   forward  out[N,OC]    = inp[N,C] @ W[OC,C]^T   ->  sgemm(T, N, OC, N, C):  W (ld C),   inp (ld C)
+//   forward  out[N,OC]    = inp[N,C] @ W[OC,C]^T   ->  matmul(T, N, OC, N, C): W (ld C),   inp (ld C), + bias
 //   dinp[N,C]            += dout[N,OC] @ W[OC,C]   ->  sgemm(N, N, C, N, OC):  W (ld C),   dout (ld OC)
 //   dW[OC,C]             += dout^T @ inp           ->  sgemm(N, T, C, OC, N):  inp (ld C), dout (ld OC)
 //   rows [r, r+R) of dW alone: the same on R columns of dout  (sgemm(N, T, C, R, N), dout + r (ld OC))
-// The sgemm runs in the math mode of common/cuda/cublas.h: strict fp32, or TF32 when enabled.
+// fp32 products run in the math mode of common/cuda/cublas.h: strict fp32, or TF32 when enabled (for the forward's
+// cuBLASLt matmul, the compute type CUBLAS_COMPUTE_32F or CUBLAS_COMPUTE_32F_FAST_TF32).
 //
-// 16-bit inputs (bf16 or fp16, linear.h): the same three products as cuBLASLt matmuls (cuda/cublaslt_matmul.cuh)
-// with 16-bit A and B, fp32 C and D and fp32 compute (the tensor cores' 16-bit path; TF32 does not apply).
+// Forward: one cuBLASLt matmul (cuda/cublaslt_matmul.cuh), beta = 0, the bias added by its BIAS epilogue to each
+// tile of the product while it is in registers, D written in out's dtype. The bias is one value per row of the
+// column-major D (OC of them), as the epilogue wants. Fusing it saves a kernel per linear layer and a pass over the
+// output: a separate bias kernel would write all of out first and the GEMM read it back (beta = 1).
+// Numerics: the product's fp32 sum plus the bias, rounded once to out's dtype. The CPU reference starts its sum
+// from the bias instead (beta = 1 onto a broadcast copy), so the two add the same numbers in another order and
+// agree within the f32 tolerance of the sum's length, not bit for bit; the tests compare within it.
+//
+// 16-bit inputs (bf16 or fp16, linear.h): the products read 16-bit A and B on the tensor cores and accumulate in
+// fp32 (TF32 does not apply). An fp32 out is cuBLASLt's fp32 D, and a 16-bit out without a bias its 16-bit D: the
+// fp32 sum rounded once. cuBLASLt's bias has D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: another
+// type only for integer and fp8 products), so a 16-bit out is one matmul with a bias of its own 16-bit type (the
+// model passes its 16-bit copy of the bias, linear.h), and an fp32 bias only goes with an fp32 D: a 16-bit out with
+// an fp32 bias computes an fp32 D, bias included, into a workspace tensor and rounds it into out with convert(),
+// one more pass over the output.
 // Backward first rounds an fp32 dout to the 16-bit type into a workspace tensor (common/ops/convert.h), since both
 // operands of such a product are 16-bit; the bias gradient reads the fp32 dout. With 16-bit activations end to end
 // dout is 16-bit already and is read as it is, and a 16-bit dinp is cuBLASLt's 16-bit D: the fp32 sum onto the
-// widened dinp, rounded once. A 16-bit out is the fp32 result in a
-// workspace tensor, rounded into out by convert(): one more pass over the output, where cuBLASLt could write a
-// 16-bit D itself, but the same rounding as the CPU's and one code path for the bias.
+// widened dinp, rounded once.
 //
-// Bias, forward: a kernel writes the bias into every row of out (one thread per element, coalesced) and
-// the GEMM accumulates onto it (beta = 1), as the CPU reference does.
+// Alignment: a bias is any fp32 tensor, often a view into the flat parameter buffer (common/nn/parameters.h starts
+// each parameter at a multiple of 128 bytes; a tensor-parallel shard of a bias may start anywhere on 4 bytes).
+// cuBLASLt's heuristic reads the bias pointer and picks an algorithm for its actual alignment
+// (cublaslt_matmul.cuh), so every fp32 bias works; if none existed, the call fails naming the alignment.
+//
 // Bias, backward: dbias is a column sum of dout (column_sums.cuh: the rows split over enough blocks to fill
 // the GPU, then a fixed summation order; deterministic, no atomics).
 #include "common/core/memory.h"
@@ -39,12 +55,6 @@ namespace {
 
 // ---------------------------------------------------------------- kernels
 
-__global__ void broadcast_bias_kernel(float* out, const float* bias, int64_t N, int64_t OC) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= N * OC) return;
-  out[i] = bias[i % OC];
-}
-
 // The summands of dbias[j] += sum_n dout[n, j], dout stored as D (float, or a 16-bit type widened exactly).
 template <typename D>
 struct BiasTerms {
@@ -59,13 +69,18 @@ cudaDataType_t lt_type(DType dtype) {
 
 // ---------------------------------------------------------------- 16-bit products
 
+// The name of a cuBLASLt matmul with `dtype` operands in the step profile (fp32 ones: in the current math mode).
+const char* lt_timing(DType dtype) {
+  if (dtype == DType::F32) return lab::cuda::tf32_enabled() ? "cublasLt matmul tf32" : "cublasLt matmul f32";
+  return dtype == DType::BF16 ? "cublasLt matmul bf16" : "cublasLt matmul f16";
+}
+
 // C[m,n] = op(A) op(B) + beta C, column-major as cublasSgemm takes it, with A and B of the 16-bit `dtype`, C of
 // `c_dtype` (fp32, or `dtype`: the fp32 sum rounded once) and fp32 compute.
 void gemm_16bit(DType dtype, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void* A,
                 int lda, const void* B, int ldb, float beta, void* C, DType c_dtype, int ldc, cudaStream_t stream) {
   const cudaDataType_t type = lt_type(dtype);
-  const char* timing = dtype == DType::BF16 ? "cublasLt matmul bf16" : "cublasLt matmul f16";
-  cublaslt_matmul({transa, transb, m, n, k, 1, "linear", timing}, 1.0f, {A, type, lda}, {B, type, ldb}, beta,
+  cublaslt_matmul({transa, transb, m, n, k, 1, "linear", lt_timing(dtype)}, 1.0f, {A, type, lda}, {B, type, ldb}, beta,
                   {C, lt_type(c_dtype), ldc}, stream);
 }
 
@@ -92,7 +107,7 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
   LAB_CHECK(C > 0, InvalidArgument, "linear_forward: weight ", shape_str(weight.shape()), " has no input features");
   const int64_t N = inp.numel() / C;
   if (N == 0 || OC == 0) return;
-  if (out.dtype() != DType::F32) {
+  if (bias.defined() && bias.dtype() != out.dtype()) {  // an fp32 bias needs an fp32 D (see the header)
     MemoryScope workspace(MemCategory::Workspace);
     const Tensor sum = Tensor::empty(out.shape(), DType::F32, out.device());
     linear_forward(sum, inp, weight, bias);
@@ -100,15 +115,13 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
     return;
   }
   LaunchScope scope(out);
-  float beta = 0.0f;
-  if (bias.defined()) {
-    LAB_LAUNCH(broadcast_bias_kernel, {grid_for(N * OC, kBlockSize), kBlockSize, 0, scope.stream()}, out.data<float>(),
-               bias.data<float>(), N, OC);
-    beta = 1.0f;
-  }
-  gemm(inp.dtype(), CUBLAS_OP_T, CUBLAS_OP_N, as_blas_int(OC, "out_features"), as_blas_int(N, "rows"),
-       as_blas_int(C, "in_features"), weight.raw(), static_cast<int>(C), inp.raw(), static_cast<int>(C), beta,
-       out.raw(), DType::F32, static_cast<int>(OC), scope.stream());
+  const int oc = as_blas_int(OC, "out_features"), c = as_blas_int(C, "in_features");
+  const cudaDataType_t type = lt_type(inp.dtype());
+  LtMatmul mm{CUBLAS_OP_T, CUBLAS_OP_N, oc, as_blas_int(N, "rows"), c, 1, "linear_forward", lt_timing(inp.dtype())};
+  mm.compute = inp.dtype() == DType::F32 ? lab::cuda::fp32_compute_type() : CUBLAS_COMPUTE_32F;
+  if (bias.defined()) mm.bias = {bias.raw(), lt_type(bias.dtype())};
+  cublaslt_matmul(mm, 1.0f, {weight.raw(), type, c}, {inp.raw(), type, c}, 0.0f, {out.raw(), lt_type(out.dtype()), oc},
+                  scope.stream());
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,

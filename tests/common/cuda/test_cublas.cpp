@@ -100,25 +100,33 @@ TEST(CudaBlas, Tf32SwitchSetsTheMathMode) {
 // products is j + j * 2^-11 for an integer j <= 512, exactly representable in fp32, so strict fp32 gives
 // exactly 512.25 whatever order cuBLAS sums in; with TF32 inputs the sum is 512 (or 512.5 if the
 // hardware rounds the halfway case up), never 512.25.
+// The same with a bias of 0.25 (the linear layer's bias epilogue): 512.5 strict, 512.25 or 512.75 with TF32.
 TEST(CudaBlas, Tf32ChangesTheResultOfAGemm) {
   LAB_REQUIRE_GPU();
   const int64_t n = 512;
   const float x = 1.0f + 0x1p-11f;
-  const float strict_sum = 512.25f;
   const Tensor inp = Tensor::from_floats(std::vector<float>(n * n, x), {n, n}, kGpu);
   const Tensor weight = Tensor::from_floats(std::vector<float>(n * n, 1.0f), {n, n}, kGpu);
+  const Tensor bias = Tensor::from_floats(std::vector<float>(n, 0.25f), {n}, kGpu);
   const Tensor out = Tensor::empty({n, n}, DType::F32, kGpu);
   {
     Tf32Scope strict(false);
     ops::linear_forward(out, inp, weight, Tensor());
-    for (const float v : out.to_floats()) ASSERT_EQ(v, strict_sum) << "strict fp32 must be exact here";
+    for (const float v : out.to_floats()) ASSERT_EQ(v, 512.25f) << "strict fp32 must be exact here";
+    ops::linear_forward(out, inp, weight, bias);
+    for (const float v : out.to_floats()) ASSERT_EQ(v, 512.5f) << "strict fp32 with the bias must be exact here";
   }
   int major = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   if (major < 8) GTEST_SKIP() << "TF32 tensor cores need compute capability 8.0 or newer";
   Tf32Scope tf32(true);
   ops::linear_forward(out, inp, weight, Tensor());
-  for (const float v : out.to_floats()) ASSERT_NE(v, strict_sum) << "the GEMM did not run with TF32 inputs";
+  for (const float v : out.to_floats()) ASSERT_NE(v, 512.25f) << "the GEMM did not run with TF32 inputs";
+  ops::linear_forward(out, inp, weight, bias);
+  for (const float v : out.to_floats()) {
+    ASSERT_NE(v, 512.5f) << "the GEMM with the bias did not run with TF32 inputs";
+    ASSERT_TRUE(v == 512.25f || v == 512.75f) << v << ": the TF32 sum (512 or 512.5) plus the bias";
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -209,6 +210,24 @@ TEST_P(LinearTest, BackwardSkipsUndefinedGradients) {
   ops::linear_backward(Tensor(), dweight, Tensor(), dout, inp, weight);
   ops::linear_backward(Tensor(), dweight_gpu, Tensor(), on_gpu(dout), on_gpu(inp), on_gpu(weight));
   EXPECT_TRUE(all_close("linear dweight (alone)", dweight_gpu, dweight, tol));
+}
+
+// The bias as a view starting one float into a buffer (aligned to 4 bytes only, as a tensor-parallel shard of a
+// bias may be; the parameters themselves start at multiples of 128 bytes): cuBLASLt's algorithm is chosen for the
+// bias pointer it reads, so the bias epilogue works at any float's address. Every shape, with a bias.
+TEST_P(LinearTest, ForwardReadsABiasAtAnyFloat) {
+  const LinearCase p = GetParam();
+  const Tolerance tol = tolerance_for(DType::F32, std::max({p.C, p.OC, p.B * p.T}));
+  const Tensor inp = random_normal({p.B, p.T, p.C}, rng_);
+  const Tensor weight = random_normal({p.OC, p.C}, rng_, 0.5f);
+  const Tensor buffer = random_normal({p.OC + 1}, rng_);
+  const Tensor out = Tensor::empty({p.B, p.T, p.OC}, DType::F32);
+  ops::linear_forward(out, inp, weight, buffer.view(1, {p.OC}));
+  const Tensor out_gpu = poisoned({p.B, p.T, p.OC}, kGpu);
+  const Tensor bias_gpu = on_gpu(buffer).view(1, {p.OC});
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(bias_gpu.raw()) % 8, 4u) << "the view should be aligned to 4 bytes only";
+  ops::linear_forward(out_gpu, on_gpu(inp), on_gpu(weight), bias_gpu);
+  EXPECT_TRUE(all_close("linear out (bias view)", out_gpu, out, tol));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,

@@ -1,6 +1,7 @@
 // The cuBLASLt stand-in: matmuls against a triple loop (fp32 with transposes, bf16 and fp16 inputs,
-// batches), the bias, GELU and aux epilogues, the heuristic, TF32 through the compute type, and the checks
-// that return INVALID_VALUE or NOT_SUPPORTED. Also the fp16 and bf16 types of the stand-in headers.
+// batches), the bias, GELU and aux epilogues, the heuristic, TF32 through the compute type, the bias's type and
+// alignment rules, and the checks that return INVALID_VALUE or NOT_SUPPORTED. Also the fp16 and bf16 types of the
+// stand-in headers.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -87,6 +88,21 @@ class CublasLt : public EmulationTest {
   cublasStatus_t run(const Matmul& mm, float alpha, const void* A, const void* B, float beta, const void* C, void* D) {
     return cublasLtMatmul(handle_, mm.desc, &alpha, A, mm.a, B, mm.b, &beta, C, mm.c, D, mm.d, nullptr, nullptr, 0,
                           nullptr);
+  }
+  // The heuristic's one algorithm for `mm` (no workspace) into *algo.
+  cublasStatus_t heuristic(const Matmul& mm, cublasLtMatmulAlgo_t* algo) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    EXPECT_EQ(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+    cublasLtMatmulHeuristicResult_t result{};
+    int returned = 0;
+    const cublasStatus_t status =
+        cublasLtMatmulAlgoGetHeuristic(handle_, mm.desc, mm.a, mm.b, mm.c, mm.d, pref, 1, &result, &returned);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (status == CUBLAS_STATUS_SUCCESS) {
+      EXPECT_EQ(returned, 1);
+    }
+    *algo = result.algo;
+    return status;
   }
   cublasLtHandle_t handle_ = nullptr;
   std::mt19937 rng_{99};
@@ -230,6 +246,78 @@ TEST_F(CublasLt, HeuristicReturnsTheOneAlgorithm) {
   EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(handle_, mm.desc, mm.a, mm.b, mm.c, mm.d, pref, 0, results, &returned),
             CUBLAS_STATUS_INVALID_VALUE);
   ASSERT_EQ(cublasLtMatmulPreferenceDestroy(pref), CUBLAS_STATUS_SUCCESS);
+}
+
+// cuBLASLt's header (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE): the bias has D's type, another only for integer and fp8
+// products. An fp32 bias onto a bf16 D is refused by the heuristic and the matmul; onto an fp32 D it is added.
+TEST_F(CublasLt, TheBiasHasDsType) {
+  const int m = 16, n = 9, k = 24;
+  const std::vector<float> a = representable(m * k, rng_), b = representable(k * n, rng_),
+                           bias = representable(m, rng_);
+  DeviceBuffer<__nv_bfloat16> da(convert<__nv_bfloat16>(a)), db(convert<__nv_bfloat16>(b)), d16(m * n);
+  DeviceBuffer<float> dbias(bias), d32(m * n);
+  const float* bias_ptr = dbias.get();
+  const int32_t f32 = CUDA_R_32F;
+  const auto with_f32_bias = [&](Matmul& mm) {
+    mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_BIAS));
+    mm.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_ptr);
+    mm.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, f32);
+  };
+  {
+    Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_16BF, CUDA_R_16BF, true, false, m, n, k);
+    with_f32_bias(mm);
+    cublasLtMatmulAlgo_t algo{};
+    EXPECT_EQ(heuristic(mm, &algo), CUBLAS_STATUS_NOT_SUPPORTED);
+    EXPECT_EQ(run(mm, 1.0f, da.get(), db.get(), 0.0f, d16.get(), d16.get()), CUBLAS_STATUS_NOT_SUPPORTED);
+  }
+  Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_16BF, CUDA_R_32F, true, false, m, n, k);
+  with_f32_bias(mm);
+  ASSERT_EQ(run(mm, 1.0f, da.get(), db.get(), 0.0f, d32.get(), d32.get()), CUBLAS_STATUS_SUCCESS);
+  const std::vector<double> ref =
+      reference(true, false, m, n, k, 1.0f, a, b, 0.0f, std::vector<float>(m * n), bias, false);
+  const std::vector<float> got = d32.download();
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(got[i], ref[i]) << "exact inputs give an exact result, " << i;
+}
+
+// The heuristic reads the bias pointer to learn its alignment (cuBLASLt's header: routines that do not dereference
+// it "depend on its value to determine expected pointer alignment"); the algorithm it returns refuses a bias less
+// aligned than the one it was chosen for, and a bias not aligned to its element size is refused outright.
+TEST_F(CublasLt, TheHeuristicLearnsTheBiasAlignmentFromItsPointer) {
+  const int m = 16, n = 5, k = 8;
+  const std::vector<float> a = representable(m * k, rng_), b = representable(k * n, rng_),
+                           bias = representable(m + 1, rng_);
+  DeviceBuffer<float> da(a), db(b), dbias(bias), dd(m * n);
+  Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, false, false, m, n, k);
+  mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_BIAS));
+  const float* aligned = dbias.get();  // 256 bytes, as cudaMalloc aligns
+  const float* shifted = aligned + 1;  // 4 bytes
+  const auto run_with = [&](const cublasLtMatmulAlgo_t* algo) {
+    const float alpha = 1.0f, beta = 0.0f;
+    return cublasLtMatmul(handle_, mm.desc, &alpha, da.get(), mm.a, db.get(), mm.b, &beta, dd.get(), mm.c, dd.get(),
+                          mm.d, algo, nullptr, 0, nullptr);
+  };
+  cublasLtMatmulAlgo_t for_aligned{}, for_shifted{};
+  mm.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, aligned);
+  ASSERT_EQ(heuristic(mm, &for_aligned), CUBLAS_STATUS_SUCCESS);
+  mm.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, shifted);
+  EXPECT_EQ(run_with(&for_aligned), CUBLAS_STATUS_NOT_SUPPORTED) << "chosen for a bias aligned to 16 bytes";
+  ASSERT_EQ(heuristic(mm, &for_shifted), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(run_with(&for_shifted), CUBLAS_STATUS_SUCCESS);
+  const std::vector<float> shifted_bias(bias.begin() + 1, bias.end());
+  const std::vector<double> ref =
+      reference(false, false, m, n, k, 1.0f, a, b, 0.0f, std::vector<float>(m * n), shifted_bias, false);
+  const std::vector<float> got = dd.download();
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(got[i], ref[i]) << i;
+  // A more aligned bias than the algorithm was chosen for is fine.
+  mm.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, aligned);
+  EXPECT_EQ(run_with(&for_shifted), CUBLAS_STATUS_SUCCESS);
+  // Half a float off: no algorithm reads it.
+  const void* torn = reinterpret_cast<const char*>(aligned) + 2;
+  mm.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, torn);
+  cublasLtMatmulAlgo_t none{};
+  EXPECT_EQ(heuristic(mm, &none), CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(run_with(nullptr), CUBLAS_STATUS_NOT_SUPPORTED);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 TEST_F(CublasLt, UnsupportedOrInconsistentArgumentsAreRefused) {

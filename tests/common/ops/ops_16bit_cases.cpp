@@ -156,10 +156,25 @@ void expect_layernorm_matches_f32(DType dtype, Device device, int64_t N, int64_t
 void expect_linear_forward_matches_f32(DType dtype, Device device, int64_t N, int64_t C, int64_t OC, Rng& rng) {
   const Tensor x = exact_in(dtype, {N, C}, rng), w = exact_in(dtype, {OC, C}, rng, 0.0f, 0.1f);
   const Tensor b = exact_in(DType::F32, {OC}, rng);
-  const Tensor out = poisoned({N, OC}, Device::cpu()), out16 = poisoned_narrow({N, OC}, dtype, device);
-  ops::linear_forward(out, x, w, b);
-  ops::linear_forward(out16, narrow_on(x, dtype, device), narrow_on(w, dtype, device), b.to(device));
-  EXPECT_TRUE(within_one_ulp("linear out", out16, out, C));
+  const Tensor x16 = narrow_on(x, dtype, device), w16 = narrow_on(w, dtype, device);
+  for (const bool with_bias : {true, false}) {
+    const Tensor bias = with_bias ? b : Tensor(), bias_on = with_bias ? b.to(device) : Tensor();
+    const Tensor out = poisoned({N, OC}, Device::cpu());
+    const Tensor out16 = poisoned_narrow({N, OC}, dtype, device), out32 = poisoned({N, OC}, device);
+    ops::linear_forward(out, x, w, bias);
+    ops::linear_forward(out16, x16, w16, bias_on);
+    ops::linear_forward(out32, x16, w16, bias_on);
+    EXPECT_TRUE(within_one_ulp(with_bias ? "linear out (bias)" : "linear out (no bias)", out16, out, C));
+    EXPECT_TRUE(all_close(with_bias ? "linear f32 out (bias)" : "linear f32 out (no bias)", out32, out,
+                          tolerance_for(DType::F32, C)));
+  }
+  // A 16-bit out with the bias in its own type (the model's 16-bit copy, linear.h): the sum starts from the bias
+  // widened exactly, so the reference is the f32 layer with that bias.
+  const Tensor b16 = narrow_on(b, dtype, Device::cpu()), out = poisoned({N, OC}, Device::cpu());
+  const Tensor out16 = poisoned_narrow({N, OC}, dtype, device);
+  ops::linear_forward(out, x, w, b16.to_dtype(DType::F32));
+  ops::linear_forward(out16, x16, w16, b16.to(device));
+  EXPECT_TRUE(within_one_ulp("linear out (16-bit bias)", out16, out, C));
 }
 
 void expect_linear_backward_matches_f32(DType dtype, Device device, int64_t N, int64_t C, int64_t OC, Rng& rng) {
@@ -274,11 +289,17 @@ void expect_mixed_dtypes_invalid(Device device) {
         ops::linear_forward(zeros({2, 4}, bf16), zeros(rows, f32), zeros({4, 8}, f32), bias);
       },
       kInvalid, {"linear_forward", "out is bf16", "f32 inputs"});
+  // The bias: f32, or a 16-bit out's own type.
   expect_error(
       [&] {
-        ops::linear_forward(zeros({2, 4}, bf16), x, weight, zeros({4}, bf16));
+        ops::linear_forward(zeros({2, 4}, f32), x, weight, zeros({4}, bf16));
       },
       kInvalid, {"linear bias", "expected dtype f32"});
+  expect_error(
+      [&] {
+        ops::linear_forward(zeros({2, 4}, bf16), x, weight, zeros({4}, f16));
+      },
+      kInvalid, {"linear bias", "expected dtype bf16"});
   expect_error(
       [&] {
         ops::linear_forward(zeros({2, 4}, bf16), x, zeros({4, 8}, f16), bias);

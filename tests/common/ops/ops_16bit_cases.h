@@ -61,8 +61,9 @@ void expect_residual_matches_f32(DType dtype, Device device, int64_t n, Rng& rng
 // layernorm_forward and layernorm_backward (dx, dw, db starting from random values) on [N, C], rows with mean 3
 // and std 2; weight and bias f32 as layernorm.h asks.
 void expect_layernorm_matches_f32(DType dtype, Device device, int64_t N, int64_t C, Rng& rng);
-// linear_forward with inp and weight in the 16-bit type and a 16-bit out (bias f32) on [N, C] -> [N, OC]; the
-// reference is the f32 op on the same values.
+// linear_forward with inp and weight in the 16-bit type on [N, C] -> [N, OC], with an f32 bias and without: a 16-bit
+// out within one ulp, an f32 out within tolerance_for(f32, C); and a 16-bit out with a 16-bit bias within one ulp.
+// The reference is the f32 op on the same values.
 void expect_linear_forward_matches_f32(DType dtype, Device device, int64_t N, int64_t C, int64_t OC, Rng& rng);
 // linear_backward with 16-bit activations: dout, inp, weight and dinp in the 16-bit type (dinp accumulated onto its
 // starting values), dweight and dbias f32; the reference is the f32 op on the same values.
