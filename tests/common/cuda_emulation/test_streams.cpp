@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -268,6 +269,36 @@ TEST_F(Streams, HandlesAreChecked) {
   EXPECT_EQ(cudaLaunchHostFunc(blocking_, nullptr, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
   EXPECT_EQ(cudaStreamQuery(blocking_), cudaSuccess);
+}
+
+void announce_after_a_while(void*) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::fprintf(stderr, "the queued host function ran\n");
+}
+
+// At exit the emulator finishes the work still queued before the process ends, so that it never runs while the
+// program's statics are destroyed (nor is reported as leaked). The child, a fresh process (gtest's threadsafe
+// style re-executes this program), queues a slow host function and exits at once: its line must appear.
+TEST_F(Streams, WorkStillQueuedAtExitRunsBeforeTheProcessEnds) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        cudaLaunchHostFunc(non_blocking_, announce_after_a_while, nullptr);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "the queued host function ran");
+}
+
+// A forked child (gtest's fast style) has the parent's queues but not their threads: exiting, it must not wait
+// for them (it would wait forever).
+TEST_F(Streams, AForkedChildExitsWithoutWaitingForItsParentsStreams) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  EXPECT_EXIT(
+      {
+        cudaLaunchHostFunc(non_blocking_, announce_after_a_while, nullptr);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
