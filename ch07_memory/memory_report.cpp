@@ -50,10 +50,12 @@ std::string memory_report(const MemoryStats& stats, const MemoryTheory& theory, 
   out += line;
   std::snprintf(line, sizeof line,
                 "activations in theory: %lld elements and %lld bytes of attention per token per block, %lld "
-                "elements outside the blocks (the peak adds backward's gradients in flight)\n",
+                "elements outside the blocks, %lld bytes per token in all (the peak adds backward's gradients in "
+                "flight)\n",
                 static_cast<long long>(theory.activation_elements_per_token_per_block),
                 static_cast<long long>(theory.attention_bytes_per_token_per_block),
-                static_cast<long long>(theory.activation_elements_per_token_outside));
+                static_cast<long long>(theory.activation_elements_per_token_outside),
+                static_cast<long long>(theory.activation_bytes_per_token));
   out += line;
   std::snprintf(line, sizeof line,
                 "allocator: live peak %.1f MiB + cache and rounding %.1f MiB = reserved peak %.1f MiB\n",

@@ -10,37 +10,40 @@ int64_t MemoryTheory::total() const {
 }
 
 MemoryTheory memory_theory(const GPT2Config& config, int64_t batch, int64_t seq, RecomputePolicy policy,
-                           int64_t bytes_per_element, AttentionKept attention) {
+                           int64_t bytes_per_element, AttentionKept attention, int64_t activation_bytes) {
   const int64_t C = config.n_embd, L = config.n_layer, H = config.n_head, Vp = config.padded_vocab_size;
+  const int64_t act = activation_bytes > 0 ? activation_bytes : bytes_per_element;
+  constexpr int64_t kStatistic = 4;  // LayerNorm's mean and rstd, the loss: fp32 whatever the activations
   MemoryTheory t;
   t.parameters = config.num_parameters() + (Vp - config.vocab_size) * C;
   // Attention's own share per head and token: the probabilities' row, or flash attention's f32 log-sum-exp.
   const int64_t attention_bytes = attention == AttentionKept::LogSumExp           ? 4
                                   : attention == AttentionKept::HalfProbabilities ? 2 * seq
-                                                                                  : bytes_per_element * seq;
+                                  : attention == AttentionKept::F32Probabilities  ? 4 * seq
+                                                                                  : act * seq;
+  // A whole block's elements apart from its 4 statistics, for none and for selective.
+  int64_t block_elements = 18 * C, block_statistics = 4;
   switch (policy) {
-    case RecomputePolicy::None:
-      t.activation_elements_per_token_per_block = 18 * C + 4;
-      t.attention_bytes_per_token_per_block = H * attention_bytes;
-      break;
+    case RecomputePolicy::None: t.attention_bytes_per_token_per_block = H * attention_bytes; break;
     case RecomputePolicy::Selective:  // drops the probabilities; flash attention's log-sum-exp stays
-      t.activation_elements_per_token_per_block = 14 * C + 4;
+      block_elements = 14 * C;
       t.attention_bytes_per_token_per_block = attention == AttentionKept::LogSumExp ? H * attention_bytes : 0;
       break;
-    case RecomputePolicy::Block: t.activation_elements_per_token_per_block = C; break;
+    case RecomputePolicy::Block: block_elements = C, block_statistics = 0; break;
   }
+  t.activation_elements_per_token_per_block = block_elements + block_statistics;
   t.activation_elements_per_token_outside = 2 * C + 3 + Vp;
+  const int64_t block_bytes = block_elements * act + block_statistics * kStatistic;
+  const int64_t outside_bytes = (2 * C + Vp) * act + 3 * kStatistic;
+  t.activation_bytes_per_token = L * (block_bytes + t.attention_bytes_per_token_per_block) + outside_bytes;
   if (policy == RecomputePolicy::Block)
-    t.recomputed_block_bytes = batch * seq * ((18 * C + 4) * bytes_per_element + H * attention_bytes);
+    t.recomputed_block_bytes = batch * seq * (18 * C * act + 4 * kStatistic + H * attention_bytes);
   auto set = [&](MemCategory c, int64_t b) { t.bytes[static_cast<int>(c)] = b; };
   set(MemCategory::Params, t.parameters * bytes_per_element);
   set(MemCategory::Grads, t.parameters * bytes_per_element);
   // AdamW's two fp32 moments, and an fp32 master copy of the weights when they are kept in 16 bits.
   set(MemCategory::Optimizer, (bytes_per_element < 4 ? 3 : 2) * t.parameters * 4);
-  set(MemCategory::Activations,
-      batch * seq *
-          (L * (t.activation_elements_per_token_per_block * bytes_per_element + t.attention_bytes_per_token_per_block) +
-           t.activation_elements_per_token_outside * bytes_per_element));
+  set(MemCategory::Activations, batch * seq * t.activation_bytes_per_token);
   return t;
 }
 

@@ -10,9 +10,12 @@
 //                             14 C + 4               (selective: no probabilities, no GELU output)
 //                             C                      (block: its input only)
 //               of which attention's own share, per head and token, is its probabilities' row (T values of
-//               bytes_per_element); chapter 9's rungs keep less or narrower: AttentionKept below
+//               the activations' bytes); chapter 9's rungs keep less or narrower: AttentionKept below
 //                 outside     2 C + 3 + Vp           (embedding output, ln_f with its statistics, the logits
 //                                                     that become their own gradient, the loss)
+//               Each element takes the activations' bytes (4 in fp32, 2 with 16-bit activations end to end),
+//               except the statistics, always fp32: LayerNorm's mean and rstd (the 4 per block, 2 of the 3
+//               outside) and the loss.
 //               The per-block count of `none` is the kept tensors of one pre-LN block: ln_1 (C, mean and rstd),
 //               qkv (3C), the probabilities (heads x T), the attention output (C), its projection (C), the
 //               residual (C), ln_2 (C + 2), c_fc (4C), GELU (4C), the MLP projection (C) and the residual (C).
@@ -34,6 +37,8 @@ namespace lab::ch07 {
 // What attention keeps for backward, per head and token, beside qkv and its output (chapter 9's rungs).
 enum class AttentionKept {
   Probabilities,      // the core's attention: a row of T probabilities in the activations' dtype
+  F32Probabilities,   // the core's attention under 16-bit activations: it runs in fp32 on widened inputs, and
+                      // keeps its row in 4 bytes a value
   HalfProbabilities,  // batched attention in 16 bits: the row in 2 bytes a value
   LogSumExp,          // flash attention: one f32 log-sum-exp (kept under selective recompute too)
 };
@@ -44,6 +49,7 @@ struct MemoryTheory {
   int64_t activation_elements_per_token_per_block = 0;  // attention's share apart (next line)
   int64_t attention_bytes_per_token_per_block = 0;
   int64_t activation_elements_per_token_outside = 0;
+  int64_t activation_bytes_per_token = 0;  // all of the above, in bytes, over every block and outside
   // Block recompute only: one block's activations, live again while its backward runs (not in `bytes`).
   int64_t recomputed_block_bytes = 0;
 
@@ -53,7 +59,10 @@ struct MemoryTheory {
 
 // The theory for one micro-batch of B x T tokens, with `bytes_per_element` for parameters, gradients and
 // activations (4 for fp32, 2 for bf16 with fp32 master weights), and what the model's attention keeps.
+// `activation_bytes`, when not 0, sets the activations' bytes apart: 2 for 16-bit activations end to end
+// (ModelOptions::activations) beside fp32 parameters, 4 for fp32 activations beside 16-bit ones.
 MemoryTheory memory_theory(const GPT2Config& config, int64_t batch, int64_t seq, RecomputePolicy policy,
-                           int64_t bytes_per_element = 4, AttentionKept attention = AttentionKept::Probabilities);
+                           int64_t bytes_per_element = 4, AttentionKept attention = AttentionKept::Probabilities,
+                           int64_t activation_bytes = 0);
 
 }  // namespace lab::ch07

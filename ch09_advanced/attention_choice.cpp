@@ -38,10 +38,10 @@ void use_attention(ModelOptions& options, Attention attention, DType storage) {
     };
 }
 
-ch07::AttentionKept attention_kept(Attention attention, DType storage) {
+ch07::AttentionKept attention_kept(Attention attention, DType storage, DType activations) {
   if (attention == Attention::Flash) return ch07::AttentionKept::LogSumExp;
   if (attention == Attention::Batched && storage != DType::F32) return ch07::AttentionKept::HalfProbabilities;
-  return ch07::AttentionKept::Probabilities;
+  return activations == DType::F32 ? ch07::AttentionKept::Probabilities : ch07::AttentionKept::F32Probabilities;
 }
 
 std::string attention_note(Attention attention, Device device, DType storage) {

@@ -44,8 +44,9 @@ const char* attention_name(Attention attention);
 // f16). Materialized leaves the core's attention.
 void use_attention(ModelOptions& options, Attention attention, DType storage);
 
-// What the choice keeps for backward per head and token, for chapter 7's memory theory.
-ch07::AttentionKept attention_kept(Attention attention, DType storage);
+// What the choice keeps for backward per head and token, for chapter 7's memory theory, with the activations
+// in `activations` (ModelOptions::activations).
+ch07::AttentionKept attention_kept(Attention attention, DType storage, DType activations = DType::F32);
 
 // One line for the user when the choice will not do what its name promises on `device` in `storage` (flash in
 // f32 on a GPU runs the materialised kernels inside; batched in f32 is the materialised attention); empty

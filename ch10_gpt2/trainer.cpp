@@ -441,7 +441,9 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
   if (options_.memory_report && step == start_step_) {
     const ch07::MemoryTheory theory = ch07::memory_theory(
         model_->config(), options_.batch, options_.seq, ch07::parse_recompute_policy(options_.recompute), 4,
-        ch09::attention_kept(ch09::parse_attention(options_.attention), matmul_dtype(math_mode_)));
+        ch09::attention_kept(ch09::parse_attention(options_.attention), matmul_dtype(math_mode_),
+                             model_->options().activations),
+        static_cast<int64_t>(dtype_size(model_->options().activations)));
     std::printf(
         "memory of step %lld on %s (theory: the whole model, one micro-batch):\n%s", static_cast<long long>(step + 1),
         device_.str().c_str(),

@@ -94,8 +94,10 @@ std::string zero_table(const ch07::ZeroStaircaseReport& zero) {
   return t.render("  ");
 }
 
-// Theory for an 80 GB GPU at B=16, T=1024, bf16: each rung's total for every GPT-2 size.
-std::string gpu_projection_table(const staircase::Staircase& stairs, const ch07::MemoryBenchConfig& config) {
+// Theory for an 80 GB GPU at B=16, T=1024, bf16: each rung's total for every GPT-2 size, with what `attention`
+// keeps (the materialised probabilities, or chapter 9's flash attention: one log-sum-exp per head and token).
+std::string gpu_projection_table(const staircase::Staircase& stairs, const ch07::MemoryBenchConfig& config,
+                                 ch07::AttentionKept attention) {
   constexpr int64_t kRows = 16, kSeq = 1024;
   constexpr double kGpuBytes = 80e9;
   const std::vector<std::string> models = {"d12", "d24", "d36", "d48"};
@@ -110,7 +112,7 @@ std::string gpu_projection_table(const staircase::Staircase& stairs, const ch07:
     std::vector<std::string> row = {rung.name, cat(micro_rows, " x ", kSeq)};
     for (const std::string& m : models) {
       const GPT2Config model = GPT2Config::from_name(m);
-      const ch07::MemoryTheory th = ch07::memory_theory(model, micro_rows, kSeq, policy, 2);
+      const ch07::MemoryTheory th = ch07::memory_theory(model, micro_rows, kSeq, policy, 2, attention);
       // The optimizer in backward keeps the tied token embedding's gradient (alive through the whole backward)
       // instead of all of them (optimizer_in_backward.h).
       const int64_t grads_kept =
@@ -237,7 +239,11 @@ int run(int argc, char** argv) {
     std::printf(
         "\ntheory for an 80 GB GPU, B=16 x T=1024 per step, bf16 weights and activations, fp32 master weights "
         "and AdamW moments (16 bytes per parameter):\n%s",
-        gpu_projection_table(stairs, config).c_str());
+        gpu_projection_table(stairs, config, ch07::AttentionKept::Probabilities).c_str());
+    std::printf(
+        "\nthe same with chapter 9's flash attention (--attention flash: a log-sum-exp per head and token kept "
+        "instead of the T probabilities):\n%s",
+        gpu_projection_table(stairs, config, ch07::AttentionKept::LogSumExp).c_str());
     std::printf(
         "\ntheory for N GPUs of 80 GB under ZeRO, per GPU, in fp32 as the ZeRO rows below train (16 bytes per "
         "parameter): parameters, gradients and optimizer state sharded by the stage, with what is whole beside the "
