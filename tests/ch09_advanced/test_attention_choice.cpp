@@ -70,6 +70,17 @@ TEST(AttentionChoice, ATinyGpt2TrainsWithFlashAsWithMaterialisedAttention) {
   EXPECT_LT(flash.activation_peak, materialized.activation_peak);
 }
 
+// The activation bytes a recorded forward of `model` keeps on B x T random tokens (its losses among them).
+int64_t bytes_kept_by_forward(const GPT2& model, int64_t B, int64_t T) {
+  Rng rng(3);
+  const int64_t vocab = model.config().vocab_size;
+  const Tensor tokens = test::random_ids({B, T}, rng, vocab), targets = test::random_ids({B, T}, rng, vocab);
+  const int64_t before = memory_stats(Device::cpu()).live_of(MemCategory::Activations);
+  Tape tape;
+  const Tensor losses = model.loss(tape, tokens, targets);
+  return memory_stats(Device::cpu()).live_of(MemCategory::Activations) - before;
+}
+
 TEST(AttentionChoice, TheForwardKeepsTheTheoryUnderEveryRecomputePolicy) {
   const GPT2Config config = test::tiny_gpt2_config(97, 2, 4, 64, 160);
   const int64_t B = 2, T = 96;
@@ -93,13 +104,7 @@ TEST(AttentionChoice, TheForwardKeepsTheTheoryUnderEveryRecomputePolicy) {
     ch07::apply_recompute(options, policy);
     GPT2 model(config, Device::cpu(), options);
     model.init_weights(1);
-    Rng rng(3);
-    const Tensor tokens = test::random_ids({B, T}, rng, config.vocab_size);
-    const Tensor targets = test::random_ids({B, T}, rng, config.vocab_size);
-    const int64_t before = memory_stats(Device::cpu()).live_of(MemCategory::Activations);
-    Tape tape;
-    const Tensor losses = model.loss(tape, tokens, targets);
-    const int64_t stored = memory_stats(Device::cpu()).live_of(MemCategory::Activations) - before;
+    const int64_t stored = bytes_kept_by_forward(model, B, T);
     const int64_t theory = ch07::memory_theory(config, B, T, policy, 4, ch09::attention_kept(c.attention, c.storage))
                                .of(MemCategory::Activations);
     EXPECT_EQ(stored, theory);
@@ -129,13 +134,7 @@ TEST(AttentionChoice, TheForwardKeepsTheTheoryWith16BitActivations) {
       GPT2 model(config, Device::cpu(), options);
       model.init_weights(1);
       model.set_matmul_dtype(DType::BF16);
-      Rng rng(3);
-      const Tensor tokens = test::random_ids({B, T}, rng, config.vocab_size);
-      const Tensor targets = test::random_ids({B, T}, rng, config.vocab_size);
-      const int64_t before = memory_stats(Device::cpu()).live_of(MemCategory::Activations);
-      Tape tape;
-      const Tensor losses = model.loss(tape, tokens, targets);
-      const int64_t stored = memory_stats(Device::cpu()).live_of(MemCategory::Activations) - before;
+      const int64_t stored = bytes_kept_by_forward(model, B, T);
       const ch07::AttentionKept kept = ch09::attention_kept(attention, DType::BF16, DType::BF16);
       EXPECT_EQ(stored, ch07::memory_theory(config, B, T, policy, 4, kept, 2).of(MemCategory::Activations));
     }
