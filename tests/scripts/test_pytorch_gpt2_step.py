@@ -1,7 +1,8 @@
 """tools/compare/pytorch_gpt2_step.py, the PyTorch anchor of gpt2_step_bench, at a tiny size on the CPU (Debian's
 PyTorch 1.13, eager): it trains (the loss falls over its steps), writes a bench result that bench_diff reads beside
 gpt2_step_bench's own, with the same FLOP count per step; bad flags and a destination that is not a bench result
-give one error line and exit status 1, leaving the file as it was.
+give one error line and exit status 1, leaving the file as it was. And scripts/gpu_bench.sh, which runs both side
+by side, in its CPU smoke mode: one table row per batch size with every column filled.
 
 The build directory (for gpt2_step_bench and bench_diff) comes from LAB_BUILD_DIR; PyTorch from Debian's
 /usr/bin/python3 (python3-torch, installed by scripts/test.sh).
@@ -68,6 +69,26 @@ class PyTorchStep(unittest.TestCase):
                 self.assertEqual(run.stderr.count("\n"), 1, run.stderr)
                 self.assertIn(expected, run.stderr)
             self.assertEqual(notes.read_text(), "my notes\n")
+
+    def test_gpu_bench_script_tabulates_ours_beside_pytorch(self):
+        with tempfile.TemporaryDirectory() as scratch:
+            out = Path(scratch) / "bench.md"
+            run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_bench.sh"), "--skip-build", "--build-dir",
+                                  str(BUILD), "--device", "cpu", "--model", "tiny", "--batches", "1 2", "--seq", "32",
+                                  "--steps", "2", "--python", PYTHON, "--out", str(out)],
+                                 capture_output=True, text=True, timeout=600)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            rows = [line for line in out.read_text().splitlines() if line.startswith("| ") and "---" not in line]
+            self.assertEqual(rows[0], "| B | ours bf16 | ours all rungs | PyTorch eager |")
+            self.assertEqual([r.split(" | ")[0] for r in rows[1:]], ["| 1", "| 2"])
+            for row in rows[1:]:
+                self.assertNotIn("failed", row)
+                self.assertEqual(row.count(" ms, "), 3, row)
+            self.assertEqual(len(list(Path(scratch).glob("gpu_bench_b*.json"))), 6)
+            bad = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_bench.sh"), "--device", "cpu", "--steps", "0"],
+                                 capture_output=True, text=True)
+            self.assertEqual(bad.returncode, 2)
+            self.assertIn("positive integers", bad.stderr)
 
 
 if __name__ == "__main__":
