@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 
 #include "common/core/memory.h"
 #include "common/ops/convert.h"
@@ -172,14 +174,13 @@ void GPT2::set_matmul_dtype(DType dtype) {
   for (size_t k = 0; k < blocks_.size(); ++k) {
     const int i = shard_.first_block + static_cast<int>(k);
     Block& b = blocks_[k];
-    b.attn.c_attn.weight_16bit = copy_of(layer_name(i, "attn.c_attn.weight"));
-    b.attn.c_proj.weight_16bit = copy_of(layer_name(i, "attn.c_proj.weight"));
-    b.mlp.c_fc.weight_16bit = copy_of(layer_name(i, "mlp.c_fc.weight"));
-    b.mlp.c_proj.weight_16bit = copy_of(layer_name(i, "mlp.c_proj.weight"));
-    b.attn.c_attn.bias_16bit = copy_of(layer_name(i, "attn.c_attn.bias"));
-    b.attn.c_proj.bias_16bit = copy_of(layer_name(i, "attn.c_proj.bias"));
-    b.mlp.c_fc.bias_16bit = copy_of(layer_name(i, "mlp.c_fc.bias"));
-    b.mlp.c_proj.bias_16bit = copy_of(layer_name(i, "mlp.c_proj.bias"));
+    for (const auto& [linear, name] : {std::pair<Linear*, const char*>{&b.attn.c_attn, "attn.c_attn"},
+                                       {&b.attn.c_proj, "attn.c_proj"},
+                                       {&b.mlp.c_fc, "mlp.c_fc"},
+                                       {&b.mlp.c_proj, "mlp.c_proj"}}) {
+      linear->weight_16bit = copy_of(layer_name(i, cat(name, ".weight").c_str()));
+      linear->bias_16bit = copy_of(layer_name(i, cat(name, ".bias").c_str()));
+    }
   }
   wte_16bit_ = shard_.has_head ? copy_of("wte.weight") : Tensor();
   refresh_matmul_weights();

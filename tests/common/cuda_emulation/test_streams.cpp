@@ -276,29 +276,25 @@ void announce_after_a_while(void*) {
   std::fprintf(stderr, "the queued host function ran\n");
 }
 
+// A death test's child: queues announce_after_a_while on `stream` and exits at once.
+[[noreturn]] void queue_announcement_and_exit(cudaStream_t stream) {
+  cudaLaunchHostFunc(stream, announce_after_a_while, nullptr);
+  std::exit(0);
+}
+
 // At exit the emulator finishes the work still queued before the process ends, so that it never runs while the
 // program's statics are destroyed (nor is reported as leaked). The child, a fresh process (gtest's threadsafe
 // style re-executes this program), queues a slow host function and exits at once: its line must appear.
 TEST_F(Streams, WorkStillQueuedAtExitRunsBeforeTheProcessEnds) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        cudaLaunchHostFunc(non_blocking_, announce_after_a_while, nullptr);
-        std::exit(0);
-      },
-      ::testing::ExitedWithCode(0), "the queued host function ran");
+  EXPECT_EXIT(queue_announcement_and_exit(non_blocking_), ::testing::ExitedWithCode(0), "the queued host function ran");
 }
 
 // A forked child (gtest's fast style) has the parent's queues but not their threads: exiting, it must not wait
 // for them (it would wait forever).
 TEST_F(Streams, AForkedChildExitsWithoutWaitingForItsParentsStreams) {
   GTEST_FLAG_SET(death_test_style, "fast");
-  EXPECT_EXIT(
-      {
-        cudaLaunchHostFunc(non_blocking_, announce_after_a_while, nullptr);
-        std::exit(0);
-      },
-      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(queue_announcement_and_exit(non_blocking_), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
