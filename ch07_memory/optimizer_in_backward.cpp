@@ -8,16 +8,22 @@
 
 namespace lab::ch07 {
 
+std::string optimizer_in_backward_refusal(const TrainStepConfig& config) {
+  if (config.grad_clip != 0)
+    return cat("--optimizer-in-backward: gradient clipping by global norm (--grad-clip ", config.grad_clip,
+               ") needs every gradient before the first update, but each parameter is updated as soon as its own "
+               "gradient is final; give --grad-clip 0");
+  if (config.accum_steps != 1)
+    return cat("--optimizer-in-backward: gradient accumulation (", config.accum_steps,
+               " micro-batches per step) would keep every gradient alive between backward passes; give one "
+               "micro-batch per step (no --total-batch-tokens)");
+  return "";
+}
+
 OptimizerInBackwardStep::OptimizerInBackwardStep(GPT2& model, AdamW& optimizer, TrainStepConfig config)
     : TrainStep(model, optimizer, config) {
-  LAB_CHECK(config.grad_clip == 0, InvalidArgument,
-            "--optimizer-in-backward: gradient clipping by global norm (--grad-clip ", config.grad_clip,
-            ") needs every gradient before the first update, but each parameter is updated as soon as its own "
-            "gradient is final; give --grad-clip 0");
-  LAB_CHECK(config.accum_steps == 1, InvalidArgument, "--optimizer-in-backward: gradient accumulation (",
-            config.accum_steps,
-            " micro-batches per step) would keep every gradient alive between backward passes; give one "
-            "micro-batch per step (no --total-batch-tokens)");
+  const std::string why = optimizer_in_backward_refusal(config);
+  LAB_CHECK(why.empty(), InvalidArgument, why);
   LAB_CHECK(!optimizer.sharded(), InvalidArgument, "--optimizer-in-backward: the optimizer is sharded (ZeRO)");
   ParameterStore& params = model.parameters();
   params.release_flat_grads();

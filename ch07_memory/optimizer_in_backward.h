@@ -22,16 +22,21 @@
 // update (tests/ch07_memory/optimizer_in_backward).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "common/train/train_step.h"
 
 namespace lab::ch07 {
 
+// Why a step of `config` cannot update in backward (clipping, or accumulation), as the one line a user sees;
+// empty when it can.
+std::string optimizer_in_backward_refusal(const TrainStepConfig& config);
+
 class OptimizerInBackwardStep : public TrainStep {
  public:
   // Releases the model's flat gradient buffer for good and sets a gradient hook on every parameter; InvalidArgument
-  // with grad_clip > 0 or accum_steps > 1, or with a sharded optimizer.
+  // with optimizer_in_backward_refusal()'s line, or with a sharded optimizer.
   OptimizerInBackwardStep(GPT2& model, AdamW& optimizer, TrainStepConfig config);
   ~OptimizerInBackwardStep() override;  // removes the hooks
   std::string capture_blocker() const override {

@@ -11,29 +11,33 @@
 
 namespace lab {
 
+std::string memory_steps_refusal(const MemoryStepOptions& options, const comm::ParallelLayout& layout) {
+  if (options.zero < 0 || options.zero > 3)
+    return cat("--zero ", options.zero,
+               ": the stages are 1 (optimizer state), 2 (also gradients) and 3 (also parameters), 0 for none");
+  if (options.zero_prefetch && options.zero != 3)
+    return cat("--zero-prefetch gathers stage 3's blocks ahead: it needs --zero 3, not --zero ", options.zero);
+  if (options.zero > 0 && (layout.tp != 1 || layout.pp != 1))
+    return cat("--zero ", options.zero, " shards over data-parallel ranks only; it is not combined with --tp or --pp (",
+               "layout ", layout.str(), ")");
+  if (options.zero > 0 && options.optimizer_in_backward)
+    return "--zero and --optimizer-in-backward exclude each other: ZeRO updates each shard after its gradients are "
+           "reduced across the ranks";
+  if (options.offload_optimizer && options.zero > 0)
+    return "--offload optimizer and --zero exclude each other here: ZeRO shards the optimizer state across GPUs, "
+           "offload moves the whole state to the host";
+  if (options.offload_optimizer && options.optimizer_in_backward)
+    return "--offload optimizer and --optimizer-in-backward exclude each other: the offloaded update runs on the "
+           "CPU once the step's gradients are all copied down";
+  if (options.optimizer_in_backward && (layout.dp != 1 || layout.tp != 1 || layout.pp != 1))
+    return cat("--optimizer-in-backward runs in one process only (layout ", layout.str(),
+               "): across ranks every gradient must be reduced before its update");
+  return "";
+}
+
 void check_memory_steps(const MemoryStepOptions& options, const comm::ParallelLayout& layout) {
-  LAB_CHECK(options.zero >= 0 && options.zero <= 3, InvalidArgument, "--zero ", options.zero,
-            ": the stages are 1 (optimizer state), 2 (also gradients) and 3 (also parameters), 0 for none");
-  LAB_CHECK(!options.zero_prefetch || options.zero == 3, InvalidArgument,
-            "--zero-prefetch gathers stage 3's blocks ahead: it needs --zero 3, not --zero ", options.zero);
-  if (options.zero > 0) {
-    LAB_CHECK(layout.tp == 1 && layout.pp == 1, InvalidArgument, "--zero ", options.zero,
-              " shards over data-parallel ranks only; it is not combined with --tp or --pp (layout ", layout.str(),
-              ")");
-    LAB_CHECK(!options.optimizer_in_backward, InvalidArgument,
-              "--zero and --optimizer-in-backward exclude each other: ZeRO updates each shard after its gradients "
-              "are reduced across the ranks");
-  }
-  LAB_CHECK(!(options.offload_optimizer && options.zero > 0), InvalidArgument,
-            "--offload optimizer and --zero exclude each other here: ZeRO shards the optimizer state across GPUs, "
-            "offload moves the whole state to the host");
-  LAB_CHECK(!(options.offload_optimizer && options.optimizer_in_backward), InvalidArgument,
-            "--offload optimizer and --optimizer-in-backward exclude each other: the offloaded update runs on the "
-            "CPU once the step's gradients are all copied down");
-  if (options.optimizer_in_backward)
-    LAB_CHECK(layout.dp == 1 && layout.tp == 1 && layout.pp == 1, InvalidArgument,
-              "--optimizer-in-backward runs in one process only (layout ", layout.str(),
-              "): across ranks every gradient must be reduced before its update");
+  const std::string why = memory_steps_refusal(options, layout);
+  LAB_CHECK(why.empty(), InvalidArgument, why);
 }
 
 std::unique_ptr<AdamW> make_optimizer(const MemoryStepOptions& options, const comm::ParallelContext& context,

@@ -1,11 +1,13 @@
 // The optimizer and training step of a run, composed from chapter 7's memory rungs, the ones that change how the
 // optimizer state and the gradients are held (`--optimizer-in-backward`, `--offload optimizer`, `--zero 1|2|3`),
 // and chapter 8's layouts, with the combinations they refuse declared once here. Without a memory rung: the
-// plain AdamW and chapter 8's step for the layout. The trainer builds its optimizer and step through this.
+// plain AdamW and chapter 8's step for the layout. build_run (run_config.h) builds every run's optimizer and step
+// through this.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "ch08_distributed/parallel_options.h"
 #include "common/comm/parallel_context.h"
@@ -21,10 +23,12 @@ struct MemoryStepOptions {
   bool zero_prefetch = false;  // stage 3 gathers the next block while the current one computes
 };
 
-// InvalidArgument, naming the flags, for a combination the rungs cannot train: --zero with tensor or
-// pipeline parallelism, with --optimizer-in-backward or with --offload, --offload with --optimizer-in-backward,
-// --optimizer-in-backward with more than one rank, a ZeRO stage other than 0, 1, 2, 3, --zero-prefetch without
-// --zero 3.
+// Why the rungs cannot train together, as the one line a user sees (naming the flags); empty when they can:
+// --zero with tensor or pipeline parallelism, with --optimizer-in-backward or with --offload, --offload with
+// --optimizer-in-backward, --optimizer-in-backward with more than one rank, a ZeRO stage other than 0, 1, 2, 3,
+// --zero-prefetch without --zero 3.
+std::string memory_steps_refusal(const MemoryStepOptions& options, const comm::ParallelLayout& layout);
+// Error(InvalidArgument) with memory_steps_refusal()'s line when there is one.
 void check_memory_steps(const MemoryStepOptions& options, const comm::ParallelLayout& layout);
 
 // AdamW over the model's parameters: with ZeRO, keeping moments for this data-parallel rank's shard only; with

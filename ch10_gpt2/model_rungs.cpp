@@ -29,14 +29,19 @@ std::string ModelRungs::incompatibility() const {
   return "";
 }
 
+std::string ModelRungs::refusal(DType matmul) const {
+  if (std::string why = incompatibility(); !why.empty()) return why;
+  if (activations_16bit && matmul == DType::F32)
+    return "--activations 16bit needs 16-bit matmuls: --dtype bf16 or fp16";
+  return "";
+}
+
 void ModelRungs::apply(ModelOptions& options, DType matmul) const {
-  const std::string why = incompatibility();
+  const std::string why = refusal(matmul);
   LAB_CHECK(why.empty(), InvalidArgument, why);
   options = ch06::with_kernels(options, kernels);
   ch09::use_attention(options, attention, matmul);
   ch07::apply_recompute(options, recompute);
-  LAB_CHECK(!activations_16bit || matmul != DType::F32, InvalidArgument,
-            "--activations 16bit needs 16-bit matmuls: --dtype bf16 or fp16");
   options.activations = activations_16bit ? matmul : DType::F32;
 }
 

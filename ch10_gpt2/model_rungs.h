@@ -38,9 +38,12 @@ struct ModelRungs {
   // cannot do on a tensor-parallel shard, its own chapter refuses when it is installed.)
   std::string incompatibility() const;
 
+  // incompatibility(), or, when the rungs compose, why they cannot run with `matmul` products (16-bit activations
+  // with f32 ones); empty when they can.
+  std::string refusal(DType matmul) const;
+
   // Installs the rungs in `options`, flash attention in `matmul` storage (and 16-bit activations in it);
-  // Error(InvalidArgument) with incompatibility()'s line when they cannot run together, or for 16-bit activations
-  // with f32 matmuls.
+  // Error(InvalidArgument) with refusal()'s line when they cannot.
   void apply(ModelOptions& options, DType matmul) const;
 
   // "--kernels fused --attention flash --recompute block" (and " --activations 16bit" when set)

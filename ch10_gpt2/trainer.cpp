@@ -8,21 +8,17 @@
 
 #include "ch05_data/loaders/make_loader.h"
 #include "ch05_data/tokenize/prepare.h"
-#include "ch06_single_gpu/fused_model.h"
 #include "ch07_memory/max_batch.h"
 #include "ch07_memory/memory_report.h"
 #include "ch07_memory/memory_snapshot.h"
 #include "ch07_memory/recompute.h"
 #include "ch07_memory/zero/parameter_gather.h"
-#include "ch08_distributed/make_train_step.h"
 #include "ch08_distributed/pp/evaluation.h"
 #include "ch08_distributed/pp/pipeline_step.h"
 #include "ch08_distributed/tp/tensor_parallel.h"
 #include "ch08_distributed/tp/whole_tensors.h"
 #include "ch09_advanced/attention_choice.h"
-#include "ch09_advanced/graphed_step.h"
 #include "ch10_gpt2/memory_steps.h"
-#include "ch10_gpt2/model_rungs.h"
 #include "ch10_gpt2/sampler.h"
 #include "common/bench/gpu_peaks.h"
 #include "common/bench/machine.h"
@@ -119,21 +115,22 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   parallel_.pp_schedule = ch08::parse_pp_schedule(options_.pp_schedule);
   if (options_.threads > 0) set_num_threads(static_cast<int>(options_.threads));
   device_ = device_of_rank(options_.device, world_->rank(), world_->size());
-  math_mode_ = parse_math_mode(options_.dtype);
   LAB_CHECK(!device_.is_cuda() || cuda_available(), Unsupported, "--device ", options_.device,
             ": no CUDA GPU is available", (cuda_available() ? "" : " (or this build has no CUDA backend)"));
-  apply_math_mode(device_, math_mode_);
-  LAB_CHECK(!options_.cuda_graphs || device_.is_cuda(), InvalidArgument, "--cuda-graphs needs a CUDA device (--device ",
-            device_.str(), " has no kernels to capture)");
-  // A pipeline stage runs its own backward passes (ch08's PipelineStage), which do not scale the loss yet.
-  LAB_CHECK(math_mode_ != MathMode::FP16 || parallel_.layout.pp == 1, Unsupported, "--dtype fp16 with --pp ",
-            parallel_.layout.pp, ": the pipeline's schedule does not scale the loss yet (bf16 needs no scaling)");
-  // An update made inside backward cannot be skipped when the gradients overflow.
-  LAB_CHECK(math_mode_ != MathMode::FP16 || !options_.optimizer_in_backward, Unsupported,
-            "--dtype fp16 with --optimizer-in-backward: an overflowing step could not be skipped");
-  // Mixed precision's 16-bit weight copy is the whole model's, which stage 3 never holds.
-  LAB_CHECK(options_.zero < 3 || math_mode_ == MathMode::FP32 || math_mode_ == MathMode::TF32, Unsupported, "--dtype ",
-            options_.dtype, " with --zero 3: stage 3 shards the fp32 weights only (use fp32 or tf32)");
+  // The run as typed settings (the model comes from the checkpoint or the weights file, below); what cannot train
+  // together is refused now, before any output is prepared or any data read.
+  run_config_.device = device_;
+  run_config_.math = parse_math_mode(options_.dtype);
+  run_config_.rungs = ModelRungs::parse(options_.kernels, options_.attention, options_.recompute, options_.activations);
+  run_config_.memory = {options_.optimizer_in_backward, options_.offload == "optimizer",
+                        static_cast<int>(options_.zero), options_.zero_prefetch};
+  run_config_.parallel = parallel_;
+  run_config_.adamw = {static_cast<float>(options_.beta1), static_cast<float>(options_.beta2), 1e-8f,
+                       static_cast<float>(options_.weight_decay)};
+  run_config_.loss_scaling = {options_.loss_scale, 2.0, 0.5, options_.loss_scale_interval};
+  run_config_.cuda_graphs = options_.cuda_graphs;
+  check_run(run_config_);
+  math_mode_ = run_config_.math;
 
   // The outputs first: a destination that cannot be written, or that holds a user's files, stops the run
   // before any data is read or any model is built. Rank 0 alone writes them.
@@ -163,6 +160,7 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
               " micro-batches per step, but --micro-batches is ", options_.micro_batches, " (give one of the two)");
     accum_steps_ = options_.micro_batches;
   }
+  run_config_.step = {accum_steps_, options_.grad_clip, false};
 
   const TrainState resumed = read_resume_state();
   start_step_ = resumed.step;
@@ -173,52 +171,39 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
             " rows)");
   setup_parallel();
   setup_data();
-  model_ = ch08::tp::model_for_rank(*context_, config, device_);  // this rank's shard: tp slice, pipeline stage
-  const ModelRungs rungs =
-      ModelRungs::parse(options_.kernels, options_.attention, options_.recompute, options_.activations);
-  LAB_CHECK(!rungs.activations_16bit || (parallel_.layout.tp == 1 && parallel_.layout.pp == 1), Unsupported,
-            "--activations 16bit with --tp or --pp: the tensor- and pipeline-parallel functions exchange fp32 "
-            "activations (use data parallelism, or fp32 activations)");
-  rungs.apply(model_->options(), matmul_dtype(math_mode_));
-  if (const std::string note = ch09::attention_note(rungs.attention, device_, matmul_dtype(math_mode_));
-      !note.empty() && leader())
-    std::printf("%s\n", note.c_str());
-  // Chapter 7's rungs choose the optimizer (sharded under ZeRO) and the step, chapter 8's layout otherwise.
-  const MemoryStepOptions memory_steps{options_.optimizer_in_backward, options_.offload == "optimizer",
-                                       static_cast<int>(options_.zero), options_.zero_prefetch};
-  optimizer_ = make_optimizer(memory_steps, *context_, parallel_, *model_,
-                              AdamWConfig{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2), 1e-8f,
-                                          static_cast<float>(options_.weight_decay)});
+  run_config_.model = config;
   sample_rng_.reseed(static_cast<uint64_t>(options_.seed) ^ 0x5a5a5a5aull);
-  if (!options_.resume.empty()) {
-    if (optimizer_->sharded()) {  // ZeRO: the checkpoint's whole state, then this rank's shard of it
-      AdamW whole(model_->parameters(), optimizer_->config());
-      load_checkpoint(options_.resume, *model_, whole);
-      ch07::load_optimizer_shard(whole, *optimizer_);
+  // This rank's shard of the model with the rungs installed, its optimizer, the weights (ZeRO stage 3's step shards
+  // them as they are) and the step.
+  run_ = build_run(run_config_, *context_, [&](GPT2& model, AdamW& optimizer) {
+    if (!options_.resume.empty()) {
+      if (optimizer.sharded()) {  // ZeRO: the checkpoint's whole state, then this rank's shard of it
+        AdamW whole(model.parameters(), optimizer.config());
+        load_checkpoint(options_.resume, model, whole);
+        ch07::load_optimizer_shard(whole, optimizer);
+      } else {
+        load_checkpoint(options_.resume, model, optimizer);
+      }
+    } else if (!options_.init.empty()) {
+      for_flag("--init", [&] {
+        load_gpt2_weights(model, options_.init);
+        return 0;
+      });
+      if (leader())
+        std::printf("--init: loaded %.1fM parameters from %s (%s)\n",
+                    static_cast<double>(config.num_parameters()) / 1e6, options_.init.c_str(), config.str().c_str());
     } else {
-      load_checkpoint(options_.resume, *model_, *optimizer_);
+      model.init_weights(static_cast<uint64_t>(options_.seed));
     }
+  });
+  if (!options_.resume.empty()) {
     train_loader_->seek(resumed.loader_position);
     sample_rng_.set_state(resumed.rng);
-  } else if (!options_.init.empty()) {
-    for_flag("--init", [&] {
-      load_gpt2_weights(*model_, options_.init);
-      return 0;
-    });
-    if (leader())
-      std::printf("--init: loaded %.1fM parameters from %s (%s)\n", static_cast<double>(config.num_parameters()) / 1e6,
-                  options_.init.c_str(), config.str().c_str());
-  } else {
-    model_->init_weights(static_cast<uint64_t>(options_.seed));
+    if (run_.step->loss_scaler() && resumed.loss_scaler) run_.step->loss_scaler()->set_state(*resumed.loss_scaler);
   }
-  // After the weights: ZeRO stage 3's step shards them as they are.
-  step_ = make_step(memory_steps, *context_, parallel_, *model_, *optimizer_,
-                    TrainStepConfig{accum_steps_, options_.grad_clip, false});
-  // Mixed precision: the model's 16-bit matrix products (a copy of the weights just set) and, for fp16, loss
-  // scaling, from the checkpoint's scale when it has one.
-  apply_math_mode(math_mode_, *step_, LossScalerConfig{options_.loss_scale, 2.0, 0.5, options_.loss_scale_interval});
-  if (step_->loss_scaler() && resumed.loss_scaler) step_->loss_scaler()->set_state(*resumed.loss_scaler);
-  if (options_.cuda_graphs) graphed_step_ = std::make_unique<ch09::GraphedStep>(*step_);
+  if (const std::string note = ch09::attention_note(run_config_.rungs.attention, device_, matmul_dtype(math_mode_));
+      !note.empty() && leader())
+    std::printf("%s\n", note.c_str());
 
   schedule_.kind = LrSchedule::parse_kind(options_.lr_schedule);
   schedule_.max_lr = options_.lr;
@@ -226,7 +211,7 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   schedule_.total_steps = options_.lr_decay_steps > 0 ? options_.lr_decay_steps : options_.steps;
   schedule_.min_lr_fraction = options_.lr_min_fraction;
 
-  flops_per_token_ = gpt2_flops_per_token(model_->config(), options_.seq);
+  flops_per_token_ = gpt2_flops_per_token(run_.model->config(), options_.seq);
   if (device_.is_cuda()) {  // the whole job's peak: every rank's GPU
     const auto peak = bench::gpu_peak_flops(device_name(device_), math_mode_);
     if (peak) {
@@ -235,8 +220,8 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
     }
   }
   if (!leader()) return;
-  std::printf("model: %s, %.1fM parameters, on %s (%s)\n", model_->config().str().c_str(),
-              static_cast<double>(model_->config().num_parameters()) / 1e6, device_.str().c_str(),
+  std::printf("model: %s, %.1fM parameters, on %s (%s)\n", run_.model->config().str().c_str(),
+              static_cast<double>(run_.model->config().num_parameters()) / 1e6, device_.str().c_str(),
               device_name(device_).c_str());
   std::printf("batch: %s%lld x %lld tokens, %lld micro-batch(es) per step, %lld steps, %s loader, %d CPU threads\n",
               parallel_.layout.dp > 1 ? cat(parallel_.layout.dp, " ranks x ").c_str() : "",
@@ -247,7 +232,7 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
     std::printf("MFU peak: %s\n",
                 peak_flops_ ? cat(peak_name_, " ", options_.dtype, " ", *peak_flops_ / 1e12, " TFLOP/s").c_str()
                             : "unknown GPU: peak not known, MFU not reported");
-  if (graphed_step_)
+  if (run_.graphed)
     std::printf(
         "--cuda-graphs: the first step runs eagerly (filling the graph's memory pool), the second is captured, and "
         "every step from then on is one graph launch\n");
@@ -362,7 +347,7 @@ double Trainer::evaluate(const std::function<bool()>& stop) {
     if (stop && stop()) return NAN;
     val_loader_->next(x, y);
     total += ch08::pp::pipeline_loss(
-        *model_, link, {x.device() == device_ ? x : x.to(device_), y.device() == device_ ? y : y.to(device_)});
+        *run_.model, link, {x.device() == device_ ? x : x.to(device_), y.device() == device_ ? y : y.to(device_)});
   }
   return dist::mean_over(context_->dp(), total / static_cast<double>(n), device_);
 }
@@ -373,10 +358,10 @@ std::string Trainer::sample_text(int64_t step) {
   SampleOptions so;
   so.max_new_tokens = options_.sample_tokens;
   // A tensor- or pipeline-parallel run samples on rank 0 from the whole model, gathered from the shards.
-  const GPT2* sampled = model_.get();
+  const GPT2* sampled = run_.model.get();
   std::unique_ptr<GPT2> whole;
-  if (!model_->shard().whole(model_->config())) {
-    whole = ch08::tp::gather_whole_model(*model_, *context_, device_);
+  if (!run_.model->shard().whole(run_.model->config())) {
+    whole = ch08::tp::gather_whole_model(*run_.model, *context_, device_);
     if (!whole) return "";
     sampled = whole.get();
   }
@@ -401,14 +386,14 @@ void Trainer::save_checkpoint_at(int64_t step) {
   s.step = step;
   s.loader_position = train_loader_->position();
   s.rng = sample_rng_.state();
-  s.config = model_->config();
+  s.config = run_.model->config();
   s.options = options_.to_json();
   s.parallel = parallel_.layout;
-  if (step_->loss_scaler()) s.loss_scaler = step_->loss_scaler()->state();
+  if (run_.step->loss_scaler()) s.loss_scaler = run_.step->loss_scaler()->state();
   // ZeRO: every rank's shard of the optimizer state, gathered whole (the checkpoint holds the whole model's).
-  const std::unique_ptr<AdamW> gathered = whole_optimizer_for_checkpoint(*context_, *optimizer_, *model_);
-  with_whole_model(*step_, [&] {  // ZeRO-3: the parameters gathered from the shards meanwhile
-    save_checkpoint(options_.save, *model_, gathered ? *gathered : *optimizer_, s, context_.get());
+  const std::unique_ptr<AdamW> gathered = whole_optimizer_for_checkpoint(*context_, *run_.optimizer, *run_.model);
+  with_whole_model(*run_.step, [&] {  // ZeRO-3: the parameters gathered from the shards meanwhile
+    save_checkpoint(options_.save, *run_.model, gathered ? *gathered : *run_.optimizer, s, context_.get());
   });
   if (leader()) std::printf("checkpoint: step %lld saved to %s\n", static_cast<long long>(step), options_.save.c_str());
   world_->barrier();
@@ -425,7 +410,7 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
   std::optional<double> mfu;
   if (peak_flops_) mfu = flops_per_token_ * tok_per_s / *peak_flops_;
   // A pipeline's bubble, measured in this step, next to the ideal (P-1)/(M+P-1).
-  const auto* pipeline = dynamic_cast<const ch08::pp::PipelineStep*>(step_.get());
+  const auto* pipeline = dynamic_cast<const ch08::pp::PipelineStep*>(run_.step.get());
   // fp16: the scale the step used, and whether an overflow skipped it.
   const std::string loss_scaling =
       r.loss_scale > 0 ? cat(" | scale ", r.loss_scale, r.skipped ? " | overflow: step skipped" : "") : "";
@@ -440,10 +425,10 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
               loss_scaling.c_str(), format_duration(eta).c_str());
   if (options_.memory_report && step == start_step_) {
     const ch07::MemoryTheory theory = ch07::memory_theory(
-        model_->config(), options_.batch, options_.seq, ch07::parse_recompute_policy(options_.recompute), 4,
+        run_.model->config(), options_.batch, options_.seq, ch07::parse_recompute_policy(options_.recompute), 4,
         ch09::attention_kept(ch09::parse_attention(options_.attention), matmul_dtype(math_mode_),
-                             model_->options().activations),
-        static_cast<int64_t>(dtype_size(model_->options().activations)));
+                             run_.model->options().activations),
+        static_cast<int64_t>(dtype_size(run_.model->options().activations)));
     std::printf(
         "memory of step %lld on %s (theory: the whole model, one micro-batch):\n%s", static_cast<long long>(step + 1),
         device_.str().c_str(),
@@ -463,7 +448,7 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
   if (r.loss_scale > 0) {
     rec.set("loss_scale", r.loss_scale);
     rec.set("skipped", r.skipped);
-    rec.set("skipped_steps", step_->loss_scaler()->state().skipped_steps);
+    rec.set("skipped_steps", run_.step->loss_scaler()->state().skipped_steps);
   }
   rec.set("mem_peak_by_category", ch07::peak_by_category_json(memory));
   if (pipeline) {
@@ -490,7 +475,7 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
     // Each rank would measure its own peak and could choose another micro-batch than its peers: one process only.
     LAB_CHECK(world_->size() == 1, InvalidArgument, "--find-max-batch measures one process (run it without mpirun)");
     const int64_t budget = ch07::parse_byte_size(options_.memory_budget);
-    const ch07::MaxBatchSearch found = ch07::find_max_batch(*step_, options_.seq, budget, int64_t{1} << 16);
+    const ch07::MaxBatchSearch found = ch07::find_max_batch(*run_.step, options_.seq, budget, int64_t{1} << 16);
     if (leader())
       std::printf("--find-max-batch: seq %lld, %lld micro-batch(es) per step, --recompute %s, on %s:\n%s",
                   static_cast<long long>(options_.seq), static_cast<long long>(accum_steps_),
@@ -533,15 +518,12 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
     snapshot.start();
   else
     allocator_for(device_).reset_peak();
-  TrainingLoop loop(
-      [this](const BatchSource& next_batch, double lr) {
-        return graphed_step_ ? graphed_step_->run(next_batch, lr) : step_->run(next_batch, lr);
-      },
-      [this] {
-        train_loader_->next(inputs_, targets_);
-        return MicroBatch{inputs_, targets_};
-      },
-      schedule_);
+  TrainingLoop loop([this](const BatchSource& next_batch, double lr) { return run_.run(next_batch, lr); },
+                    [this] {
+                      train_loader_->next(inputs_, targets_);
+                      return MicroBatch{inputs_, targets_};
+                    },
+                    schedule_);
   // --profile N: the profile opens after everything step N - 1 did and closes right after step N.
   std::optional<StepProfile> profile;
   const auto profile_from = [&](int64_t next_step) {

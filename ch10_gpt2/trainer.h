@@ -4,8 +4,8 @@
 // its logging, evaluation, sampling and checkpoints after each step.
 //
 // Distributed (under mpirun, given the world's communicator): the ranks form the --dp x --tp x --pp layout
-// (a ParallelContext over the device's communicator) and chapter 8 chooses the training step for it
-// (ch08::make_train_step). Every rank runs the same loop; rank 0 alone prints, writes the JSON log and
+// (a ParallelContext over the device's communicator) and build_run (run_config.h) builds this rank's model,
+// optimizer and step for it. Every rank runs the same loop; rank 0 alone prints, writes the JSON log and
 // writes checkpoints, and the loss and gradient norm it logs are the whole global batch's. Data-parallel rank
 // d reads its share of each global batch (the loader's rank sharding with rank d of dp), so `--dp D --batch B`
 // sees the tokens of one process with `--batch D*B`. The decision to stop is collective (the largest signal
@@ -20,8 +20,8 @@
 #include <optional>
 
 #include "ch08_distributed/parallel_options.h"
-#include "ch09_advanced/graphed_step.h"
 #include "ch10_gpt2/checkpoint.h"
+#include "ch10_gpt2/run_config.h"
 #include "ch10_gpt2/train_log.h"
 #include "ch10_gpt2/train_options.h"
 #include "common/comm/communicator.h"
@@ -62,7 +62,7 @@ class Trainer {
   // Rank 0: the rank that prints, logs and saves.
   bool leader() const { return world_->rank() == 0; }
 
-  const GPT2& model() const { return *model_; }
+  const GPT2& model() const { return *run_.model; }
   const comm::ParallelContext& context() const { return *context_; }
 
  private:
@@ -92,10 +92,8 @@ class Trainer {
   std::optional<double> peak_flops_;
   std::string peak_name_;
 
-  std::unique_ptr<GPT2> model_;
-  std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<TrainStep> step_;
-  std::unique_ptr<ch09::GraphedStep> graphed_step_;  // --cuda-graphs: step_, replayed from a CUDA graph
+  RunConfig run_config_;  // the options as typed settings, model, optimizer and step built from them
+  TrainingRun run_;
   LrSchedule schedule_;
   std::unique_ptr<BatchLoader> train_loader_, val_loader_;
   std::unique_ptr<GPT2Tokenizer> tokenizer_;

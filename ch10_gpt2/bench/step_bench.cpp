@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "common/train/math_mode.h"
 #include "common/util/rng.h"
 
 namespace lab {
@@ -48,43 +47,42 @@ StepBenchSettings StepBenchSettings::from_flags(const std::vector<std::string>& 
   return settings;
 }
 
-StepBench::StepBench(const StepBenchSettings& settings)
-    : settings_(settings), device_(parse_device_or_auto(settings.device)) {
-  const MathMode math_mode = parse_math_mode(settings_.dtype);
-  LAB_CHECK(device_.is_cuda() || math_mode != MathMode::TF32, InvalidArgument, "--dtype tf32 needs a GPU");
-  apply_math_mode(device_, math_mode);
-  ModelOptions options;
-  settings_.model_rungs().apply(options, matmul_dtype(math_mode));
-  model_ = std::make_unique<GPT2>(GPT2Config::from_name(settings_.model), device_, options);
-  model_->init_weights(1);
-  optimizer_ = std::make_unique<AdamW>(model_->parameters(), AdamWConfig{});
+RunConfig StepBenchSettings::run_config() const {
+  RunConfig config;
+  config.model = GPT2Config::from_name(model);
+  config.device = parse_device_or_auto(device);
+  config.math = parse_math_mode(dtype);
+  config.rungs = model_rungs();
+  // The step the trainer runs (one micro-batch, clipping at 1), with the device synchronised between its phases to
+  // time each one (not under CUDA graphs, where the step is one launch).
+  config.step.time_phases = !cuda_graphs;
+  config.cuda_graphs = cuda_graphs;
+  return config;
+}
+
+StepBench::StepBench(const StepBenchSettings& settings) : settings_(settings) {
+  const RunConfig config = settings_.run_config();
+  device_ = config.device;
+  run_ = build_run(config);  // weights from seed 1
   Rng rng(2);
   std::vector<int32_t> tok(static_cast<size_t>(tokens_per_step())), tgt(tok.size());
   for (auto& x : tok) x = static_cast<int32_t>(rng.below(50257));
   for (auto& x : tgt) x = static_cast<int32_t>(rng.below(50257));
   tokens_ = Tensor::from_ints(tok, {settings_.batch, settings_.seq}, device_);
   targets_ = Tensor::from_ints(tgt, {settings_.batch, settings_.seq}, device_);
-  // The step the trainer runs, with the device synchronised between its phases to time each one (not under CUDA
-  // graphs, where the step is one launch).
-  TrainStepConfig step_config;  // one micro-batch, clipping at 1 as the trainer does
-  step_config.time_phases = !settings_.cuda_graphs;
-  train_step_ = std::make_unique<TrainStep>(*model_, *optimizer_, step_config);
-  apply_math_mode(math_mode, *train_step_);  // bf16, fp16: 16-bit products; fp16: loss scaling
-  if (settings_.cuda_graphs) graphed_step_ = std::make_unique<ch09::GraphedStep>(*train_step_);
 }
 
 TrainStepResult StepBench::run_step() {
-  const BatchSource same_batch = [&] { return MicroBatch{tokens_, targets_}; };
-  return graphed_step_ ? graphed_step_->run(same_batch, kLr) : train_step_->run(same_batch, kLr);
+  return run_.run([&] { return MicroBatch{tokens_, targets_}; }, kLr);
 }
 
 StepSamples StepBench::run(const std::function<void(int64_t, double)>& on_step) {
-  const int64_t warmup = graphed_step_ ? std::max<int64_t>(settings_.warmup, 2) : settings_.warmup;
+  const int64_t warmup = run_.graphed ? std::max<int64_t>(settings_.warmup, 2) : settings_.warmup;
   for (int64_t i = 0; i < warmup; ++i) run_step();
   StepSamples samples;
   for (int64_t i = 0; i < settings_.steps; ++i) {
     const TrainStepResult p = run_step();
-    if (graphed_step_) {
+    if (run_.graphed) {
       samples.step.push_back(p.seconds);
     } else {
       samples.forward.push_back(p.forward_seconds);

@@ -1,6 +1,6 @@
 // The workload of gpt2_step_bench: one GPT-2, its AdamW and the trainer's TrainStep on a fixed random batch,
-// built from the bench's settings and timed step by step (each phase apart). The single run and every rung of
-// a staircase (--staircase) build one of these.
+// built from the bench's settings by the trainer's builder (build_run, run_config.h) and timed step by step (each phase
+// apart). The single run and every rung of a staircase (--staircase) build one of these.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "ch09_advanced/graphed_step.h"
 #include "ch10_gpt2/model_rungs.h"
+#include "ch10_gpt2/run_config.h"
 #include "common/nn/gpt2.h"
 #include "common/ops/cpu/gemm.h"
 #include "common/optim/adamw.h"
@@ -36,6 +36,8 @@ struct StepBenchSettings {
   void register_flags(Flags& flags);
   // --kernels, --attention and --recompute as the model's rungs; Error(InvalidArgument) for a bad value.
   ModelRungs model_rungs() const;
+  // The run these settings describe (Error(InvalidArgument) for a bad value).
+  RunConfig run_config() const;
   // From a flag list in the same form (a staircase rung's flags); Error(InvalidArgument) on a bad one.
   static StepBenchSettings from_flags(const std::vector<std::string>& flags);
 };
@@ -62,16 +64,13 @@ class StepBench {
 
   const StepBenchSettings& settings() const { return settings_; }
   Device device() const { return device_; }
-  const GPT2& model() const { return *model_; }
+  const GPT2& model() const { return *run_.model; }
   int64_t tokens_per_step() const { return settings_.batch * settings_.seq; }
 
  private:
   StepBenchSettings settings_;
   Device device_;
-  std::unique_ptr<GPT2> model_;
-  std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<TrainStep> train_step_;
-  std::unique_ptr<ch09::GraphedStep> graphed_step_;  // with cuda_graphs
+  TrainingRun run_;  // the model, its AdamW and the step (replayed from a CUDA graph with cuda_graphs)
   Tensor tokens_, targets_;
 
   TrainStepResult run_step();
