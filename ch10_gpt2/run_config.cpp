@@ -8,7 +8,9 @@
 namespace lab {
 
 std::optional<RunRefusal> run_refusal(const RunConfig& c) {
-  const auto refuse = [](ErrorKind kind, std::string line) { return std::optional<RunRefusal>({kind, std::move(line)}); };
+  const auto refuse = [](ErrorKind kind, std::string line) {
+    return std::optional<RunRefusal>({kind, std::move(line)});
+  };
   const comm::ParallelLayout& layout = c.parallel.layout;
   const bool fp16 = c.math == MathMode::FP16, sixteen_bit = matmul_dtype(c.math) != DType::F32;
   if (c.math == MathMode::TF32 && !c.device.is_cuda())
@@ -33,8 +35,7 @@ std::optional<RunRefusal> run_refusal(const RunConfig& c) {
                                               "tf32)"));
   if (std::string why = memory_steps_refusal(c.memory, layout); !why.empty())
     return refuse(ErrorKind::InvalidArgument, std::move(why));
-  if (std::string why = c.memory.optimizer_in_backward ? ch07::optimizer_in_backward_refusal(c.step) : "";
-      !why.empty())
+  if (std::string why = c.memory.optimizer_in_backward ? ch07::optimizer_in_backward_refusal(c.step) : ""; !why.empty())
     return refuse(ErrorKind::InvalidArgument, std::move(why));
   if (std::string why = c.rungs.refusal(matmul_dtype(c.math)); !why.empty())
     return refuse(ErrorKind::InvalidArgument, std::move(why));

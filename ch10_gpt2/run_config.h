@@ -64,7 +64,7 @@ void check_run(const RunConfig& config);
 // What build_run gives: this rank's model, its optimizer and the training step over them (replayed from a CUDA
 // graph under RunConfig::cuda_graphs).
 struct TrainingRun {
-  std::unique_ptr<comm::Communicator> own_world;        // a one-process run's communicator and context
+  std::unique_ptr<comm::Communicator> own_world;       // a one-process run's communicator and context
   std::unique_ptr<comm::ParallelContext> own_context;  // (build_run without a context)
   std::unique_ptr<GPT2> model;
   std::unique_ptr<AdamW> optimizer;
@@ -81,7 +81,8 @@ using SetWeights = std::function<void(GPT2& model, AdamW& optimizer)>;
 
 // Builds `config`'s run over `context` (collective over its groups; its layout must be config.parallel.layout),
 // after check_run. Without `set_weights`, the weights are init_weights(1)'s.
-TrainingRun build_run(const RunConfig& config, const comm::ParallelContext& context, const SetWeights& set_weights = {});
+TrainingRun build_run(const RunConfig& config, const comm::ParallelContext& context,
+                      const SetWeights& set_weights = {});
 // The same in one process (layout 1 x 1 x 1), with a communicator and context of the run's own.
 TrainingRun build_run(const RunConfig& config, const SetWeights& set_weights = {});
 

@@ -18,7 +18,14 @@ staircase::Staircase book_staircase(const std::vector<std::string>& base_flags, 
        "flash", false},
       {"cuda graphs", "the whole step captured once and replayed: one launch per step (chapter 9)", "--cuda-graphs", "",
        true},
-      {"batch x2", "twice the batch, in the memory the rungs freed", "--batch", std::to_string(2 * batch), false},
+      {"largest batch",
+       "the largest batch whose step fits the highest peak of the rungs below: the memory the rungs freed, spent "
+       "on rows",
+       "--batch-fits", "earlier-rungs", false},
+      {"accumulation",
+       "4 micro-batches of that batch per step, gradients accumulated: a 4x larger global batch "
+       "in the same memory",
+       "--accumulate", "4", false},
   };
   std::vector<std::string> base = base_flags;
   base.insert(base.end(), {"--batch", std::to_string(batch), "--kernels", "reference", "--attention", "materialized",

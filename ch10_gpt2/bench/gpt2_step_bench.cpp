@@ -16,7 +16,8 @@
 // and steps are the workload every rung shares. `ch06`: fp32 -> tf32 (GPU) -> bf16 -> fused kernels -> twice the
 // batch (ch06_single_gpu/step_staircase.h). `ch09`: bf16 + fused with materialised attention -> batched -> flash
 // attention -> CUDA graphs on a GPU (ch09_advanced/step_staircase.h). `ch10`: every rung of the book in one
-// staircase, fp32 -> tf32 -> bf16 -> fused -> 16-bit activations -> batched -> flash -> CUDA graphs -> twice the batch
+// staircase, fp32 -> tf32 -> bf16 -> fused -> 16-bit activations -> batched -> flash -> CUDA graphs -> the largest
+// batch that fits the earlier rungs' highest peak -> 4 micro-batches of it accumulated per step
 // (ch10_gpt2/step_staircase.h).
 //
 //   gpt2_step_bench --model d12 --device cpu --batch 4 --seq 64 --steps 10 --json result.json
@@ -79,21 +80,32 @@ int run_staircase_bench(const std::string& name, const StepBenchSettings& base, 
   std::printf("gpt2_step_bench --staircase %s: %s, %s on %s (%s), %d threads\n", name.c_str(),
               stairs.description.c_str(), base.model.c_str(), device.str().c_str(), lab::device_name(device).c_str(),
               num_threads());
+  std::optional<int64_t> highest_peak;  // of the rungs so far: what --batch-fits earlier-rungs means
   const staircase::StaircaseReport report = staircase::run_staircase(
       stairs,
       [&](const staircase::Rung& rung) {
         allocator_for(device).reset_peak();
-        StepBench bench(StepBenchSettings::from_flags(stairs.flags_for(rung)));
+        StepBenchSettings settings = StepBenchSettings::from_flags(stairs.flags_for(rung));
+        if (settings.batch_fits == "earlier-rungs") {
+          LAB_CHECK(highest_peak, InvalidArgument, "--batch-fits earlier-rungs: no rung below it ran");
+          settings.batch_fits = std::to_string(*highest_peak);
+        }
+        StepBench bench(settings);
         const StepSamples samples = bench.run();
         std::vector<double> ms, tokens_per_s;
         for (double s : samples.step) {
           ms.push_back(s * 1e3);
           tokens_per_s.push_back(static_cast<double>(bench.tokens_per_step()) / s);
         }
-        const double peak = static_cast<double>(memory_stats(device).peak_total);
-        return std::vector<staircase::Measurement>{{"step_ms", "ms", bench::Better::Lower, ms},
-                                                   {"tokens_per_s", "tokens/s", bench::Better::Higher, tokens_per_s},
-                                                   {"mem_peak_bytes", "bytes", bench::Better::Lower, {peak}}};
+        const int64_t peak = memory_stats(device).peak_total;
+        highest_peak = std::max(highest_peak.value_or(0), peak);
+        if (!settings.batch_fits.empty())
+          std::printf("  %s: batch %lld, the largest whose step fits %s bytes\n", rung.name.c_str(),
+                      static_cast<long long>(bench.settings().batch), settings.batch_fits.c_str());
+        return std::vector<staircase::Measurement>{
+            {"step_ms", "ms", bench::Better::Lower, ms},
+            {"tokens_per_s", "tokens/s", bench::Better::Higher, tokens_per_s},
+            {"mem_peak_bytes", "bytes", bench::Better::Lower, {static_cast<double>(peak)}}};
       },
       [](const staircase::RungReport& rung) {
         std::printf("  %s: %s\n", rung.rung.name.c_str(), rung.ran ? "done" : ("not run: " + rung.error).c_str());
@@ -177,12 +189,16 @@ int run(int argc, char** argv) {
   const Device device = step_bench.device();
   const std::string& model_name = settings.model;
   const std::string& dtype = settings.dtype;
-  const int64_t batch = settings.batch, seq = settings.seq;
+  // --batch-fits: the batch the search found.
+  const int64_t batch = step_bench.settings().batch, seq = settings.seq, tokens = step_bench.tokens_per_step();
   const GPT2& model = step_bench.model();
-  std::printf("gpt2_step_bench: %s (%s) on %s (%s), B=%lld T=%lld, %s, %d threads\n", model_name.c_str(),
+  std::printf("gpt2_step_bench: %s (%s) on %s (%s), B=%lld%s T=%lld%s, %s, %d threads\n", model_name.c_str(),
               model.config().str().c_str(), device.str().c_str(), lab::device_name(device).c_str(),
-              static_cast<long long>(batch), static_cast<long long>(seq), settings.model_rungs().str().c_str(),
-              num_threads());
+              static_cast<long long>(batch),
+              settings.batch_fits.empty() ? "" : cat(" (the largest that fits ", settings.batch_fits, ")").c_str(),
+              static_cast<long long>(seq),
+              settings.accumulate > 1 ? cat(", ", settings.accumulate, " micro-batches per step").c_str() : "",
+              settings.model_rungs().str().c_str(), num_threads());
   const std::string note =
       ch09::attention_note(settings.model_rungs().attention, device, matmul_dtype(parse_math_mode(settings.dtype)));
   if (!note.empty()) std::printf("%s\n", note.c_str());
@@ -206,8 +222,8 @@ int run(int argc, char** argv) {
   const std::vector<double>&step_s = samples.step, &fwd_s = samples.forward, &bwd_s = samples.backward,
         &opt_s = samples.optimizer;
   const bench::Summary step = bench::summarize(step_s);
-  const double tokens_per_s = static_cast<double>(batch * seq) / step.median;
-  const double model_flops = gpt2_flops_per_token(model.config(), seq) * static_cast<double>(batch * seq);
+  const double tokens_per_s = static_cast<double>(tokens) / step.median;
+  const double model_flops = gpt2_flops_per_token(model.config(), seq) * static_cast<double>(tokens);
 
   bench::BenchResult result = bench::BenchResult::start("gpt2_step", argc, argv);
   auto in_ms = [](const std::vector<double>& seconds) {
@@ -216,7 +232,7 @@ int run(int argc, char** argv) {
     return ms;
   };
   std::vector<double> step_tokens_per_s;
-  for (double s : step_s) step_tokens_per_s.push_back(static_cast<double>(batch * seq) / s);
+  for (double s : step_s) step_tokens_per_s.push_back(static_cast<double>(tokens) / s);
   // Under CUDA graphs the step is one launch: its phases have no times of their own.
   const bool phases = !fwd_s.empty();
   result.add_metric("step_ms", in_ms(step_s), "ms", bench::Better::Lower);
@@ -238,6 +254,7 @@ int run(int argc, char** argv) {
   row.set("activations", settings.activations);
   row.set("cuda_graphs", settings.cuda_graphs);
   row.set("batch", batch);
+  row.set("accumulate", settings.accumulate);
   row.set("seq", seq);
   row.set("ms_median", step.median * 1e3);
   row.set("ms_min", step.min * 1e3);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ch07_memory/max_batch.h"
 #include "common/util/rng.h"
 
 namespace lab {
@@ -30,6 +31,10 @@ void StepBenchSettings::register_flags(Flags& flags) {
                  "replay the step from a CUDA graph captured after an eager step (chapter 9, ch09_advanced/"
                  "graphed_step.h); the step is then one launch, timed whole");
   flags.add_int("batch", &batch, "batch size B", 1, 1 << 16);
+  flags.add_string("batch-fits", &batch_fits,
+                   "instead of --batch, the largest batch whose step's allocator peak fits this many bytes (8GiB, "
+                   "512MiB), searched with measured steps first (ch07_memory/max_batch.h)");
+  flags.add_int("accumulate", &accumulate, "micro-batches of --batch rows per step, gradients accumulated", 1, 4096);
   flags.add_int("seq", &seq, "sequence length T", 1, 1 << 16);
   flags.add_int("steps", &steps, "timed steps", 1, 100000);
   flags.add_int("warmup", &warmup, "untimed steps first", 0, 1000);
@@ -56,6 +61,7 @@ RunConfig StepBenchSettings::run_config() const {
   // The step the trainer runs (one micro-batch, clipping at 1), with the device synchronised between its phases to
   // time each one (not under CUDA graphs, where the step is one launch).
   config.step.time_phases = !cuda_graphs;
+  config.step.accum_steps = accumulate;
   config.cuda_graphs = cuda_graphs;
   return config;
 }
@@ -63,17 +69,50 @@ RunConfig StepBenchSettings::run_config() const {
 StepBench::StepBench(const StepBenchSettings& settings) : settings_(settings) {
   const RunConfig config = settings_.run_config();
   device_ = config.device;
+  if (!settings_.batch_fits.empty()) settings_.batch = search_batch(config);
   run_ = build_run(config);  // weights from seed 1
   Rng rng(2);
-  std::vector<int32_t> tok(static_cast<size_t>(tokens_per_step())), tgt(tok.size());
+  const int64_t rows = settings_.batch * settings_.accumulate;
+  std::vector<int32_t> tok(static_cast<size_t>(rows * settings_.seq)), tgt(tok.size());
   for (auto& x : tok) x = static_cast<int32_t>(rng.below(50257));
   for (auto& x : tgt) x = static_cast<int32_t>(rng.below(50257));
-  tokens_ = Tensor::from_ints(tok, {settings_.batch, settings_.seq}, device_);
-  targets_ = Tensor::from_ints(tgt, {settings_.batch, settings_.seq}, device_);
+  tokens_ = Tensor::from_ints(tok, {rows, settings_.seq}, device_);
+  targets_ = Tensor::from_ints(tgt, {rows, settings_.seq}, device_);
+}
+
+int64_t StepBench::search_batch(const RunConfig& config) {
+  LAB_CHECK(settings_.batch_fits != "earlier-rungs", InvalidArgument,
+            "--batch-fits earlier-rungs means the highest peak of a staircase's earlier rungs, inside a staircase "
+            "only; give a size (8GiB)");
+  const int64_t budget = ch07::parse_byte_size(settings_.batch_fits);
+  // An eager step of one micro-batch measures each trial (a graph would capture one batch shape); the probe is
+  // gone, and the peak reset, before the bench's own run is built.
+  RunConfig probe_config = config;
+  probe_config.cuda_graphs = false;
+  probe_config.step.time_phases = false;
+  probe_config.step.accum_steps = 1;
+  int64_t rows = 0;
+  {
+    TrainingRun probe = build_run(probe_config);
+    const ch07::MaxBatchSearch found = ch07::find_max_batch(*probe.step, settings_.seq, budget, int64_t{1} << 16);
+    LAB_CHECK(found.rows > 0, InvalidArgument, "--batch-fits ", settings_.batch_fits, ": not even one row of ",
+              settings_.seq, " tokens fits (its step peaks at ", found.trials.front().peak_bytes, " bytes)");
+    rows = found.rows;
+  }
+  allocator_for(device_).reset_peak();
+  return rows;
 }
 
 TrainStepResult StepBench::run_step() {
-  return run_.run([&] { return MicroBatch{tokens_, targets_}; }, kLr);
+  // The step's micro-batches in turn: rows [i * batch, (i + 1) * batch) of the step's tokens.
+  int64_t next = 0;
+  return run_.run(
+      [&] {
+        const int64_t first = (next++ % settings_.accumulate) * settings_.batch;
+        return MicroBatch{tokens_.slice_rows(first, first + settings_.batch),
+                          targets_.slice_rows(first, first + settings_.batch)};
+      },
+      kLr);
 }
 
 StepSamples StepBench::run(const std::function<void(int64_t, double)>& on_step) {

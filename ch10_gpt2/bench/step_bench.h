@@ -29,6 +29,11 @@ struct StepBenchSettings {
   std::string activations = "fp32";
   bool cuda_graphs = false;  // replay the step from a CUDA graph (ch09_advanced/graphed_step.h)
   int64_t batch = 4;
+  // Instead of --batch: the largest micro-batch whose step's allocator peak fits this many bytes ("8GiB"), searched
+  // as gpt2_train --find-max-batch searches it (ch07_memory/max_batch.h); empty: --batch as given. A staircase's
+  // rung may give "earlier-rungs", the highest peak measured on the rungs below it (run_staircase_bench resolves it).
+  std::string batch_fits;
+  int64_t accumulate = 1;  // micro-batches of --batch rows per step, their gradients accumulated
   int64_t seq = 64;
   int64_t steps = 10;
   int64_t warmup = 2;
@@ -50,8 +55,10 @@ struct StepSamples {
 
 class StepBench {
  public:
-  // Builds the model (weights from seed 1) and a batch of random tokens (seed 2) on the settings' device, with
-  // their math mode and kernels. Error(InvalidArgument) for a setting this machine cannot run (tf32 on a CPU).
+  // Builds the model (weights from seed 1) and the random tokens of a step (seed 2) on the settings' device, with
+  // their math mode and kernels; with batch_fits, after searching the batch (settings() then holds the one found,
+  // and the allocator's peak is reset after the search). Error for a setting this machine cannot run (tf32 on a
+  // CPU), or when not even one row fits the budget.
   explicit StepBench(const StepBenchSettings& settings);
 
   // Runs the warm-up steps (at least two under CUDA graphs: the eager step that fills the graph's pool and the
@@ -65,15 +72,18 @@ class StepBench {
   const StepBenchSettings& settings() const { return settings_; }
   Device device() const { return device_; }
   const GPT2& model() const { return *run_.model; }
-  int64_t tokens_per_step() const { return settings_.batch * settings_.seq; }
+  // The settings with the batch the bench runs (--batch-fits: the one found).
+  int64_t tokens_per_step() const { return settings_.batch * settings_.seq * settings_.accumulate; }
 
  private:
   StepBenchSettings settings_;
   Device device_;
-  TrainingRun run_;  // the model, its AdamW and the step (replayed from a CUDA graph with cuda_graphs)
-  Tensor tokens_, targets_;
+  TrainingRun run_;          // the model, its AdamW and the step (replayed from a CUDA graph with cuda_graphs)
+  Tensor tokens_, targets_;  // every micro-batch of a step, one after the other
 
   TrainStepResult run_step();
+  // --batch-fits: the largest micro-batch whose step fits the budget, measured on a run of `config` built for it.
+  int64_t search_batch(const RunConfig& config);
 };
 
 }  // namespace lab

@@ -29,17 +29,19 @@ std::vector<std::string> changes(const staircase::Staircase& stairs) {
 TEST(BookStaircase, EveryRungOfTheBookOneChangeAtATime) {
   const std::vector<std::string> base = {"--model", "tiny", "--seq", "8"};
   const staircase::Staircase cpu = ch10::book_staircase(base, 4, false), gpu = ch10::book_staircase(base, 4, true);
-  EXPECT_EQ(rung_names(cpu), (std::vector<std::string>{"fp32", "bf16", "fused", "16-bit activations",
-                                                       "batched attention", "flash attention", "batch x2"}));
+  EXPECT_EQ(rung_names(cpu),
+            (std::vector<std::string>{"fp32", "bf16", "fused", "16-bit activations", "batched attention",
+                                      "flash attention", "largest batch", "accumulation"}));
   EXPECT_EQ(rung_names(gpu),
             (std::vector<std::string>{"fp32", "tf32", "bf16", "fused", "16-bit activations", "batched attention",
-                                      "flash attention", "cuda graphs", "batch x2"}));
+                                      "flash attention", "cuda graphs", "largest batch", "accumulation"}));
   for (const staircase::Staircase* stairs : {&cpu, &gpu})
     EXPECT_TRUE(staircase::check_one_change_per_rung(*stairs).empty());
   EXPECT_EQ(changes(gpu),
             (std::vector<std::string>{"--dtype fp32 -> tf32", "--dtype tf32 -> bf16", "--kernels reference -> fused",
                                       "--activations fp32 -> 16bit", "--attention materialized -> batched",
-                                      "--attention batched -> flash", "+ --cuda-graphs true", "--batch 4 -> 8"}));
+                                      "--attention batched -> flash", "+ --cuda-graphs true",
+                                      "+ --batch-fits earlier-rungs", "+ --accumulate 4"}));
 }
 
 TEST(AttentionStaircase, TheCudaGraphsRungIsAGpuRung) {

@@ -169,8 +169,7 @@ TEST(RunConfig, TheSameSettingsWithoutTheirConflictTrain) {
     change(config);
     EXPECT_FALSE(run_refusal(config)) << run_refusal(config)->line;
     TrainingRun run = build_run(config);
-    const std::vector<double> losses =
-        losses_of([&](const BatchSource& s, double lr) { return run.run(s, lr); }, 2, 1);
+    const std::vector<double> losses = losses_of([&](const BatchSource& s, double lr) { return run.run(s, lr); }, 2, 1);
     for (const double loss : losses) EXPECT_TRUE(std::isfinite(loss));
   }
 }
@@ -202,8 +201,7 @@ TEST(RunConfig, BuildsTheRunATrainerWouldBuildByHand) {
   TrainStep step(model, optimizer, config.step);
   apply_math_mode(MathMode::BF16, step);
 
-  const std::vector<double> ours =
-      losses_of([&](const BatchSource& s, double lr) { return built.run(s, lr); }, 3, 2);
+  const std::vector<double> ours = losses_of([&](const BatchSource& s, double lr) { return built.run(s, lr); }, 3, 2);
   const std::vector<double> by_hand = losses_of([&](const BatchSource& s, double lr) { return step.run(s, lr); }, 3, 2);
   EXPECT_EQ(ours, by_hand);
 }

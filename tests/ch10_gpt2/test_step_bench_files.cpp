@@ -87,5 +87,45 @@ TEST(StepBenchFiles, RunsOfTwoBatchShapesPairUp) {
   EXPECT_EQ(diff.out.find("only in"), std::string::npos) << diff.out;
 }
 
+TEST(StepBenchFiles, BatchFitsSearchesTheBatchAndAccumulateCountsItsTokens) {
+  // A budget between the peaks of batches 2 and 4: the search finds 2 or 3 (it measures; the peak grows with the
+  // rows), and the row records it with the micro-batches per step, whose tokens the throughput counts.
+  const std::string dir = scratch_directory();
+  const double peak2 = run_step_bench(dir, "b2.json", "--batch 2 --seq 16").rows.at(0).at("mem_peak_bytes").as_number();
+  const double peak4 = run_step_bench(dir, "b4.json", "--batch 4 --seq 16").rows.at(0).at("mem_peak_bytes").as_number();
+  ASSERT_LT(peak2, peak4);
+  const int64_t budget = static_cast<int64_t>((peak2 + peak4) / 2);
+  const bench::BenchResult fit =
+      run_step_bench(dir, "fit.json", "--seq 16 --accumulate 2 --batch-fits " + std::to_string(budget));
+  ASSERT_EQ(fit.rows.size(), 1u);
+  const Json& row = fit.rows[0];
+  EXPECT_GE(row.at("batch").as_int(), 2);
+  EXPECT_LE(row.at("batch").as_int(), 3);
+  EXPECT_EQ(row.at("accumulate").as_int(), 2);
+  const double tokens = static_cast<double>(row.at("batch").as_int() * 16 * 2);
+  EXPECT_NEAR(row.at("tokens_per_s").as_number() * row.at("ms_median").as_number() / 1e3, tokens, 1e-6 * tokens);
+
+  const ProcessResult none = run_program("gpt2_step_bench", "--model tiny --device cpu --batch-fits 1KiB");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("--batch-fits 1KiB: not even one row of 64 tokens fits"), std::string::npos) << none.err;
+  const ProcessResult outside = run_program("gpt2_step_bench", "--model tiny --device cpu --batch-fits earlier-rungs");
+  EXPECT_NE(outside.exit_code, 0);
+  EXPECT_NE(outside.err.find("inside a staircase only"), std::string::npos) << outside.err;
+}
+
+TEST(StepBenchFiles, TheBooksStaircaseRunsEveryRungOnTheCpu) {
+  const std::string dir = scratch_directory();
+  const ProcessResult r = run_program("gpt2_step_bench",
+                                      "--staircase ch10 --model tiny --device cpu --batch 2 --seq 8 "
+                                      "--steps 2 --warmup 0 --threads 2 --json " +
+                                          dir + "/ch10.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* rung : {"fp32", "bf16", "fused", "16-bit activations", "batched attention", "flash attention",
+                           "largest batch", "accumulation"})
+    EXPECT_NE(r.out.find(std::string("  ") + rung + ": done"), std::string::npos) << rung << "\n" << r.out;
+  EXPECT_NE(r.out.find("largest batch: batch "), std::string::npos) << r.out;
+  EXPECT_EQ(bench::BenchResult::read(dir + "/ch10.json").rows.size(), 8u);
+}
+
 }  // namespace
 }  // namespace lab
