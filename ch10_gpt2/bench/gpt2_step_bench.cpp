@@ -12,7 +12,8 @@
 // that forward, backward and the optimizer are timed apart (step_bench.h).
 //
 // --staircase NAME runs a chapter's staircase instead (common/lab/staircase.h): each rung's step in turn in this
-// one process, each compared with the rung before it; the command line's model, device, batch, sequence length
+// one process, each compared with the rung before it, then PyTorch's step on the same workload when python3 can
+// import torch (pytorch_rows.h; --no-pytorch skips it); the command line's model, device, batch, sequence length
 // and steps are the workload every rung shares. `ch06`: fp32 -> tf32 (GPU) -> bf16 -> fused kernels -> twice the
 // batch (ch06_single_gpu/step_staircase.h). `ch09`: bf16 + fused with materialised attention -> batched -> flash
 // attention -> CUDA graphs on a GPU (ch09_advanced/step_staircase.h). `ch10`: every rung of the book in one
@@ -31,6 +32,7 @@
 #include "ch09_advanced/attention_choice.h"
 #include "ch09_advanced/step_staircase.h"
 #include "ch10_gpt2/bench/gemm_floor.h"
+#include "ch10_gpt2/bench/pytorch_rows.h"
 #include "ch10_gpt2/bench/step_bench.h"
 #include "ch10_gpt2/step_staircase.h"
 #include "common/bench/gpu_peaks.h"
@@ -63,8 +65,24 @@ std::vector<std::string> with_batch(std::vector<std::string> flags, int64_t batc
 }
 
 // Runs the named staircase, prints its table and writes its rows (one per rung) to `json_path`.
-int run_staircase_bench(const std::string& name, const StepBenchSettings& base, const std::string& json_path, int argc,
-                        char** argv) {
+// The rung PyTorch is compared with: the one of the best median tokens/s among those that ran at the staircase's
+// batch (not the rungs that search a batch or accumulate, whose steps hold other numbers of tokens).
+std::pair<std::string, double> best_same_batch_rung(const staircase::Staircase& stairs,
+                                                    const staircase::StaircaseReport& report) {
+  std::pair<std::string, double> best{"", 0};
+  for (const staircase::RungReport& r : report.rungs) {
+    const staircase::Settings settings = staircase::parse_settings(stairs.flags_for(r.rung));
+    const staircase::MetricReport* tokens = r.find("tokens_per_s");
+    if (!r.ran || !tokens || settings.count("batch-fits") || settings.count("accumulate")) continue;
+    if (tokens->summary.median > best.second) best = {r.rung.name, tokens->summary.median};
+  }
+  return best;
+}
+
+// Runs the named staircase, prints its table (and, with `pytorch`, PyTorch's rows beside it) and writes its rows
+// (one per rung, then one per PyTorch run) to `json_path`.
+int run_staircase_bench(const std::string& name, const StepBenchSettings& base, bool pytorch, const std::string& python,
+                        const std::string& json_path, int argc, char** argv) {
   LAB_CHECK(name == "ch06" || name == "ch09" || name == "ch10", InvalidArgument, "unknown staircase '", name,
             "' (known: ch06, ch09, ch10)");
   const Device device = parse_device_or_auto(base.device);
@@ -112,9 +130,26 @@ int run_staircase_bench(const std::string& name, const StepBenchSettings& base, 
         std::fflush(stdout);
       });
   std::fputs(report.table().c_str(), stdout);
+  std::vector<PyTorchRow> pytorch_rows;
+  if (pytorch) {
+    pytorch_rows =
+        run_pytorch_rows({base.model, device, base.batch, base.seq, base.steps, base.warmup, num_threads(), python});
+    const auto [ours, ours_tokens_per_s] = best_same_batch_rung(stairs, report);
+    std::fputs(pytorch_table(pytorch_rows, ours, ours_tokens_per_s).c_str(), stdout);
+  }
   if (!json_path.empty()) {
     bench::BenchResult result = bench::BenchResult::start("gpt2_step_staircase", argc, argv);
     report.add_to(result);
+    for (const PyTorchRow& r : pytorch_rows) {
+      Json row = Json::object();
+      row.set("rung", r.name);
+      row.set("status", r.ran ? "ok" : "not run");
+      row.set("error", r.ran ? Json() : Json(r.error));
+      row.set("step_ms_median", r.ran ? Json(r.ms) : Json());
+      row.set("tokens_per_s_median", r.ran ? Json(r.tokens_per_s) : Json());
+      row.set("mem_peak_bytes_median", r.peak_bytes ? Json(*r.peak_bytes) : Json());
+      result.add_row(row);
+    }
     result.write(json_path);
     std::printf("wrote %s\n", json_path.c_str());
   }
@@ -168,6 +203,13 @@ int run(int argc, char** argv) {
   flags.add_bool("profile", &profile,
                  "after the timed steps, run one more with every op and kernel counted and timed, and print the "
                  "tables (the JSON gets one row per op and kernel)");
+  bool pytorch = true;
+  std::string python = "python3";
+  flags.add_bool("pytorch", &pytorch,
+                 "with --staircase: then run PyTorch's step on the same workload (tools/compare/"
+                 "pytorch_gpt2_step.py: eager, and torch.compile on a GPU) when --python can import torch; "
+                 "--no-pytorch: skip it");
+  flags.add_string("python", &python, "with --staircase: the Python that has PyTorch");
   flags.add_string("staircase", &staircase_name,
                    "run this chapter's staircase (ch06, ch09, ch10) on the workload of --model, --device, --batch, "
                    "--seq, --steps and --warmup; the rungs set --dtype, --kernels, --attention, --activations and "
@@ -179,7 +221,7 @@ int run(int argc, char** argv) {
     for (const char* rung_flag : {"dtype", "kernels", "attention", "recompute", "activations", "cuda-graphs"})
       LAB_CHECK(!flags.was_set(rung_flag), InvalidArgument, "--staircase sets --", rung_flag,
                 " on each rung (or keeps the default): leave it out");
-    return run_staircase_bench(staircase_name, settings, json_path, argc, argv);
+    return run_staircase_bench(staircase_name, settings, pytorch, python, json_path, argc, argv);
   }
   LAB_CHECK(!(profile && settings.cuda_graphs), InvalidArgument,
             "--profile with --cuda-graphs: a replayed graph's kernels cannot be timed one by one (profile without "

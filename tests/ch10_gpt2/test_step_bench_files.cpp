@@ -3,6 +3,8 @@
 // step gets slower by more than the spread of its repeats.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "common/bench/diff.h"
 #include "common/bench/result.h"
 #include "common/io/files.h"
@@ -113,18 +115,39 @@ TEST(StepBenchFiles, BatchFitsSearchesTheBatchAndAccumulateCountsItsTokens) {
   EXPECT_NE(outside.err.find("inside a staircase only"), std::string::npos) << outside.err;
 }
 
-TEST(StepBenchFiles, TheBooksStaircaseRunsEveryRungOnTheCpu) {
+TEST(StepBenchFiles, TheBooksStaircaseRunsEveryRungOnTheCpuThenPyTorch) {
+  // Debian's PyTorch is /usr/bin/python3's (scripts/test.sh installs it); without it the row says why it did not run.
+  const std::string python = "/usr/bin/python3";
+  const bool torch = std::system((python + " -c 'import torch' 2> /dev/null").c_str()) == 0;
   const std::string dir = scratch_directory();
   const ProcessResult r = run_program("gpt2_step_bench",
                                       "--staircase ch10 --model tiny --device cpu --batch 2 --seq 8 "
-                                      "--steps 2 --warmup 0 --threads 2 --json " +
-                                          dir + "/ch10.json");
+                                      "--steps 2 --warmup 0 --threads 2 --python " +
+                                          python + " --json " + dir + "/ch10.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* rung : {"fp32", "bf16", "fused", "16-bit activations", "batched attention", "flash attention",
                            "largest batch", "accumulation"})
     EXPECT_NE(r.out.find(std::string("  ") + rung + ": done"), std::string::npos) << rung << "\n" << r.out;
   EXPECT_NE(r.out.find("largest batch: batch "), std::string::npos) << r.out;
-  EXPECT_EQ(bench::BenchResult::read(dir + "/ch10.json").rows.size(), 8u);
+  const bench::BenchResult result = bench::BenchResult::read(dir + "/ch10.json");
+  ASSERT_EQ(result.rows.size(), 9u);  // 8 rungs, then PyTorch's eager fp32 step
+  const Json& pytorch = result.rows.back();
+  EXPECT_EQ(pytorch.at("rung").as_string(), "pytorch eager fp32");
+  if (torch) {
+    EXPECT_EQ(pytorch.at("status").as_string(), "ok") << pytorch.dump();
+    EXPECT_GT(pytorch.at("tokens_per_s_median").as_number(), 0);
+    EXPECT_NE(r.out.find("pytorch eager fp32: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("ours / PyTorch tokens/s = x"), std::string::npos) << r.out;
+  } else {
+    EXPECT_EQ(pytorch.at("status").as_string(), "not run");
+    EXPECT_NE(r.out.find("PyTorch is not installed"), std::string::npos) << r.out;
+  }
+  // --no-pytorch leaves it out.
+  const ProcessResult without =
+      run_program("gpt2_step_bench",
+                  "--staircase ch10 --model tiny --device cpu --batch 2 --seq 8 --steps 1 --warmup 0 --no-pytorch");
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  EXPECT_EQ(without.out.find("beside PyTorch"), std::string::npos) << without.out;
 }
 
 }  // namespace
