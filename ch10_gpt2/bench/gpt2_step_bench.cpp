@@ -11,12 +11,12 @@
 // The step is the trainer's (common/train's TrainStep), with the device synchronised between its phases so
 // that forward, backward and the optimizer are timed apart (step_bench.h).
 //
-// --staircase NAME runs a chapter's staircase instead (common/lab/staircase.h): each rung's step in turn in this
-// one process, each compared with the rung before it, then PyTorch's step on the same workload when python3 can
-// import torch (pytorch_rows.h; --no-pytorch skips it); the command line's model, device, batch, sequence length
-// and steps are the workload every rung shares. `ch06`: fp32 -> tf32 (GPU) -> bf16 -> fused kernels -> twice the
-// batch (ch06_single_gpu/step_staircase.h). `ch09`: bf16 + fused with materialised attention -> batched -> flash
-// attention -> CUDA graphs on a GPU (ch09_advanced/step_staircase.h). `ch10`: every rung of the book in one
+// --staircase NAME runs a chapter's staircase instead (common/lab/staircase.h): each rung's step in turn in this one
+// process, each compared with the rung before it, then PyTorch's step on the same workload when --python can import
+// torch (pytorch_rows.h; by default for ch10, with --pytorch for the others); the command line's model, device, batch,
+// sequence length and steps are the workload every rung shares. `ch06`: fp32 -> tf32 (GPU) -> bf16 -> fused kernels ->
+// twice the batch (ch06_single_gpu/step_staircase.h). `ch09`: bf16 + fused with materialised attention -> batched ->
+// flash attention -> CUDA graphs on a GPU (ch09_advanced/step_staircase.h). `ch10`: every rung of the book in one
 // staircase, fp32 -> tf32 -> bf16 -> fused -> 16-bit activations -> batched -> flash -> CUDA graphs -> the largest
 // batch that fits the earlier rungs' highest peak -> 4 micro-batches of it accumulated per step
 // (ch10_gpt2/step_staircase.h).
@@ -206,7 +206,7 @@ int run(int argc, char** argv) {
   bool pytorch = true;
   std::string python = "python3";
   flags.add_bool("pytorch", &pytorch,
-                 "with --staircase: then run PyTorch's step on the same workload (tools/compare/"
+                 "with --staircase (by default for ch10): then run PyTorch's step on the same workload (tools/compare/"
                  "pytorch_gpt2_step.py: eager, and torch.compile on a GPU) when --python can import torch; "
                  "--no-pytorch: skip it");
   flags.add_string("python", &python, "with --staircase: the Python that has PyTorch");
@@ -221,7 +221,9 @@ int run(int argc, char** argv) {
     for (const char* rung_flag : {"dtype", "kernels", "attention", "recompute", "activations", "cuda-graphs"})
       LAB_CHECK(!flags.was_set(rung_flag), InvalidArgument, "--staircase sets --", rung_flag,
                 " on each rung (or keeps the default): leave it out");
-    return run_staircase_bench(staircase_name, settings, pytorch, python, json_path, argc, argv);
+    // The book's staircase ends beside PyTorch unless told not to; a chapter's, when asked.
+    const bool with_pytorch = flags.was_set("pytorch") ? pytorch : staircase_name == "ch10";
+    return run_staircase_bench(staircase_name, settings, with_pytorch, python, json_path, argc, argv);
   }
   LAB_CHECK(!(profile && settings.cuda_graphs), InvalidArgument,
             "--profile with --cuda-graphs: a replayed graph's kernels cannot be timed one by one (profile without "

@@ -34,11 +34,11 @@ PyTorchRow run_one(const PyTorchWorkload& w, const std::string& dtype, bool comp
   PyTorchRow row;
   row.name = cat("pytorch ", compile ? "compile " : "eager ", dtype);
   const std::string json = cat(scratch, "/", compile ? "compile" : "eager", ".json"), err = scratch + "/stderr.txt";
-  const std::string command =
-      cat(shell_quoted(w.python), " ", shell_quoted(std::string(LAB_SOURCE_DIR) + "/tools/compare/pytorch_gpt2_step.py"), " --model ",
-          shell_quoted(w.model), " --device ", w.device.is_cuda() ? "cuda" : "cpu", " --dtype ", dtype, " --batch ",
-          w.batch, " --seq ", w.seq, " --steps ", w.steps, " --warmup ", w.warmup, " --threads ", w.threads,
-          compile ? " --compile" : "", " --json ", shell_quoted(json), " > /dev/null 2> ", shell_quoted(err));
+  const std::string command = cat(
+      shell_quoted(w.python), " ", shell_quoted(std::string(LAB_SOURCE_DIR) + "/tools/compare/pytorch_gpt2_step.py"),
+      " --model ", shell_quoted(w.model), " --device ", w.device.is_cuda() ? "cuda" : "cpu", " --dtype ", dtype,
+      " --batch ", w.batch, " --seq ", w.seq, " --steps ", w.steps, " --warmup ", w.warmup, " --threads ", w.threads,
+      compile ? " --compile" : "", " --json ", shell_quoted(json), " > /dev/null 2> ", shell_quoted(err));
   std::fflush(stdout);
   const int status = std::system(command.c_str());
   if (status != 0) {
@@ -73,10 +73,11 @@ std::vector<PyTorchRow> run_pytorch_rows(const PyTorchWorkload& workload) {
   return rows;
 }
 
-std::string pytorch_table(const std::vector<PyTorchRow>& rows, const std::string& ours_name,
-                          double ours_tokens_per_s) {
-  std::string out = cat("beside PyTorch (tools/compare/pytorch_gpt2_step.py, the same model, batch and sequence; "
-                        "ours: the '", ours_name, "' rung):\n");
+std::string pytorch_table(const std::vector<PyTorchRow>& rows, const std::string& ours_name, double ours_tokens_per_s) {
+  std::string out =
+      cat("beside PyTorch (tools/compare/pytorch_gpt2_step.py, the same model, batch and sequence; "
+          "ours: the '",
+          ours_name, "' rung):\n");
   for (const PyTorchRow& r : rows) {
     if (!r.ran) {
       out += cat("  ", r.name, ": not run: ", r.error, "\n");

@@ -1,7 +1,7 @@
 // The PyTorch rows beside a staircase of gpt2_step_bench: the same step (same model, batch and sequence length) in
-// PyTorch, run by tools/compare/pytorch_gpt2_step.py when the Python given can import torch, so that the book's staircase
-// ends with the number users compare against. On a GPU: eager and torch.compile in bf16 (PyTorch's usual recipe,
-// SDPA attention, fused AdamW); on a CPU: eager in fp32 (Debian's PyTorch has no compile).
+// PyTorch, run by tools/compare/pytorch_gpt2_step.py when the Python given can import torch, so that the book's
+// staircase ends with the number users compare against. On a GPU: eager and torch.compile in bf16 (PyTorch's usual
+// recipe, SDPA attention, fused AdamW); on a CPU: eager in fp32 (Debian's PyTorch has no compile).
 #pragma once
 
 #include <cstdint>
@@ -14,11 +14,11 @@
 namespace lab {
 
 struct PyTorchRow {
-  std::string name;                 // "pytorch eager bf16"
-  bool ran = false;                 // false: `error` says why (no python3, no torch, the script failed)
-  std::string error;                // its one line
-  double ms = 0;                    // median step
-  double tokens_per_s = 0;          // at the median
+  std::string name;                  // "pytorch eager bf16"
+  bool ran = false;                  // false: `error` says why (no python3, no torch, the script failed)
+  std::string error;                 // its one line
+  double ms = 0;                     // median step
+  double tokens_per_s = 0;           // at the median
   std::optional<double> peak_bytes;  // PyTorch's allocator peak (GPU only)
 };
 
