@@ -10,7 +10,8 @@ int64_t MemoryTheory::total() const {
 }
 
 MemoryTheory memory_theory(const GPT2Config& config, int64_t batch, int64_t seq, RecomputePolicy policy,
-                           int64_t bytes_per_element, AttentionKept attention, int64_t activation_bytes) {
+                           int64_t bytes_per_element, AttentionKept attention, int64_t activation_bytes,
+                           int64_t matmul_copy_bytes) {
   const int64_t C = config.n_embd, L = config.n_layer, H = config.n_head, Vp = config.padded_vocab_size;
   const int64_t act = activation_bytes > 0 ? activation_bytes : bytes_per_element;
   constexpr int64_t kStatistic = 4;  // LayerNorm's mean and rstd, the loss: fp32 whatever the activations
@@ -39,7 +40,7 @@ MemoryTheory memory_theory(const GPT2Config& config, int64_t batch, int64_t seq,
   if (policy == RecomputePolicy::Block)
     t.recomputed_block_bytes = batch * seq * (18 * C * act + 4 * kStatistic + H * attention_bytes);
   auto set = [&](MemCategory c, int64_t b) { t.bytes[static_cast<int>(c)] = b; };
-  set(MemCategory::Params, t.parameters * bytes_per_element);
+  set(MemCategory::Params, t.parameters * (bytes_per_element + matmul_copy_bytes));
   set(MemCategory::Grads, t.parameters * bytes_per_element);
   // AdamW's two fp32 moments, and an fp32 master copy of the weights when they are kept in 16 bits.
   set(MemCategory::Optimizer, (bytes_per_element < 4 ? 3 : 2) * t.parameters * 4);

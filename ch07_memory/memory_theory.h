@@ -1,7 +1,9 @@
 // What theory predicts a GPT-2 training step holds, by category, for the memory report to set beside what the
 // allocator measured.
 //
-//   params      P x bytes, P the parameters with the padded vocabulary (the flat buffer holds its rows)
+//   params      P x bytes, P the parameters with the padded vocabulary (the flat buffer holds its rows), + P x 2
+//               under mixed precision with fp32 parameters: the 16-bit copy of the whole flat buffer that the
+//               matmuls read (GPT2::set_matmul_dtype)
 //   grads       P x bytes (one flat gradient buffer, alive all step)
 //   optimizer   2 P x 4 (AdamW's two fp32 moments), + P x 4 for fp32 master weights when the parameters are
 //               16-bit: 16 bytes per parameter in all, the ZeRO paper's 16 psi for mixed-precision Adam
@@ -61,8 +63,10 @@ struct MemoryTheory {
 // activations (4 for fp32, 2 for bf16 with fp32 master weights), and what the model's attention keeps.
 // `activation_bytes`, when not 0, sets the activations' bytes apart: 2 for 16-bit activations end to end
 // (ModelOptions::activations) beside fp32 parameters, 4 for fp32 activations beside 16-bit ones.
+// `matmul_copy_bytes`: the bytes per parameter of the matmuls' 16-bit copy (2 under bf16/fp16 mixed precision,
+// 0 without one).
 MemoryTheory memory_theory(const GPT2Config& config, int64_t batch, int64_t seq, RecomputePolicy policy,
                            int64_t bytes_per_element = 4, AttentionKept attention = AttentionKept::Probabilities,
-                           int64_t activation_bytes = 0);
+                           int64_t activation_bytes = 0, int64_t matmul_copy_bytes = 0);
 
 }  // namespace lab::ch07

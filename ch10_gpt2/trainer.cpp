@@ -424,11 +424,12 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
                        : "",
               loss_scaling.c_str(), format_duration(eta).c_str());
   if (options_.memory_report && step == start_step_) {
+    const DType matmul = matmul_dtype(math_mode_);
     const ch07::MemoryTheory theory = ch07::memory_theory(
-        run_.model->config(), options_.batch, options_.seq, ch07::parse_recompute_policy(options_.recompute), 4,
-        ch09::attention_kept(ch09::parse_attention(options_.attention), matmul_dtype(math_mode_),
-                             run_.model->options().activations),
-        static_cast<int64_t>(dtype_size(run_.model->options().activations)));
+        run_.model->config(), options_.batch, options_.seq, run_config_.rungs.recompute, 4,
+        ch09::attention_kept(run_config_.rungs.attention, matmul, run_.model->options().activations),
+        static_cast<int64_t>(dtype_size(run_.model->options().activations)),
+        matmul == DType::F32 ? 0 : static_cast<int64_t>(dtype_size(matmul)));
     std::printf(
         "memory of step %lld on %s (theory: the whole model, one micro-batch):\n%s", static_cast<long long>(step + 1),
         device_.str().c_str(),

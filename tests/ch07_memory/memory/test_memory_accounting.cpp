@@ -57,6 +57,14 @@ TEST(MemoryAccounting, ParamsGradsAndMomentsAreTheTheoryExactly) {
   const ch07::MemoryTheory theory = ch07::memory_theory(config, 2, 16, ch07::RecomputePolicy::None);
   for (const MemCategory c : {MemCategory::Params, MemCategory::Grads, MemCategory::Optimizer})
     EXPECT_EQ(after.live_of(c) - before.live_of(c), theory.of(c)) << mem_category_name(c);
+  // Mixed precision adds the matmuls' 16-bit copy of every parameter, and nothing else.
+  model.set_matmul_dtype(DType::BF16);
+  const MemoryStats mixed = memory_stats(Device::cpu());
+  const ch07::MemoryTheory mixed_theory =
+      ch07::memory_theory(config, 2, 16, ch07::RecomputePolicy::None, 4, ch07::AttentionKept::Probabilities, 0, 2);
+  for (const MemCategory c : {MemCategory::Params, MemCategory::Grads, MemCategory::Optimizer})
+    EXPECT_EQ(mixed.live_of(c) - before.live_of(c), mixed_theory.of(c)) << mem_category_name(c);
+  EXPECT_EQ(mixed_theory.of(MemCategory::Params), theory.of(MemCategory::Params) * 3 / 2);
 }
 
 TEST(MemoryAccounting, StoredActivationsAreTheFormula) {
