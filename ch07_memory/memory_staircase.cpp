@@ -1,10 +1,6 @@
 // The rungs of the memory staircase and their measurement (see memory_staircase.h).
 #include "ch07_memory/memory_staircase.h"
 
-#include "ch07_memory/gradient_accumulation.h"
-#include "ch07_memory/optimizer_in_backward.h"
-#include "ch07_memory/recompute.h"
-#include "common/comm/single_process.h"
 #include "common/core/error.h"
 #include "common/util/rng.h"
 
@@ -64,30 +60,6 @@ staircase::Staircase memory_staircase(const MemoryBenchConfig& c) {
                "each parameter updated as soon as its gradient is final, the gradient freed at once",
                {"--batch", rows, "--recompute", "block", "--optimizer-in-backward"}},
           }};
-}
-
-std::unique_ptr<TrainStep> make_rung_step(const staircase::Settings& settings, GPT2& model, AdamW& optimizer) {
-  const int64_t micro = micro_batches_per_step(int_setting(settings, "total-batch-tokens"),
-                                               int_setting(settings, "batch"), int_setting(settings, "seq"));
-  const TrainStepConfig config{micro, std::stod(setting_or(settings, "grad-clip", "1.0")), false};
-  if (setting_or(settings, "optimizer-in-backward", "false") == "true")
-    return std::make_unique<OptimizerInBackwardStep>(model, optimizer, config);
-  return std::make_unique<TrainStep>(model, optimizer, config);
-}
-
-std::vector<staircase::Measurement> measure_rung(const staircase::Settings& settings, const MemoryBenchConfig& config) {
-  ModelOptions options;
-  apply_recompute(options, parse_recompute_policy(setting_or(settings, "recompute", "none")));
-  const GPT2Config model_config = GPT2Config::from_name(setting_or(settings, "model", "d12"));
-  const int64_t rows = int_setting(settings, "batch"), seq = int_setting(settings, "seq");
-  GPT2 model(model_config, config.device, options);
-  model.init_weights(1);
-  AdamW optimizer(model.parameters(), {});
-  const std::unique_ptr<TrainStep> step = make_rung_step(settings, model, optimizer);
-  const MicroBatch step_rows =
-      random_step_batch(model_config.vocab_size, rows * step->config().accum_steps, seq, config.device);
-  comm::SingleProcessCommunicator alone;
-  return measure_steps(*step, micro_batches_of(step_rows, rows), config.device, config.steps, alone);
 }
 
 MicroBatch random_step_batch(int64_t vocab_size, int64_t rows, int64_t seq, Device device) {

@@ -1,13 +1,13 @@
-// The memory staircase of chapter 7 as data, and how one rung is measured: each rung is one setting of
-// gpt2_train added to the rung below it (common/lab/staircase.h holds them to that), and is run here on a
-// fixed random batch in this process: its own model, optimizer and training step, one untimed step, then
-// timed steps, the allocator's peak of each category reset before each step.
+// The memory staircase of chapter 7 as data, and how a step is measured: each rung is one setting of gpt2_train
+// added to the rung below it (common/lab/staircase.h holds them to that). ch07_memory_bench runs each rung through
+// the trainer's builder (ch10_gpt2/run_settings.h: its own model, optimizer and training step on a fixed random
+// batch in this process) and measures it here: one untimed step, then timed steps, the allocator's peak of each
+// category reset before each step.
 //
 // Every rung processes the same tokens per optimizer step (--total-batch-tokens = batch x seq), so the rungs
 // differ in memory and time only. Every rung trains without gradient clipping (--grad-clip 0 in the base flags):
 // the optimizer in backward cannot clip (optimizer_in_backward.h), and a staircase changes one setting at a
-// time. Adding a rung is one line in memory_staircase() and, when its flag changes the step rather than the
-// model, one line in make_rung_step().
+// time. Adding a rung is one line in memory_staircase(): the builder reads every flag of gpt2_train's rungs.
 //
 // The optimizer in backward refuses gradient accumulation (every gradient would stay alive across the
 // micro-batches), so the rungs above block recompute go back to the whole batch in one pass first
@@ -17,13 +17,11 @@
 // steps together.
 #pragma once
 
-#include <memory>
 #include <vector>
 
 #include "common/comm/communicator.h"
 #include "common/lab/staircase.h"
 #include "common/nn/gpt2.h"
-#include "common/optim/adamw.h"
 #include "common/train/train_step.h"
 
 namespace lab::ch07 {
@@ -38,15 +36,6 @@ struct MemoryBenchConfig {
 };
 
 staircase::Staircase memory_staircase(const MemoryBenchConfig& config);
-
-// The training step of a rung's settings over `model` and `optimizer` (the rung's micro-batch count from its
-// --batch, --seq and --total-batch-tokens; clipping from --grad-clip, gpt2_train's 1.0 when absent; the
-// optimizer in backward with --optimizer-in-backward).
-std::unique_ptr<TrainStep> make_rung_step(const staircase::Settings& settings, GPT2& model, AdamW& optimizer);
-
-// What one rung measures: "step_ms", "peak_MiB" (all categories together) and "<category>_MiB" for each
-// category's own peak, one sample per timed step.
-std::vector<staircase::Measurement> measure_rung(const staircase::Settings& settings, const MemoryBenchConfig& config);
 
 // ---- what the staircases share: reading settings, the batch, the measurement
 

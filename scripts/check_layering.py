@@ -2,6 +2,9 @@
 """Checks that the project's dependencies run one way: the shared core (common/) includes no chapter, and a
 chapter includes the core and earlier chapters only (ch07_memory may include ch06_single_gpu, never
 ch08_distributed). Chapter 10 is the top: the trainer and the composition of every chapter's rungs live there.
+One exception, for programs: a chapter's bench programs (its bench/ and tools/ folders) may include the composition
+layer (ch10_gpt2's lab_rungs: the run configuration and its builder, COMPOSITION below), so that each chapter's
+bench runs its staircase on the trainer's own builder; nothing else of a later chapter.
 
 Every tracked C++ and CUDA source under common/ and chNN_*/ is read for its #include "..." lines. Tests, tools and
 scripts may include anything. Prints each violation as `file:line: includes path (chapter A includes chapter B)`.
@@ -19,6 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 CHAPTER = re.compile(r"^ch(\d\d)_")
 SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh")
+# The headers of ch10_gpt2's lab_rungs library (ch10_gpt2/CMakeLists.txt).
+COMPOSITION = {"ch10_gpt2/run_config.h", "ch10_gpt2/run_settings.h", "ch10_gpt2/model_rungs.h",
+               "ch10_gpt2/memory_steps.h", "ch10_gpt2/step_staircase.h"}
 
 
 def layer(path):
@@ -52,6 +58,9 @@ def main():
                 continue
             target = layer(match.group(1))
             if target is None:
+                continue
+            program = any(part in ("bench", "tools") for part in path.split("/")[1:-1])
+            if own > 0 and target > own and program and match.group(1) in COMPOSITION:
                 continue
             if (own == 0 and target != 0) or (own > 0 and target > own):
                 violations.append(f"{path}:{number}: includes {match.group(1)} ({name(own)} includes {name(target)})")

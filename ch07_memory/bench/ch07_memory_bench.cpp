@@ -1,11 +1,11 @@
 // ch07_memory_bench: the memory staircases of chapter 7.
 //
-// In one process, the memory staircase (memory_staircase.h): each rung trains its own GPT-2 for a few steps on
-// the same tokens; the table gives each rung's peak bytes by category as the allocator counted them, its step
-// time, and both as ratios to the rung before. A second table is theory only: what each rung would need on an
-// 80 GB GPU at B=16, T=1024 in bf16 with fp32 master weights and moments, for every GPT-2 size, and whether it
-// fits; a third, the ZeRO rungs on 8 and 64 such GPUs (zero/zero_theory.h, the theory the ZeRO rows below are
-// read against, in fp32 as they train).
+// In one process, the memory staircase (memory_staircase.h): each rung trains its own GPT-2, built by the trainer's
+// builder (ch10_gpt2/run_settings.h), for a few steps on the same tokens; the table gives each rung's peak bytes by
+// category as the allocator counted them, its step time, and both as ratios to the rung before. A second table is
+// theory only: what each rung would need on an 80 GB GPU at B=16, T=1024 in bf16 with fp32 master weights and moments,
+// for every GPT-2 size, and whether it fits; a third, the ZeRO rungs on 8 and 64 such GPUs (zero/zero_theory.h, the
+// theory the ZeRO rows below are read against, in fp32 as they train).
 //
 // Under mpirun with D >= 2 ranks, also the ZeRO staircase (zero_staircase.h): data parallelism and ZeRO stages
 // 1 to 3 on the same global batch, each rank training on its own rows; the table gives rank 0's peaks by
@@ -26,6 +26,7 @@
 #include "ch07_memory/memory_staircase.h"
 #include "ch07_memory/memory_theory.h"
 #include "ch07_memory/zero_staircase.h"
+#include "ch10_gpt2/run_settings.h"
 #include "common/bench/result.h"
 #include "common/bench/text_table.h"
 #include "common/comm/device_communicator.h"
@@ -226,7 +227,7 @@ int run(int argc, char** argv) {
   const staircase::StaircaseReport report = staircase::run_staircase(
       stairs,
       [&](const staircase::Rung& rung) {
-        return ch07::measure_rung(staircase::parse_settings(stairs.flags_for(rung)), config);
+        return measure_training_rung(staircase::parse_settings(stairs.flags_for(rung)), config.device, config.steps);
       },
       [&](const staircase::RungReport& r) {
         if (printer) print_progress(r);

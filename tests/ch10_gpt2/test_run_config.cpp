@@ -11,6 +11,7 @@
 
 #include "ch07_memory/optimizer_in_backward.h"
 #include "ch10_gpt2/run_config.h"
+#include "ch10_gpt2/run_settings.h"
 #include "tests/support/test_support.h"
 
 namespace lab {
@@ -217,6 +218,36 @@ TEST(RunConfig, MemoryRungsChooseTheStepAndTheOptimizer) {
   EXPECT_EQ(dynamic_cast<ch07::OptimizerInBackwardStep*>(plain.step.get()), nullptr);
   EXPECT_FALSE(plain.optimizer->sharded());
   EXPECT_FALSE(plain.graphed);
+}
+
+TEST(RunConfig, FromAStaircaseRungsSettings) {
+  // gpt2_train's flag names, as a chapter's staircase writes its rungs.
+  const RunConfig c = run_config_from_settings(
+      staircase::parse_settings(
+          {"--model",     "tiny",        "--batch",     "2",       "--seq",     "16",        "--total-batch-tokens",
+           "128",         "--grad-clip", "0",           "--dtype", "bf16",      "--kernels", "fused",
+           "--attention", "flash",       "--recompute", "block",   "--offload", "optimizer"}),
+      Device::cpu());
+  EXPECT_EQ(c.model, GPT2Config::from_name("tiny"));
+  EXPECT_EQ(c.math, MathMode::BF16);
+  EXPECT_EQ(c.rungs.str(), "--kernels fused --attention flash --recompute block");
+  EXPECT_TRUE(c.memory.offload_optimizer);
+  EXPECT_FALSE(c.memory.optimizer_in_backward);
+  EXPECT_EQ(c.step.accum_steps, 4);
+  EXPECT_EQ(c.step.grad_clip, 0.0);
+  const RunConfig plain = run_config_from_settings(
+      staircase::parse_settings({"--model", "tiny", "--batch", "2", "--seq", "16", "--optimizer-in-backward"}),
+      Device::cpu());
+  EXPECT_TRUE(plain.memory.optimizer_in_backward);
+  EXPECT_EQ(plain.step.accum_steps, 1);
+  EXPECT_EQ(plain.step.grad_clip, 1.0);  // gpt2_train's default: the optimizer in backward then refuses it
+  EXPECT_TRUE(run_refusal(plain));
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--batch", "2", "--seq", "16"},
+        {"--model", "tiny", "--seq", "16"},
+        {"--model", "tiny", "--batch", "2", "--seq", "16", "--offload", "gpu"},
+        {"--model", "tiny", "--batch", "2", "--seq", "16", "--total-batch-tokens", "100"}})
+    EXPECT_THROW(run_config_from_settings(staircase::parse_settings(bad), Device::cpu()), Error);
 }
 
 TEST(RunConfig, OneProcessRefusesALayoutOfManyRanks) {

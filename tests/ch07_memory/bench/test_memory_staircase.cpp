@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "ch07_memory/memory_staircase.h"
+#include "ch10_gpt2/run_settings.h"
 
 namespace lab::ch07 {
 namespace {
@@ -44,7 +45,7 @@ TEST(MemoryStaircase, OptimizerInBackwardKeepsAboutTheTiedEmbeddingsGradient) {
   const MemoryBenchConfig config = tiny_config();
   const staircase::Staircase stairs = memory_staircase(config);
   const staircase::StaircaseReport report = staircase::run_staircase(stairs, [&](const staircase::Rung& rung) {
-    return measure_rung(staircase::parse_settings(stairs.flags_for(rung)), config);
+    return measure_training_rung(staircase::parse_settings(stairs.flags_for(rung)), config.device, config.steps);
   });
   for (const staircase::RungReport& r : report.rungs) ASSERT_TRUE(r.ran) << r.rung.name << ": " << r.error;
   const staircase::RungReport& block = report.rungs[3];
