@@ -108,29 +108,42 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
     world_ = single_process_world_.get();
   }
   world_->set_timeout(std::chrono::seconds(options_.comm_timeout));
-  parallel_.layout = ch08::resolve_layout(options_.dp, options_.tp, options_.pp, world_->size());
-  parallel_.dp_stage = dist::parse_dp_stage(options_.dp_stage);
-  parallel_.bucket_bytes = static_cast<int64_t>(options_.bucket_mb * (1 << 20));
-  parallel_.micro_batches = options_.micro_batches;
-  parallel_.pp_schedule = ch08::parse_pp_schedule(options_.pp_schedule);
-  if (options_.threads > 0) set_num_threads(static_cast<int>(options_.threads));
-  device_ = device_of_rank(options_.device, world_->rank(), world_->size());
-  LAB_CHECK(!device_.is_cuda() || cuda_available(), Unsupported, "--device ", options_.device,
-            ": no CUDA GPU is available", (cuda_available() ? "" : " (or this build has no CUDA backend)"));
   // The run as typed settings (the model comes from the checkpoint or the weights file, below); what cannot train
-  // together is refused now, before any output is prepared or any data read.
-  run_config_.device = device_;
+  // together is refused as soon as they are known, before any output is prepared or any data read.
+  ch08::ParallelOptions& parallel = run_config_.parallel;
+  parallel.layout = ch08::resolve_layout(options_.dp, options_.tp, options_.pp, world_->size());
+  parallel.dp_stage = dist::parse_dp_stage(options_.dp_stage);
+  parallel.bucket_bytes = static_cast<int64_t>(options_.bucket_mb * (1 << 20));
+  parallel.micro_batches = options_.micro_batches;
+  parallel.pp_schedule = ch08::parse_pp_schedule(options_.pp_schedule);
+  if (options_.threads > 0) set_num_threads(static_cast<int>(options_.threads));
+  run_config_.device = device_of_rank(options_.device, world_->rank(), world_->size());
+  LAB_CHECK(!device().is_cuda() || cuda_available(), Unsupported, "--device ", options_.device,
+            ": no CUDA GPU is available", (cuda_available() ? "" : " (or this build has no CUDA backend)"));
   run_config_.math = parse_math_mode(options_.dtype);
   run_config_.rungs = ModelRungs::parse(options_.kernels, options_.attention, options_.recompute, options_.activations);
   run_config_.memory = {options_.optimizer_in_backward, options_.offload == "optimizer",
                         static_cast<int>(options_.zero), options_.zero_prefetch};
-  run_config_.parallel = parallel_;
   run_config_.adamw = {static_cast<float>(options_.beta1), static_cast<float>(options_.beta2), 1e-8f,
                        static_cast<float>(options_.weight_decay)};
   run_config_.loss_scaling = {options_.loss_scale, 2.0, 0.5, options_.loss_scale_interval};
   run_config_.cuda_graphs = options_.cuda_graphs;
+  // A step's global batch is micro-batches of B x T on each data-parallel rank, accumulated up to
+  // --total-batch-tokens.
+  const int64_t global_micro_tokens = options_.batch * options_.seq * layout().dp;
+  LAB_CHECK(options_.total_batch_tokens % global_micro_tokens == 0, InvalidArgument, "--total-batch-tokens ",
+            options_.total_batch_tokens, " is not a multiple of --batch x --seq x dp = ", options_.batch, " x ",
+            options_.seq, " x ", layout().dp, " = ", global_micro_tokens);
+  int64_t micro_per_step = options_.total_batch_tokens > 0 ? options_.total_batch_tokens / global_micro_tokens : 1;
+  // A pipeline's step is its --micro-batches micro-batches, accumulated as one process accumulates them.
+  if (layout().pp > 1) {
+    LAB_CHECK(options_.total_batch_tokens == 0 || micro_per_step == options_.micro_batches, InvalidArgument,
+              "--total-batch-tokens ", options_.total_batch_tokens, " is ", micro_per_step,
+              " micro-batches per step, but --micro-batches is ", options_.micro_batches, " (give one of the two)");
+    micro_per_step = options_.micro_batches;
+  }
+  run_config_.step = {micro_per_step, options_.grad_clip, false};
   check_run(run_config_);
-  math_mode_ = run_config_.math;
 
   // The outputs first: a destination that cannot be written, or that holds a user's files, stops the run
   // before any data is read or any model is built. Rank 0 alone writes them.
@@ -145,22 +158,6 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
       ch07::MemorySnapshot::check_destination(options_.memory_snapshot);
       return 0;
     });
-
-  // A step's global batch is micro-batches of B x T on each data-parallel rank, accumulated up to
-  // --total-batch-tokens.
-  const int64_t global_micro_tokens = options_.batch * options_.seq * parallel_.layout.dp;
-  LAB_CHECK(options_.total_batch_tokens % global_micro_tokens == 0, InvalidArgument, "--total-batch-tokens ",
-            options_.total_batch_tokens, " is not a multiple of --batch x --seq x dp = ", options_.batch, " x ",
-            options_.seq, " x ", parallel_.layout.dp, " = ", global_micro_tokens);
-  accum_steps_ = options_.total_batch_tokens > 0 ? options_.total_batch_tokens / global_micro_tokens : 1;
-  // A pipeline's step is its --micro-batches micro-batches, accumulated as one process accumulates them.
-  if (parallel_.layout.pp > 1) {
-    LAB_CHECK(options_.total_batch_tokens == 0 || accum_steps_ == options_.micro_batches, InvalidArgument,
-              "--total-batch-tokens ", options_.total_batch_tokens, " is ", accum_steps_,
-              " micro-batches per step, but --micro-batches is ", options_.micro_batches, " (give one of the two)");
-    accum_steps_ = options_.micro_batches;
-  }
-  run_config_.step = {accum_steps_, options_.grad_clip, false};
 
   const TrainState resumed = read_resume_state();
   start_step_ = resumed.step;
@@ -201,7 +198,8 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
     sample_rng_.set_state(resumed.rng);
     if (run_.step->loss_scaler() && resumed.loss_scaler) run_.step->loss_scaler()->set_state(*resumed.loss_scaler);
   }
-  if (const std::string note = ch09::attention_note(run_config_.rungs.attention, device_, matmul_dtype(math_mode_));
+  if (const std::string note =
+          ch09::attention_note(run_config_.rungs.attention, device(), matmul_dtype(run_config_.math));
       !note.empty() && leader())
     std::printf("%s\n", note.c_str());
 
@@ -212,8 +210,8 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   schedule_.min_lr_fraction = options_.lr_min_fraction;
 
   flops_per_token_ = gpt2_flops_per_token(run_.model->config(), options_.seq);
-  if (device_.is_cuda()) {  // the whole job's peak: every rank's GPU
-    const auto peak = bench::gpu_peak_flops(device_name(device_), math_mode_);
+  if (device().is_cuda()) {  // the whole job's peak: every rank's GPU
+    const auto peak = bench::gpu_peak_flops(device_name(device()), run_config_.math);
     if (peak) {
       peak_flops_ = peak->flops * world_->size();
       peak_name_ = peak->entry;
@@ -221,14 +219,13 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   }
   if (!leader()) return;
   std::printf("model: %s, %.1fM parameters, on %s (%s)\n", run_.model->config().str().c_str(),
-              static_cast<double>(run_.model->config().num_parameters()) / 1e6, device_.str().c_str(),
-              device_name(device_).c_str());
+              static_cast<double>(run_.model->config().num_parameters()) / 1e6, device().str().c_str(),
+              device_name(device()).c_str());
   std::printf("batch: %s%lld x %lld tokens, %lld micro-batch(es) per step, %lld steps, %s loader, %d CPU threads\n",
-              parallel_.layout.dp > 1 ? cat(parallel_.layout.dp, " ranks x ").c_str() : "",
-              static_cast<long long>(options_.batch), static_cast<long long>(options_.seq),
-              static_cast<long long>(accum_steps_), static_cast<long long>(options_.steps),
-              train_loader_->name().c_str(), num_threads());
-  if (device_.is_cuda())
+              layout().dp > 1 ? cat(layout().dp, " ranks x ").c_str() : "", static_cast<long long>(options_.batch),
+              static_cast<long long>(options_.seq), static_cast<long long>(accum_steps()),
+              static_cast<long long>(options_.steps), train_loader_->name().c_str(), num_threads());
+  if (device().is_cuda())
     std::printf("MFU peak: %s\n",
                 peak_flops_ ? cat(peak_name_, " ", options_.dtype, " ", *peak_flops_ / 1e12, " TFLOP/s").c_str()
                             : "unknown GPU: peak not known, MFU not reported");
@@ -246,14 +243,13 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
 Trainer::~Trainer() = default;
 
 void Trainer::setup_parallel() {
-  device_comm_ = comm::communicator_for(*world_, device_);
-  context_ = std::make_unique<comm::ParallelContext>(*device_comm_, parallel_.layout);
+  device_comm_ = comm::communicator_for(*world_, device());
+  context_ = std::make_unique<comm::ParallelContext>(*device_comm_, layout());
   if (world_->size() == 1) return;
   const std::vector<std::string> lines = dist::gather_lines(*world_, context_->describe());
   if (!leader()) return;
-  std::printf("parallel: %s on %d ranks (%s), data-parallel stage %s (buckets of %g MiB)\n",
-              parallel_.layout.str().c_str(), world_->size(), device_comm_->backend().c_str(),
-              options_.dp_stage.c_str(), options_.bucket_mb);
+  std::printf("parallel: %s on %d ranks (%s), data-parallel stage %s (buckets of %g MiB)\n", layout().str().c_str(),
+              world_->size(), device_comm_->backend().c_str(), options_.dp_stage.c_str(), options_.bucket_mb);
   for (const std::string& line : lines) std::printf("  %s\n", line.c_str());
 }
 
@@ -267,9 +263,9 @@ TrainState Trainer::read_resume_state() const {
   if (!leader()) resumed = read();
   const Json* saved_batch = resumed.options.find("batch");
   const int64_t saved_micro = saved_batch ? saved_batch->as_int() * resumed.parallel.dp : -1;
-  LAB_CHECK(saved_micro == options_.batch * parallel_.layout.dp, InvalidArgument,
+  LAB_CHECK(saved_micro == options_.batch * layout().dp, InvalidArgument,
             "--resume: the global micro-batch --batch x dp was ", saved_batch ? saved_batch->dump() : "absent", " x ",
-            resumed.parallel.dp, " in ", options_.resume, ", now ", options_.batch, " x ", parallel_.layout.dp,
+            resumed.parallel.dp, " in ", options_.resume, ", now ", options_.batch, " x ", layout().dp,
             " (a checkpoint resumes under another data-parallel size only with the same --batch x dp)");
   for (const char* key : kResumeInvariants) {
     const Json* saved = resumed.options.find(key);
@@ -277,7 +273,7 @@ TrainState Trainer::read_resume_state() const {
               "' was ", (saved ? saved->dump() : "absent"), " in ", options_.resume, ", now ",
               options_.to_json().at(key).dump());
   }
-  const int64_t step_tokens = options_.batch * options_.seq * parallel_.layout.dp * accum_steps_;
+  const int64_t step_tokens = options_.batch * options_.seq * layout().dp * accum_steps();
   LAB_CHECK(saved_step_tokens(resumed) == step_tokens, InvalidArgument, "--resume: a step was ",
             saved_step_tokens(resumed), " tokens in ", options_.resume, ", now ", step_tokens,
             " (--total-batch-tokens, or --batch x --seq x dp x --micro-batches under --pp)");
@@ -320,14 +316,14 @@ void Trainer::setup_data() {
   lo.slow = {options_.slow_read_us, options_.slow_preprocess_us};
   // Data-parallel rank d reads its share of each global batch; the tp and pp ranks of one d read the same.
   lo.rank = context_->coords().dp;
-  lo.world = parallel_.layout.dp;
+  lo.world = layout().dp;
   if (!leader()) lo.log = [](const std::string&) {};
-  train_loader_ = ch05::make_loader(options_.loader, expand_shard_pattern(train), lo, device_);
+  train_loader_ = ch05::make_loader(options_.loader, expand_shard_pattern(train), lo, device());
   if (!val.empty()) {
     lo.shuffle = false;
     // Evaluation reads from batch 0 within one epoch, and a fallback was reported by the training loader.
     lo.log = [](const std::string&) {};
-    val_loader_ = ch05::make_loader(options_.loader, expand_shard_pattern(val), lo, device_);
+    val_loader_ = ch05::make_loader(options_.loader, expand_shard_pattern(val), lo, device());
   }
 }
 
@@ -347,9 +343,9 @@ double Trainer::evaluate(const std::function<bool()>& stop) {
     if (stop && stop()) return NAN;
     val_loader_->next(x, y);
     total += ch08::pp::pipeline_loss(
-        *run_.model, link, {x.device() == device_ ? x : x.to(device_), y.device() == device_ ? y : y.to(device_)});
+        *run_.model, link, {x.device() == device() ? x : x.to(device()), y.device() == device() ? y : y.to(device())});
   }
-  return dist::mean_over(context_->dp(), total / static_cast<double>(n), device_);
+  return dist::mean_over(context_->dp(), total / static_cast<double>(n), device());
 }
 
 std::string Trainer::sample_text(int64_t step) {
@@ -361,7 +357,7 @@ std::string Trainer::sample_text(int64_t step) {
   const GPT2* sampled = run_.model.get();
   std::unique_ptr<GPT2> whole;
   if (!run_.model->shard().whole(run_.model->config())) {
-    whole = ch08::tp::gather_whole_model(*run_.model, *context_, device_);
+    whole = ch08::tp::gather_whole_model(*run_.model, *context_, device());
     if (!whole) return "";
     sampled = whole.get();
   }
@@ -388,7 +384,7 @@ void Trainer::save_checkpoint_at(int64_t step) {
   s.rng = sample_rng_.state();
   s.config = run_.model->config();
   s.options = options_.to_json();
-  s.parallel = parallel_.layout;
+  s.parallel = layout();
   if (run_.step->loss_scaler()) s.loss_scaler = run_.step->loss_scaler()->state();
   // ZeRO: every rank's shard of the optimizer state, gathered whole (the checkpoint holds the whole model's).
   const std::unique_ptr<AdamW> gathered = whole_optimizer_for_checkpoint(*context_, *run_.optimizer, *run_.model);
@@ -400,12 +396,12 @@ void Trainer::save_checkpoint_at(int64_t step) {
 }
 
 void Trainer::log_step(int64_t step, const TrainStepResult& r) {
-  const double tokens = static_cast<double>(options_.batch * options_.seq * accum_steps_ * parallel_.layout.dp);
+  const double tokens = static_cast<double>(options_.batch * options_.seq * accum_steps() * layout().dp);
   const double tok_per_s = tokens / r.seconds;
   run_seconds_ += r.seconds;
   const int64_t done = step + 1 - start_step_;
   const double eta = run_seconds_ / static_cast<double>(done) * static_cast<double>(options_.steps - step - 1);
-  const MemoryStats memory = memory_stats(device_);  // peaks over this step: run() resets them before each
+  const MemoryStats memory = memory_stats(device());  // peaks over this step: run() resets them before each
   const int64_t peak = memory.peak_total;
   std::optional<double> mfu;
   if (peak_flops_) mfu = flops_per_token_ * tok_per_s / *peak_flops_;
@@ -424,16 +420,16 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
                        : "",
               loss_scaling.c_str(), format_duration(eta).c_str());
   if (options_.memory_report && step == start_step_) {
-    const DType matmul = matmul_dtype(math_mode_);
+    const DType matmul = matmul_dtype(run_config_.math);
     const ch07::MemoryTheory theory = ch07::memory_theory(
         run_.model->config(), options_.batch, options_.seq, run_config_.rungs.recompute, 4,
         ch09::attention_kept(run_config_.rungs.attention, matmul, run_.model->options().activations),
         static_cast<int64_t>(dtype_size(run_.model->options().activations)),
         matmul == DType::F32 ? 0 : static_cast<int64_t>(dtype_size(matmul)));
-    std::printf(
-        "memory of step %lld on %s (theory: the whole model, one micro-batch):\n%s", static_cast<long long>(step + 1),
-        device_.str().c_str(),
-        ch07::memory_report(memory, theory, device_.is_cpu() ? ch07::process_memory() : ch07::ProcessMemory{}).c_str());
+    std::printf("memory of step %lld on %s (theory: the whole model, one micro-batch):\n%s",
+                static_cast<long long>(step + 1), device().str().c_str(),
+                ch07::memory_report(memory, theory, device().is_cpu() ? ch07::process_memory() : ch07::ProcessMemory{})
+                    .c_str());
   }
   std::fflush(stdout);
   Json rec = Json::object();
@@ -464,7 +460,7 @@ Json Trainer::log_header() const {
   header.set("log", "gpt2_train");
   header.set("date", bench::iso8601_utc_now());
   header.set("command", options_.command);
-  header.set("parallel", parallel_.layout.str());
+  header.set("parallel", layout().str());
   header.set("machine", bench::describe_machine().to_json());
   return header;
 }
@@ -479,8 +475,8 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
     const ch07::MaxBatchSearch found = ch07::find_max_batch(*run_.step, options_.seq, budget, int64_t{1} << 16);
     if (leader())
       std::printf("--find-max-batch: seq %lld, %lld micro-batch(es) per step, --recompute %s, on %s:\n%s",
-                  static_cast<long long>(options_.seq), static_cast<long long>(accum_steps_),
-                  options_.recompute.c_str(), device_.str().c_str(), found.str(budget).c_str());
+                  static_cast<long long>(options_.seq), static_cast<long long>(accum_steps()),
+                  options_.recompute.c_str(), device().str().c_str(), found.str(budget).c_str());
     return summary;
   }
   log_->write(log_header());
@@ -514,11 +510,11 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
   if (start_step_ == 0 && options_.eval_every > 0 && !stop()) eval_and_log(0);
   // Each step's memory peaks are its own (the allocator's peak is reset before every step), and the first step
   // is the one --memory-snapshot records.
-  ch07::MemorySnapshot snapshot(device_);
+  ch07::MemorySnapshot snapshot(device());
   if (!options_.memory_snapshot.empty())
     snapshot.start();
   else
-    allocator_for(device_).reset_peak();
+    allocator_for(device()).reset_peak();
   TrainingLoop loop([this](const BatchSource& next_batch, double lr) { return run_.run(next_batch, lr); },
                     [this] {
                       train_loader_->next(inputs_, targets_);
@@ -550,7 +546,7 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
       sample_text(step + 1);
     if (!options_.save.empty() && ((options_.save_every > 0 && (step + 1) % options_.save_every == 0) || last))
       save(step + 1);
-    allocator_for(device_).reset_peak();
+    allocator_for(device()).reset_peak();
     profile_from(step + 1);
   };
   // A stop during the last step's evaluation ends the run as interrupted too (no sample follows).

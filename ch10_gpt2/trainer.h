@@ -78,16 +78,16 @@ class Trainer {
   void save_checkpoint_at(int64_t step);
   Json log_header() const;
   void log_step(int64_t step, const TrainStepResult& r);
+  // What the run's configuration says.
+  Device device() const { return run_config_.device; }
+  const comm::ParallelLayout& layout() const { return run_config_.parallel.layout; }
+  int64_t accum_steps() const { return run_config_.step.accum_steps; }
 
   TrainOptions options_;
   std::unique_ptr<comm::Communicator> single_process_world_;  // the world of a one-process trainer
   comm::Communicator* world_;
   std::unique_ptr<comm::Communicator> device_comm_;  // the world, for the device's tensors
   std::unique_ptr<comm::ParallelContext> context_;
-  ch08::ParallelOptions parallel_;
-  Device device_;
-  MathMode math_mode_ = MathMode::FP32;
-  int64_t accum_steps_ = 1;
   double flops_per_token_ = 0;
   std::optional<double> peak_flops_;
   std::string peak_name_;

@@ -79,6 +79,25 @@ TEST(Trainer, FlashAttentionTrainsAsTheMaterialisedOneAlsoUnderSelectiveRecomput
   }
 }
 
+TEST(Trainer, OptimizerInBackwardTrainsAsThePlainStepWithoutClipping) {
+  // Its refusals read the step the flags configure (--grad-clip, --total-batch-tokens), so it trains when they allow.
+  const std::string dir = scratch_directory();
+  TrainOptions o = tiny_options(dir);
+  o.steps = 3;
+  o.grad_clip = 0;
+  const double plain = Trainer(o).run().last_loss;
+  o.optimizer_in_backward = true;
+  EXPECT_NEAR(Trainer(o).run().last_loss, plain, 1e-6);
+  TrainOptions clipped = o;
+  clipped.grad_clip = 1.0;
+  expect_error([&] { Trainer{clipped}; }, ErrorKind::InvalidArgument,
+               {"--optimizer-in-backward: gradient clipping by global norm (--grad-clip 1)"});
+  TrainOptions accumulated = o;
+  accumulated.total_batch_tokens = 2 * o.batch * o.seq;
+  expect_error([&] { Trainer{accumulated}; }, ErrorKind::InvalidArgument,
+               {"--optimizer-in-backward: gradient accumulation (2 micro-batches"});
+}
+
 TEST(TrainerCommandLine, ProfilePrintsTheOpsOfTheStepItNames) {
   const std::string dir = scratch_directory();
   const auto run = run_gpt2_train(tiny_flags(dir) + " --steps 3 --profile 2 --save ''");
