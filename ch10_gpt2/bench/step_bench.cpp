@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ch07_memory/max_batch.h"
+#include "ch07_memory/memory_staircase.h"
 #include "common/util/rng.h"
 
 namespace lab {
@@ -76,8 +77,10 @@ StepBench::StepBench(const StepBenchSettings& settings) : settings_(settings) {
   std::vector<int32_t> tok(static_cast<size_t>(rows * settings_.seq)), tgt(tok.size());
   for (auto& x : tok) x = static_cast<int32_t>(rng.below(50257));
   for (auto& x : tgt) x = static_cast<int32_t>(rng.below(50257));
-  tokens_ = Tensor::from_ints(tok, {rows, settings_.seq}, device_);
-  targets_ = Tensor::from_ints(tgt, {rows, settings_.seq}, device_);
+  // Each step's micro-batches in turn: rows [i * batch, (i + 1) * batch) of the step's tokens.
+  micro_batches_ = ch07::micro_batches_of(
+      {Tensor::from_ints(tok, {rows, settings_.seq}, device_), Tensor::from_ints(tgt, {rows, settings_.seq}, device_)},
+      settings_.batch);
 }
 
 int64_t StepBench::search_batch(const RunConfig& config) {
@@ -104,15 +107,7 @@ int64_t StepBench::search_batch(const RunConfig& config) {
 }
 
 TrainStepResult StepBench::run_step() {
-  // The step's micro-batches in turn: rows [i * batch, (i + 1) * batch) of the step's tokens.
-  int64_t next = 0;
-  return run_.run(
-      [&] {
-        const int64_t first = (next++ % settings_.accumulate) * settings_.batch;
-        return MicroBatch{tokens_.slice_rows(first, first + settings_.batch),
-                          targets_.slice_rows(first, first + settings_.batch)};
-      },
-      kLr);
+  return run_.run(micro_batches_, kLr);
 }
 
 StepSamples StepBench::run(const std::function<void(int64_t, double)>& on_step) {

@@ -78,8 +78,8 @@ class StepBench {
  private:
   StepBenchSettings settings_;
   Device device_;
-  TrainingRun run_;          // the model, its AdamW and the step (replayed from a CUDA graph with cuda_graphs)
-  Tensor tokens_, targets_;  // every micro-batch of a step, one after the other
+  TrainingRun run_;            // the model, its AdamW and the step (replayed from a CUDA graph with cuda_graphs)
+  BatchSource micro_batches_;  // a step's micro-batches of random tokens, the same ones every step
 
   TrainStepResult run_step();
   // --batch-fits: the largest micro-batch whose step fits the budget, measured on a run of `config` built for it.
