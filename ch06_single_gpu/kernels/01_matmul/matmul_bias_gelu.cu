@@ -67,6 +67,10 @@ class LtMatmul {
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference_));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                       &workspace_bytes, sizeof(workspace_bytes)));
+    // Split-K parts summed in f32, not in a 16-bit output's type (common/ops/cuda/cublaslt_matmul.cu says why).
+    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference_, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                      &reductions, sizeof(reductions)));
     return preference_;
   }
 

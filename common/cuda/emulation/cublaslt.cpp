@@ -43,6 +43,7 @@ struct cublasLtMatrixLayoutOpaque {
 struct cublasLtMatmulPreferenceOpaque {
   uint32_t search_mode = 0;
   uint64_t max_workspace = 0;
+  uint32_t reduction_schemes = CUBLASLT_REDUCTION_SCHEME_MASK;  // every scheme allowed, as in cuBLASLt
 };
 
 namespace {
@@ -127,6 +128,42 @@ struct Plan {
   const cublasLtMatrixLayoutOpaque* c = nullptr;
   const cublasLtMatrixLayoutOpaque* d = nullptr;
 };
+
+// Split-K in D's type. For a product with a long k, cuBLASLt may split k among blocks and add up their partial sums
+// in D's type (CUBLASLT_REDUCTION_SCHEME_INPLACE or _OUTPUT_TYPE), which for a 16-bit D rounds each partial sum
+// to 16 bits: an H200 gave results many ulps from the f32 sum rounded once (64 x 96 with k = 768, bf16). Which
+// shapes its heuristic splits is not documented, so the stand-in errs on the strict side: whenever the
+// preference allows such a reduction, a 16-bit D and k of at least 32 take two halves of k, the first rounded to
+// D's type, the second added onto it. A preference that allows only CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE (f32
+// partial sums) never splits here.
+bool splits_in_output_type(const GemmProblem& p, uint32_t allowed_schemes) {
+  const uint32_t in_output_type = CUBLASLT_REDUCTION_SCHEME_INPLACE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+  return (allowed_schemes & in_output_type) != 0 && p.d.type != Element::F32 && p.k >= 32;
+}
+
+// op(X)'s columns (A) or rows (B) from `from` on: the operand's data moved that far along k.
+GemmInput k_from(GemmInput x, int64_t from, bool is_a) {
+  const bool along_ld = is_a ? !x.transposed : x.transposed;  // k runs along the leading dimension's stride
+  const int64_t elements = along_ld ? from * x.ld : from;
+  x.data = static_cast<const char*>(x.data) + elements * static_cast<int64_t>(element_bytes(x.type));
+  return x;
+}
+
+void run_split_in_output_type(const GemmProblem& p) {
+  GemmProblem first = p, second = p;
+  const int64_t half = p.k / 2 / 16 * 16;  // a multiple of the tensor cores' k
+  first.k = half;
+  first.epilogue = GemmEpilogue{};  // bias and activation apply once, to the sum
+  second.k = p.k - half;
+  second.a = k_from(p.a, half, true);
+  second.b = k_from(p.b, half, false);
+  second.beta = 1.0f;
+  second.c = p.d.data;
+  second.ldc = p.d.ld;
+  second.c_batch_stride = p.d.batch_stride;
+  run_gemm(first);  // D = alpha A1 B1 + beta C, rounded to D's type
+  run_gemm(second);
+}
 
 cublasStatus_t make_plan(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                          cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, Plan* plan) {
@@ -322,6 +359,7 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   switch (attr) {
     case CUBLASLT_MATMUL_PREF_SEARCH_MODE: return set_value(pref->search_mode, buf, size);
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: return set_value(pref->max_workspace, buf, size);
+    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK: return set_value(pref->reduction_schemes, buf, size);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
@@ -348,6 +386,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     return status;
   results[0] = cublasLtMatmulHeuristicResult_t{};  // the one algorithm: no workspace
   results[0].algo.data[0] = bias_alignment(desc->bias);
+  results[0].algo.data[1] = splits_in_output_type(plan.problem, pref->reduction_schemes);
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
   *returned_count = 1;
@@ -404,6 +443,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   p.d.data = D;
   p.epilogue.bias = plan.parts.bias ? desc->bias : nullptr;
   p.epilogue.aux = plan.parts.aux ? desc->aux : nullptr;
-  enqueue(*stream, [p] { run_gemm(p); });
+  // Without an algorithm, cuBLASLt picks one with the default preference, which allows every reduction.
+  const bool split = algo != nullptr ? algo->data[1] != 0 : splits_in_output_type(p, CUBLASLT_REDUCTION_SCHEME_MASK);
+  if (split)
+    enqueue(*stream, [p] { run_split_in_output_type(p); });
+  else
+    enqueue(*stream, [p] { run_gemm(p); });
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -4,8 +4,10 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "common/cuda/emulation/block_executor.h"
 #include "common/cuda/emulation/device.h"
@@ -89,6 +91,27 @@ void run_grid(const GridLaunch& launch, int device) {
   if (!fault.empty()) raise_fault(device, cudaErrorLaunchFailure, fault);
 }
 
+// Lazy loading (CUDA_MODULE_LOADING=LAZY, CUDA's default since 12.2): a kernel is loaded at its first use,
+// and loading may synchronise the device. The CUDA programming guide ("Lazy Loading") warns that code which
+// counts on kernels running concurrently can deadlock; on an H100 and an H200 the first launch of a kernel,
+// made while a host function held another stream, never returned. Modelled: the first launch of each kernel
+// on a device (or its first cudaFuncSetAttribute) waits for all of the device's work, watched for deadlocks
+// like every synchronous call; a launch into a capture loads without waiting.
+std::mutex g_loaded_mutex;
+std::set<std::pair<int, const void*>> g_loaded;
+
+void load_kernel(int device, const void* kernel, const std::string& what, bool wait) {
+  {
+    std::lock_guard<std::mutex> lock(g_loaded_mutex);
+    if (!g_loaded.insert({device, kernel}).second) return;
+  }
+  if (wait)
+    synchronize_device(device, ("loading " + what +
+                                " at its first use (lazy loading, which synchronises the device: warm a kernel up "
+                                "before blocking a stream)")
+                                   .c_str());
+}
+
 }  // namespace
 
 void submit_launch(LaunchRequest request) {
@@ -110,6 +133,7 @@ void submit_launch(LaunchRequest request) {
     raise_fault(device, cudaErrorIllegalAddress, problem);
     return;
   }
+  load_kernel(device, request.kernel, std::string("kernel ") + request.kernel_name, !any_capture(device));
   auto launch = std::make_shared<GridLaunch>();
   launch->kernel = request.kernel_name;
   launch->grid = request.grid;
@@ -128,6 +152,8 @@ void submit_launch(LaunchRequest request) {
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
   using namespace lab::cuda::emu;
   if (func == nullptr) return record(cudaErrorInvalidDeviceFunction);
+  if (const int device = current_device(); valid_device(device))
+    load_kernel(device, func, "a kernel (cudaFuncSetAttribute)", !any_capture(device));
   if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
     if (value < 0 || value > kMaxDynamicSharedOptIn) return record(cudaErrorInvalidValue);
     std::lock_guard<std::mutex> lock(g_attributes_mutex);

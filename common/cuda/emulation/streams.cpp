@@ -484,12 +484,22 @@ cudaError_t cudaEventRecord(cudaEvent_t handle, cudaStream_t stream_handle) {
   return cudaSuccess;
 }
 
+namespace {
+// Waiting on, or asking about, an event recorded inside a capture: CUDA refuses it and (seen on an H200,
+// CUDA 13.0) invalidates the capture the record belongs to, so that ending it returns
+// cudaErrorStreamCaptureInvalidated. The engine's lock is held.
+cudaError_t refuse_captured_event(const CUevent_st& event) {
+  event.captured->invalidated = true;
+  return record(cudaErrorCapturedEvent);
+}
+}  // namespace
+
 cudaError_t cudaEventQuery(cudaEvent_t handle) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
   const CUevent_st* event = resolve_event(e, handle);
   if (event == nullptr) return record(cudaErrorInvalidResourceHandle);
-  if (event->captured) return record(cudaErrorCapturedEvent);
+  if (event->captured) return refuse_captured_event(*event);
   if (const cudaError_t sticky = sticky_error(event->device); sticky != cudaSuccess) return record(sticky);
   if (event->last && !done(*event->last->stream, event->last->ticket)) return cudaErrorNotReady;
   return cudaSuccess;
@@ -500,7 +510,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t handle) {
   std::unique_lock<std::mutex> lock(e.mutex);
   const CUevent_st* event = resolve_event(e, handle);
   if (event == nullptr) return record(cudaErrorInvalidResourceHandle);
-  if (event->captured) return record(cudaErrorCapturedEvent);
+  if (event->captured) return refuse_captured_event(*event);
   const std::shared_ptr<EventRecord> rec = event->last;
   const int device = event->device;
   if (rec) wait_watching_for_deadlock(e, lock, "cudaEventSynchronize", [&] { return done(*rec->stream, rec->ticket); });

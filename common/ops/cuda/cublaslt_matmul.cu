@@ -64,11 +64,18 @@ void set_bias(cublasLtMatmulDesc_t desc, const LtBias& bias) {
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
 }
 
-// The preference: at most the stream's cuBLAS workspace, and the operands' real alignments (C is D).
+// The preference: at most the stream's cuBLAS workspace, and the operands' real alignments (C is D). A split-K
+// algorithm keeps its partial sums in f32 (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE): by default cuBLASLt may add
+// them up in D's type, and for a 16-bit D that rounds every partial sum to 16 bits. An H200 did so on small
+// products with a long k (64 x 96 with k = 768): results many ulps from the f32 sum rounded once, where the sum
+// cancels. Algorithms that do not split k stay allowed.
 void set_preference(cublasLtMatmulPreference_t preference, const lab::cuda::BlasWorkspace& workspace,
                     const LtMatrices& a, const LtMatrices& b, const LtMatrices& d) {
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                     &workspace.bytes, sizeof(workspace.bytes)));
+  const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                                    sizeof(reductions)));
   const uint32_t alignments[] = {alignment_of(a), alignment_of(b), alignment_of(d), alignment_of(d)};
   const cublasLtMatmulPreferenceAttributes_t alignment_attributes[] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,

@@ -40,6 +40,11 @@ TEST(CudaStream, OpsRunOnTheCurrentStream) {
   const Tensor x = Tensor::from_floats(std::vector<float>(1000, 1.0f), {1000}, kGpu);
   const Tensor out = Tensor::zeros({1000}, DType::F32, kGpu);
   cuda::PinnedBuffer seen(out.nbytes());  // allocated before the gate: a pinned allocation waits for the device
+  // The kernel is loaded before the gate too: CUDA loads a kernel at its first launch (lazy loading) and may
+  // synchronise the device to do it, which would wait for the gated stream forever (it hung on an H100 and an
+  // H200; the emulator models the load and reports the deadlock).
+  ops::gelu_forward(Tensor::empty({1000}, DType::F32, kGpu), x);
+  CUDA_CHECK(cudaDeviceSynchronize());
   cuda::Stream side;
   StreamGate gate(side);
   {

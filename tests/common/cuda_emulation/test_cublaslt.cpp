@@ -181,6 +181,22 @@ TEST_F(CublasLt, BiasGeluAndAuxEpilogues) {
   for (size_t i = 0; i < pre.size(); ++i) ASSERT_EQ(got_aux[i], pre[i]) << i;
 }
 
+// The heuristic's algorithm for `mm` under a preference that allows only the reduction schemes `schemes`.
+cublasLtMatmulAlgo_t algorithm(cublasLtHandle_t handle, const Matmul& mm, uint32_t schemes) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  EXPECT_EQ(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes),
+      CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(handle, mm.desc, mm.a, mm.b, mm.c, mm.d, pref, 1, &result, &returned),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(returned, 1);
+  cublasLtMatmulPreferenceDestroy(pref);
+  return result.algo;
+}
+
 template <typename T>
 void expect_low_precision_matmul(cublasLtHandle_t handle, cudaDataType_t type, double relative, std::mt19937& rng) {
   const int m = 20, n = 28, k = 64;
@@ -188,8 +204,9 @@ void expect_low_precision_matmul(cublasLtHandle_t handle, cudaDataType_t type, d
   DeviceBuffer<T> da(convert<T>(a)), db(convert<T>(b)), dc(convert<T>(c)), dd(m * n);
   Matmul mm(CUBLAS_COMPUTE_32F, type, type, false, true, m, n, k);
   const float alpha = 1.0f, beta = 1.0f;
+  const cublasLtMatmulAlgo_t algo = algorithm(handle, mm, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
   ASSERT_EQ(cublasLtMatmul(handle, mm.desc, &alpha, da.get(), mm.a, db.get(), mm.b, &beta, dc.get(), mm.c, dd.get(),
-                           mm.d, nullptr, nullptr, 0, nullptr),
+                           mm.d, &algo, nullptr, 0, nullptr),
             CUBLAS_STATUS_SUCCESS);
   const std::vector<double> ref = reference(false, true, m, n, k, alpha, a, b, beta, c, {}, false);
   const std::vector<T> got = dd.download();
@@ -200,6 +217,33 @@ void expect_low_precision_matmul(cublasLtHandle_t handle, cudaDataType_t type, d
 TEST_F(CublasLt, Bf16AndFp16InputsAccumulateInFp32) {
   expect_low_precision_matmul<__nv_bfloat16>(handle_, CUDA_R_16BF, 0x1p-8, rng_);
   expect_low_precision_matmul<__half>(handle_, CUDA_R_16F, 0x1p-11, rng_);
+}
+
+// A 16-bit product with a long k may add its split-K parts in D's type (an H200 did): 1 + 2^-8 in the first half
+// of k rounds to 1 in bf16 (a tie, to even), and the second half's 2^-8 then rounds away again, where the sum
+// rounded once is 1 + 2^-7. Allowing only f32 partial sums (what cublaslt_matmul.cu asks for) gives the latter;
+// the default preference, and no algorithm at all, the former.
+TEST_F(CublasLt, A16BitProductMayAddItsSplitKPartsIn16Bits) {
+  const int k = 64;
+  std::vector<float> b(k, 0.0f);
+  b[0] = 1.0f;
+  b[1] = 0x1p-8f;
+  b[k / 2] = 0x1p-8f;
+  DeviceBuffer<__nv_bfloat16> da(convert<__nv_bfloat16>(std::vector<float>(k, 1.0f))), db(convert<__nv_bfloat16>(b)),
+      dd(1);
+  Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_16BF, CUDA_R_16BF, false, false, 1, 1, k);
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto product = [&](const cublasLtMatmulAlgo_t* algo) {
+    EXPECT_EQ(cublasLtMatmul(handle_, mm.desc, &alpha, da.get(), mm.a, db.get(), mm.b, &beta, dd.get(), mm.c, dd.get(),
+                             mm.d, algo, nullptr, 0, nullptr),
+              CUBLAS_STATUS_SUCCESS);
+    return static_cast<float>(dd.download()[0]);
+  };
+  const cublasLtMatmulAlgo_t f32_parts = algorithm(handle_, mm, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
+  const cublasLtMatmulAlgo_t any_parts = algorithm(handle_, mm, CUBLASLT_REDUCTION_SCHEME_MASK);
+  EXPECT_EQ(product(&f32_parts), 1.0f + 0x1p-7f);
+  EXPECT_EQ(product(&any_parts), 1.0f);
+  EXPECT_EQ(product(nullptr), 1.0f);
 }
 
 TEST_F(CublasLt, StridedBatches) {

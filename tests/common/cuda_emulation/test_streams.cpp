@@ -1,7 +1,8 @@
 // Streams and events: in-order queues, copies synchronous to the host only from and to pageable memory,
 // events between streams, the legacy default stream against blocking and non-blocking streams, timing, and
 // the implicit synchronisations: host functions one at a time, a copy into pageable memory behind a running
-// host function, pinned allocations behind all queued work, and the deadlock a gated stream makes of them.
+// host function, pinned allocations behind all queued work, a kernel's first launch (lazy loading) behind all of
+// it, and the deadlock a gated stream makes of them.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -166,6 +167,9 @@ TEST_F(Streams, KernelsRunInStreamOrder) {
   DeviceBuffer<int> value(std::vector<int>{0});
   PinnedBuffer<int> seen(1);
   {
+    DeviceBuffer<int> warm(std::vector<int>{0});  // the kernel's first launch loads it (see the test below)
+    ASSERT_EQ(launch(increment_kernel, 1, 32, 0, non_blocking_, warm.get()), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(non_blocking_), cudaSuccess);
     StreamGate gate(non_blocking_);
     for (int i = 0; i < 5; ++i) ASSERT_EQ(launch(increment_kernel, 1, 32, 0, non_blocking_, value.get()), cudaSuccess);
     // Read into pinned memory: a copy into pageable memory would wait for the gate (see the tests below).
@@ -255,6 +259,28 @@ TEST_F(Streams, AHostFunctionWaitingForTheHostIsANamedDeadlock) {
       },
       "deadlock: cudaMemcpy\\(Async\\) from or to pageable host memory has waited 1 s, and all that time host "
       "function .* has not returned");
+  unsetenv("LAB_EMU_DEADLOCK_SECONDS");
+}
+
+__global__ void never_launched_kernel(int* value) {
+  if (threadIdx.x == 0) *value = 1;
+}
+
+// Lazy loading: the first launch of a kernel loads it and may synchronise the device, so launching a kernel for
+// the first time while a host function holds a stream never returns (an H100 and an H200 hung so). Here the
+// load waits for the device's work, watched, and the process ends naming the load and the host function.
+TEST_F(Streams, TheFirstLaunchOfAKernelBehindAHeldStreamIsANamedDeadlock) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  setenv("LAB_EMU_DEADLOCK_SECONDS", "1", 1);
+  EXPECT_DEATH(
+      {
+        DeviceBuffer<int> value(std::vector<int>{0});
+        StreamGate gate(non_blocking_);  // opened only after the launch below, which never comes back
+        gate.wait_until_holding();
+        launch(never_launched_kernel, 1, 32, 0, blocking_, value.get());
+      },
+      "deadlock: loading kernel test_kernel at its first use \\(lazy loading.*has waited 1 s, and all that time "
+      "host function .* has not returned");
   unsetenv("LAB_EMU_DEADLOCK_SECONDS");
 }
 
