@@ -64,6 +64,8 @@ BLOCK_THREADS = {
     "embedding_backward_kernel": 256,
     "gelu_forward_kernel": 256,
     "gelu_backward_kernel": 256,
+    "gelu_forward_pieces_kernel": 256,
+    "gelu_backward_pieces_kernel": 256,
     "layernorm_forward_kernel": 256,
     "layernorm_backward_dx_kernel": 256,
     "layernorm_backward_dx_pieces_kernel": 256,

@@ -1,8 +1,11 @@
 // CUDA kernels of common/ops/gelu.h (tanh approximation in its sigmoid form), for f32, bf16 and f16 storage with
 // fp32 arithmetic (dtype_dispatch.cuh).
 //
-// Parallelisation: one thread per element, kBlockSize threads a block; consecutive threads read and
-// write consecutive elements, so every access is coalesced. Forward and backward are one launch each.
+// Parallelisation: one thread per element, kBlockSize threads a block, or one thread per 16-byte piece where the
+// tensors split into them; consecutive threads read and write consecutive elements, so every access is
+// coalesced. Forward and backward are one launch each.
+#include <cstdint>
+
 #include "common/ops/cuda/dtype_dispatch.cuh"
 #include "common/ops/cuda/launch.cuh"
 #include "common/ops/dispatch.h"
@@ -36,6 +39,54 @@ __global__ void gelu_backward_kernel(D* dx, const D* x, const D* dout, int64_t n
   dx[i] = store_as<D>(load(dx[i]) + grad * load(dout[i]));
 }
 
+// The same over 16-byte pieces (16 / sizeof(D) elements a thread) when n splits into them and the tensors are
+// 16-byte aligned: one 16-byte load or store per tensor where the kernels above make 8 of 2 bytes in 16 bits (on an
+// H200 the backward above moved about 1.2 TB/s at GPT-2's 8192 x 3072 in bf16, 123 us a call).
+template <typename D>
+__global__ void gelu_forward_pieces_kernel(D* out, const D* x, int64_t pieces) {
+  constexpr int kPer = 16 / sizeof(D);
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= pieces) return;
+  const uint4 xv = reinterpret_cast<const uint4*>(x)[i];
+  uint4 ov;
+  const D* xe = reinterpret_cast<const D*>(&xv);
+  D* oe = reinterpret_cast<D*>(&ov);
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    const float v = load(xe[e]);
+    oe[e] = store_as<D>(v / (1.0f + expf(-2.0f * kSqrt2OverPi * (v + kCubic * v * v * v))));
+  }
+  reinterpret_cast<uint4*>(out)[i] = ov;
+}
+
+template <typename D>
+__global__ void gelu_backward_pieces_kernel(D* dx, const D* x, const D* dout, int64_t pieces) {
+  constexpr int kPer = 16 / sizeof(D);
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= pieces) return;
+  const uint4 xv = reinterpret_cast<const uint4*>(x)[i], dv = reinterpret_cast<const uint4*>(dout)[i];
+  uint4 gv = reinterpret_cast<const uint4*>(dx)[i];
+  const D* xe = reinterpret_cast<const D*>(&xv);
+  const D* de = reinterpret_cast<const D*>(&dv);
+  D* ge = reinterpret_cast<D*>(&gv);
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    const float v = load(xe[e]);
+    const float s = 1.0f / (1.0f + expf(-2.0f * kSqrt2OverPi * (v + kCubic * v * v * v)));
+    const float grad = s + 2.0f * v * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
+    ge[e] = store_as<D>(load(ge[e]) + grad * load(de[e]));
+  }
+  reinterpret_cast<uint4*>(dx)[i] = gv;
+}
+
+// The number of 16-byte pieces of n elements of D at these pointers, or 0 when they do not split into pieces.
+template <typename D, typename... Pointers>
+int64_t pieces_of(int64_t n, const Pointers*... pointers) {
+  constexpr int64_t kPer = 16 / sizeof(D);
+  const bool aligned = ((reinterpret_cast<uintptr_t>(pointers) % 16 == 0) && ...);
+  return n % kPer == 0 && aligned ? n / kPer : 0;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- launchers
@@ -47,8 +98,12 @@ void gelu_forward(const Tensor& out, const Tensor& x) {
   dispatch_float_dtype(x.dtype(), "gelu_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using D = typename DeviceType<T>::type;
-    LAB_LAUNCH(gelu_forward_kernel<D>, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()}, device_data<T>(out),
-               device_data<T>(x), n);
+    if (const int64_t pieces = pieces_of<D>(n, device_data<T>(out), device_data<T>(x)); pieces > 0)
+      LAB_LAUNCH(gelu_forward_pieces_kernel<D>, {grid_for(pieces, kBlockSize), kBlockSize, 0, scope.stream()},
+                 device_data<T>(out), device_data<T>(x), pieces);
+    else
+      LAB_LAUNCH(gelu_forward_kernel<D>, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()}, device_data<T>(out),
+                 device_data<T>(x), n);
   });
 }
 
@@ -59,8 +114,12 @@ void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) {
   dispatch_float_dtype(x.dtype(), "gelu_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using D = typename DeviceType<T>::type;
-    LAB_LAUNCH(gelu_backward_kernel<D>, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()}, device_data<T>(dx),
-               device_data<T>(x), device_data<T>(dout), n);
+    if (const int64_t pieces = pieces_of<D>(n, device_data<T>(dx), device_data<T>(x), device_data<T>(dout)); pieces > 0)
+      LAB_LAUNCH(gelu_backward_pieces_kernel<D>, {grid_for(pieces, kBlockSize), kBlockSize, 0, scope.stream()},
+                 device_data<T>(dx), device_data<T>(x), device_data<T>(dout), pieces);
+    else
+      LAB_LAUNCH(gelu_backward_kernel<D>, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()}, device_data<T>(dx),
+                 device_data<T>(x), device_data<T>(dout), n);
   });
 }
 

@@ -10,6 +10,8 @@
 // dw and db are column sums over all N rows, both in one pass over dout and x (column_sums.cuh: the rows
 // split over enough blocks to fill the GPU, partial sums, then a small kernel adds them in a fixed order:
 // deterministic, no atomics).
+#include <cstdint>
+
 #include "common/ops/cuda/column_sums.cuh"
 #include "common/ops/cuda/dtype_dispatch.cuh"
 #include "common/ops/cuda/launch.cuh"
