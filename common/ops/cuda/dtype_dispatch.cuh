@@ -30,6 +30,14 @@ typename DeviceType<T>::type* device_data(const Tensor& t) {
   return reinterpret_cast<typename DeviceType<T>::type*>(t.data<T>());
 }
 
+// 16 bytes of D (8 elements in 16 bits, 4 in f32), loaded and stored whole, in one 16-byte access, and read
+// element by element: the kernels of rows or tensors that split into such pieces use it for wide memory accesses.
+template <typename D>
+struct alignas(16) Piece {
+  static constexpr int kElements = 16 / static_cast<int>(sizeof(D));
+  D e[kElements];
+};
+
 __device__ inline float load(float v) {
   return v;
 }

@@ -83,15 +83,15 @@ __global__ void layernorm_backward_dx_kernel(D* dx, const D* dout, const D* x, c
 template <typename D, int kPieces>
 __global__ void layernorm_backward_dx_pieces_kernel(D* dx, const D* dout, const D* x, const float* w, const float* mean,
                                                     const float* rstd, int64_t N, int pieces) {
-  constexpr int kPer = 16 / sizeof(D);  // elements in a 16-byte piece
+  constexpr int kPer = Piece<D>::kElements;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= N) return;
   const int64_t C = static_cast<int64_t>(pieces) * kPer;
-  const uint4* xr = reinterpret_cast<const uint4*>(x + row * C);
-  const uint4* dr = reinterpret_cast<const uint4*>(dout + row * C);
+  const Piece<D>* xr = reinterpret_cast<const Piece<D>*>(x + row * C);
+  const Piece<D>* dr = reinterpret_cast<const Piece<D>*>(dout + row * C);
   const float m = mean[row], s = rstd[row];
-  uint4 xv[kPieces], dv[kPieces];
+  Piece<D> xv[kPieces] = {}, dv[kPieces] = {};  // only the pieces below `pieces` are read
   float g_sum = 0.0f, gx_sum = 0.0f;
 #pragma unroll
   for (int p = 0; p < kPieces; ++p) {
@@ -99,30 +99,25 @@ __global__ void layernorm_backward_dx_pieces_kernel(D* dx, const D* dout, const 
     if (piece >= pieces) continue;
     xv[p] = xr[piece];
     dv[p] = dr[piece];
-    const D* xe = reinterpret_cast<const D*>(&xv[p]);
-    const D* de = reinterpret_cast<const D*>(&dv[p]);
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
-      const float g = load(de[e]) * w[piece * kPer + e];
+      const float g = load(dv[p].e[e]) * w[piece * kPer + e];
       g_sum += g;
-      gx_sum += g * (load(xe[e]) - m) * s;
+      gx_sum += g * (load(xv[p].e[e]) - m) * s;
     }
   }
   const float g_mean = warp_sum(g_sum) / static_cast<float>(C);
   const float gx_mean = warp_sum(gx_sum) / static_cast<float>(C);
-  uint4* dxr = reinterpret_cast<uint4*>(dx + row * C);
+  Piece<D>* dxr = reinterpret_cast<Piece<D>*>(dx + row * C);
 #pragma unroll
   for (int p = 0; p < kPieces; ++p) {
     const int piece = lane + p * kWarpSize;
     if (piece >= pieces) continue;
-    uint4 out = dxr[piece];
-    D* oe = reinterpret_cast<D*>(&out);
-    const D* xe = reinterpret_cast<const D*>(&xv[p]);
-    const D* de = reinterpret_cast<const D*>(&dv[p]);
+    Piece<D> out = dxr[piece];
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
-      const float xhat = (load(xe[e]) - m) * s;
-      oe[e] = store_as<D>(load(oe[e]) + s * (load(de[e]) * w[piece * kPer + e] - g_mean - xhat * gx_mean));
+      const float xhat = (load(xv[p].e[e]) - m) * s;
+      out.e[e] = store_as<D>(load(out.e[e]) + s * (load(dv[p].e[e]) * w[piece * kPer + e] - g_mean - xhat * gx_mean));
     }
     dxr[piece] = out;
   }
@@ -133,7 +128,7 @@ __global__ void layernorm_backward_dx_pieces_kernel(D* dx, const D* dout, const 
 template <typename D>
 bool launch_dx_in_pieces(D* dx, const D* dout, const D* x, const float* w, const float* mean, const float* rstd,
                          int64_t N, int64_t C, cudaStream_t stream) {
-  constexpr int64_t kPer = 16 / sizeof(D);
+  constexpr int64_t kPer = Piece<D>::kElements;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (C % kPer != 0 || !aligned(dx) || !aligned(dout) || !aligned(x)) return false;
   const int64_t pieces = C / kPer, per_lane = ceil_div(pieces, int64_t{kWarpSize});
