@@ -130,12 +130,11 @@ struct Plan {
 };
 
 // Split-K in D's type. For a product with a long k, cuBLASLt may split k among blocks and add up their partial sums
-// in D's type (CUBLASLT_REDUCTION_SCHEME_INPLACE or _OUTPUT_TYPE), which for a 16-bit D rounds each partial sum
-// to 16 bits: an H200 gave results many ulps from the f32 sum rounded once (64 x 96 with k = 768, bf16). Which
-// shapes its heuristic splits is not documented, so the stand-in errs on the strict side: whenever the
-// preference allows such a reduction, a 16-bit D and k of at least 32 take two halves of k, the first rounded to
-// D's type, the second added onto it. A preference that allows only CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE (f32
-// partial sums) never splits here.
+// in D's type (CUBLASLT_REDUCTION_SCHEME_INPLACE or _OUTPUT_TYPE, cublasLt.h), which for a 16-bit D rounds each
+// partial sum to 16 bits. Which shapes its heuristic splits is not documented, so the stand-in errs on the strict side:
+// whenever the preference allows such a reduction, a 16-bit D and k of at least 32 take two halves of k, the first
+// rounded to D's type, the second added onto it. A preference that allows only CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+// (f32 partial sums) never splits here.
 bool splits_in_output_type(const GemmProblem& p, uint32_t allowed_schemes) {
   const uint32_t in_output_type = CUBLASLT_REDUCTION_SCHEME_INPLACE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
   return (allowed_schemes & in_output_type) != 0 && p.d.type != Element::F32 && p.k >= 32;

@@ -66,9 +66,8 @@ void set_bias(cublasLtMatmulDesc_t desc, const LtBias& bias) {
 
 // The preference: at most the stream's cuBLAS workspace, and the operands' real alignments (C is D). A split-K
 // algorithm keeps its partial sums in f32 (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE): by default cuBLASLt may add
-// them up in D's type, and for a 16-bit D that rounds every partial sum to 16 bits. An H200 did so on small
-// products with a long k (64 x 96 with k = 768): results many ulps from the f32 sum rounded once, where the sum
-// cancels. Algorithms that do not split k stay allowed.
+// them up in D's type (cublasLt.h, cublasLtReductionScheme_t), and for a 16-bit D that rounds every partial sum
+// to 16 bits. Algorithms that do not split k stay allowed.
 void set_preference(cublasLtMatmulPreference_t preference, const lab::cuda::BlasWorkspace& workspace,
                     const LtMatrices& a, const LtMatrices& b, const LtMatrices& d) {
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,

@@ -219,9 +219,9 @@ TEST_F(CublasLt, Bf16AndFp16InputsAccumulateInFp32) {
   expect_low_precision_matmul<__half>(handle_, CUDA_R_16F, 0x1p-11, rng_);
 }
 
-// A 16-bit product with a long k may add its split-K parts in D's type (an H200 did): 1 + 2^-8 in the first half
-// of k rounds to 1 in bf16 (a tie, to even), and the second half's 2^-8 then rounds away again, where the sum
-// rounded once is 1 + 2^-7. Allowing only f32 partial sums (what cublaslt_matmul.cu asks for) gives the latter;
+// A 16-bit product with a long k may add its split-K parts in D's type (cublasLt.h allows it by default): 1 + 2^-8 in
+// the first half of k rounds to 1 in bf16 (a tie, to even), and the second half's 2^-8 then rounds away again, where
+// the sum rounded once is 1 + 2^-7. Allowing only f32 partial sums (what cublaslt_matmul.cu asks for) gives the latter;
 // the default preference, and no algorithm at all, the former.
 TEST_F(CublasLt, A16BitProductMayAddItsSplitKPartsIn16Bits) {
   const int k = 64;
