@@ -116,7 +116,7 @@ BLOCK_THREADS = {
     "sum_exp_kernel": 512,
     "loss_and_grad_kernel": 512,
     "add_bias_kernel": 256,
-    # Flash attention (common/ops/cuda/flash_attention.cu): the tile kernels kThreads = 4 warps, with 70-187 KiB of
+    # Flash attention (common/ops/cuda/flash_attention.cu): the tile kernels kThreads = 4 warps, with 27-68.5 KiB of
     # dynamic shared memory this table's static column does not show; the row kernels kBlockSize.
     "flash_forward_kernel": 128,
     "flash_key_grads_kernel": 128,
@@ -127,8 +127,12 @@ BLOCK_THREADS = {
     # probabilities, kBlockSize (a warp per row).
     "batched_causal_softmax_kernel": 256,
     "batched_causal_softmax_backward_kernel": 256,
-    # ch09 lab 01 (attention): v5's one-pass backward, kThreads = 4 warps (up to 219.5 KiB of dynamic shared
-    # memory), and the elementwise kernel that adds its f32 dQ into dqkv, kBlockSize.
+    # ch09 lab 01 (attention): v4's WMMA kernels (70-187 KiB of dynamic shared memory) and v5's one-pass
+    # backward (up to 219.5 KiB), kThreads = 4 warps, and the elementwise kernel that adds v5's f32 dQ into dqkv,
+    # kBlockSize.
+    "flash_wmma_forward_kernel": 128,
+    "flash_wmma_key_grads_kernel": 128,
+    "flash_wmma_query_grads_kernel": 128,
     "flash_key_grads_atomic_kernel": 128,
     "flash_add_dq_kernel": 256,
 }
@@ -182,6 +186,9 @@ TENSOR_CORE_KERNELS = {
     "flash_forward_kernel",
     "flash_key_grads_kernel",
     "flash_query_grads_kernel",
+    "flash_wmma_forward_kernel",
+    "flash_wmma_key_grads_kernel",
+    "flash_wmma_query_grads_kernel",
     "flash_key_grads_atomic_kernel",
     "matmul_wmma_bf16_kernel",
 }

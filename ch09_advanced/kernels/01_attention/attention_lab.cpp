@@ -58,8 +58,9 @@ Tensor nan_like(const Tensor& t) {
   return nan.to(t.device());
 }
 
-// FlashAtomicDq: the flash forward, and the lab's one-pass backward with dQ by atomics (v5).
-enum class Algorithm { Materialized, Flash, FlashAtomicDq };
+// Flash: the core's op (on CUDA, v6). FlashWmma: the lab's WMMA kernels (v4). FlashAtomicDq: the core's flash
+// forward, and the lab's one-pass backward with dQ by atomics (v5).
+enum class Algorithm { Materialized, Flash, FlashWmma, FlashAtomicDq };
 
 // One version's tensors, on its device and in its dtype: the inputs, what the forward writes (the probabilities
 // of the materialised algorithm, the log-sum-exp of the flash one) and the gradient.
@@ -68,16 +69,29 @@ struct VersionTensors {
 };
 
 void run_forward(const VersionTensors& t, Algorithm algorithm, int n_head) {
-  if (algorithm == Algorithm::Materialized)
-    ops::attention_forward(t.out, t.saved, t.qkv, n_head);
-  else
-    ops::flash_attention_forward(t.out, t.saved, t.qkv, n_head);
+  switch (algorithm) {
+    case Algorithm::Materialized: return ops::attention_forward(t.out, t.saved, t.qkv, n_head);
+    case Algorithm::FlashWmma:
+#ifdef LAB_WITH_CUDA
+      return attention_lab::flash_wmma_forward(t.out, t.saved, t.qkv, n_head);
+#else
+      fail(ErrorKind::Unsupported, "the WMMA flash forward needs the CUDA backend");
+#endif
+    case Algorithm::Flash:
+    case Algorithm::FlashAtomicDq: return ops::flash_attention_forward(t.out, t.saved, t.qkv, n_head);
+  }
 }
 
 void run_backward(const VersionTensors& t, Algorithm algorithm, int n_head) {
   switch (algorithm) {
     case Algorithm::Materialized: return ops::attention_backward(t.dqkv, t.dout, t.qkv, t.saved, n_head);
     case Algorithm::Flash: return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
+    case Algorithm::FlashWmma:
+#ifdef LAB_WITH_CUDA
+      return attention_lab::flash_wmma_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
+#else
+      fail(ErrorKind::Unsupported, "the WMMA flash backward needs the CUDA backend");
+#endif
     case Algorithm::FlashAtomicDq:
 #ifdef LAB_WITH_CUDA
       return attention_lab::flash_backward_atomic_dq(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
@@ -210,11 +224,17 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
     const Device gpu = Device::cuda(0);
     al.add("CUDA materialised", "the core's op: batched cuBLAS sgemms (fp32) around a softmax kernel, T x T in memory",
            Algorithm::Materialized, DType::F32, gpu);
-    al.add("CUDA flash, tensor cores", "a block per query tile, K/V tiles in shared memory, WMMA products, f32 softmax",
+    al.add("CUDA flash, WMMA",
+           "a block per query tile, K/V tiles in shared memory, WMMA products through shared memory",
+           Algorithm::FlashWmma, p.flash_dtype, gpu);
+    // In the forward lab v5 is v6's forward under v5's name, so that a version has one number in both labs.
+    al.add("CUDA flash, dQ by atomics",
+           pass == LabPass::Backward ? "one pass over key tiles, dS K added into f32 dQ: 5 tile products, not 7"
+                                     : "a backward version: its forward is v6's",
+           Algorithm::FlashAtomicDq, p.flash_dtype, gpu);
+    al.add("CUDA flash, fragments in registers (FA2)",
+           "the core's op: mma.sync with known lane layouts, scores, softmax and outputs in registers",
            Algorithm::Flash, p.flash_dtype, gpu);
-    if (pass == LabPass::Backward)
-      al.add("CUDA flash, dQ by atomics", "one pass over key tiles, dS K added into f32 dQ: 5 tile products, not 7",
-             Algorithm::FlashAtomicDq, p.flash_dtype, gpu);
   }
 #endif
   return lab;

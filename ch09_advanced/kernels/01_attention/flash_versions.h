@@ -1,13 +1,20 @@
-// The attention lab's own CUDA version (flash_backward_atomic.cu), with the signature of
-// ops::flash_attention_backward: v5, the flash backward in one pass over key tiles with dQ added by f32 atomics,
-// as FlashAttention-2 does it, against the core's two passes (v4; common/ops/cuda/flash_attention.cu says why the
-// core makes the other choice). bf16 and f16, head sizes up to 128; the caller checks shapes (as the op does);
-// CUDA tensors only.
+// The attention lab's own CUDA versions, with the signatures of ops::flash_attention_forward and _backward. bf16
+// and f16, head sizes up to 128; the caller checks shapes (as the op does); CUDA tensors only.
+//   v4 (flash_wmma.cu)             flash attention through WMMA, every score and running output in shared memory:
+//                                  the core's op before v6.
+//   v5 (flash_backward_atomic.cu)  the backward in one pass over key tiles with dQ added by f32 atomics, as
+//                                  FlashAttention-2 does it, against the two passes of v4 and v6
+//                                  (common/ops/cuda/flash_attention.cu says why the core makes the other choice).
+// v6 is the core's op itself (common/ops/cuda/flash_attention.cu: mma.sync with the fragments in registers).
 #pragma once
 
 #include "common/core/tensor.h"
 
 namespace lab::ch09::attention_lab {
+
+void flash_wmma_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
+void flash_wmma_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                         const Tensor& lse, int n_head);
 
 void flash_backward_atomic_dq(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                               const Tensor& lse, int n_head);

@@ -1,28 +1,29 @@
 // CUDA flash attention (common/ops/flash_attention.h): bf16 and f16 inputs, products on tensor cores with f32
-// accumulation (flash_attention_mma.cuh), the softmax in f32. The CPU version (cpu/flash_attention.cpp) takes
-// the same steps with the same 64 x 64 tiles.
+// accumulation, the softmax in f32, in the manner of FlashAttention-2. The CPU version (cpu/flash_attention.cpp)
+// takes the same steps with the same 64 x 64 tiles.
 //
 // Every kernel runs 4 warps (128 threads) on one 64-row tile of one (batch, head); each warp owns 16 of the
-// tile's rows from start to end, so after a tile of keys (or queries) has been loaded into shared memory by the
-// whole block, a warp computes its strip of scores, its softmax and its products alone, meeting the other
-// warps only at the barriers around the next load. Within a warp, lanes 2r and 2r+1 share row r of the strip:
-// each takes half of its columns, and one shuffle combines their row maxima and sums.
+// tile's rows from start to end. Shared memory holds only the 16-bit tiles that the warps share (Q, K, V, dO;
+// rows padded by 8 elements, so that the 8 rows an ldmatrix reads fall in different banks) and, in the
+// backward, the lse and D of a query tile. Everything a warp computes stays in its registers: the products are
+// mma.sync m16n8k16 with operands loaded by ldmatrix (warp_mma.cuh), whose fragment layouts are documented, so
+// each lane knows the (row, column) of every score it holds. Hence the causal mask per element, row maxima and
+// sums over the 4 lanes that share a row (two shuffles), rows rescaled in place, and the f32 score fragments of
+// two adjacent n8 tiles rounded and packed into the A fragment of the next product (P V, P^T dO, dS^T Q, dS K)
+// without leaving registers. The softmax runs in base 2 (exp2 of scores times scale log2 e).
 //
-// Shared memory holds the 16-bit tiles (rows padded by 8 elements: WMMA wants leading dimensions in multiples
-// of 16 bytes, and the padding also moves consecutive rows to other banks), f32 scores, and the f32 running
-// outputs: an accumulator fragment's lane layout is unspecified, so rows are rescaled in shared memory, not in
-// fragments. 110 KiB (head size 128) or 70 KiB (64) for the forward: above the default 48 KiB, so each launch
-// raises the kernel's limit first.
-//
-//   forward        one block per query tile; key tiles 0 .. the diagonal streamed through shared memory
-//                  (tiles above the diagonal are entirely masked and never loaded); online softmax with the
-//                  row max and sum in registers; writes O and the row log-sum-exp. Blocks are numbered so that
-//                  the longest tiles (the last queries see every key) start first and the short ones fill in
-//                  at the end of the grid, as FlashAttention-2 orders them.
+//   forward        one block per query tile; the warp's Q fragments loaded once; key tiles 0 .. the diagonal
+//                  streamed through shared memory (tiles above it are entirely masked and never loaded; on the
+//                  diagonal a warp skips the n8 tiles past its last query); S = Q K^T, online softmax with the
+//                  row max and sum in registers, O += P V into register accumulators; writes O and the row
+//                  log-sum-exp. Blocks are numbered so that the longest tiles (the last queries see every key)
+//                  start first and the short ones fill in at the end of the grid, as FlashAttention-2 orders them.
 //   D pre-pass     D = rowsum(dO * O), one warp per row.
-//   dK, dV         one block per key tile; query tiles from the diagonal to the end streamed; each warp
-//                  computes its 16 keys' strip of S^T = K Q^T and dP^T = V dO^T, recomputes P^T from the saved
-//                  log-sum-exp, dS^T = P^T (dP^T - D), and accumulates dV += P^T dO and dK += dS^T Q.
+//   dK, dV         one block per key tile; query tiles from the diagonal to the end streamed, 32 queries at a
+//                  time (64 queries of f32 P^T and dS^T next to the dK and dV accumulators would not fit the
+//                  registers at head size 128); S^T = K Q^T and dP^T = V dO^T, P^T recomputed from the saved
+//                  log-sum-exp, dS^T = P^T (dP^T - D), dV += P^T dO and dK += dS^T Q (dO and Q as B operands
+//                  by ldmatrix .trans).
 //   dQ             one block per query tile, key tiles 0 .. the diagonal: S, P, dP and dS again, dQ += dS K.
 // dQ by a separate pass, not by atomics from the dK/dV blocks: the dK/dV blocks would have to add into an f32
 // copy of dQ (16-bit atomics round at every add) that then needs its own conversion pass anyway, and the result
@@ -31,9 +32,16 @@
 // adds into dqkv in its own dtype as the dK/dV pass does. (FlashAttention-2 uses atomics; chapter 9's attention
 // lab has that version too, v5, to measure the two side by side.)
 //
-// The tile kernels declare __launch_bounds__(kThreads, 1): shared memory holds only 1 to 3 of their blocks per SM
-// anyway, and with the hint ptxas keeps values in registers (without it, it spilled in the f16 dQ kernel at
-// head size 128).
+// Resources at sm_90 (nvcc 13 -O3, ptxas -v / cuobjdump -res-usage; no spills, no local memory), registers per
+// thread and dynamic shared memory per block of 128 threads, head size 64 | 128:
+//   forward       167 | 218 registers, 27 | 51 KiB
+//   dK, dV        164 | 254 registers, 36.5 | 68.5 KiB
+//   dQ            166 | 222 registers, 36.5 | 68.5 KiB
+// Registers are the limit: 3 blocks (12 warps) per SM at head size 64, 2 at 128, which is what each kernel's
+// __launch_bounds__ asks ptxas for (asking for more made it spill). On one H200 (chapter 9's attention lab, GPT-2
+// d12 shape B = 8, T = 1024, bf16; `ch09_attention_lab [--pass backward] --version 3,4,5,6 --repeats 5`, medians)
+// the forward takes 0.117 ms and the backward 0.382 ms, against 0.476 and 2.39 ms
+// for the WMMA kernels that keep every product in shared memory (the lab's v4, which this file replaced).
 //
 // f32 inputs: not flash attention. They take the materialised path of attention.h (cuBLAS in the math mode of
 // common/cuda/cublas.h) with the T x T probabilities in a workspace for the duration of the call; the
@@ -44,131 +52,278 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
-#include <type_traits>
 
 #include "common/core/memory.h"
 #include "common/ops/attention.h"
-#include "common/ops/cuda/flash_attention_mma.cuh"
 #include "common/ops/cuda/flash_attention_tiles.cuh"
 #include "common/ops/cuda/launch.cuh"
 #include "common/ops/cuda/reductions.cuh"
+#include "common/ops/cuda/warp_mma.cuh"
 #include "common/ops/flash_attention.h"
 
 namespace lab::ops::cuda {
 
 namespace {
 
-using namespace flash;  // the pieces the flash kernels share (flash_attention_tiles.cuh)
+using namespace flash;  // tile geometry, Dims, the D pre-pass, launch helpers (flash_attention_tiles.cuh)
 
-// Forward: Q, K, V tiles; scores; probabilities; running outputs; 1 / l per row.
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr int kKeyGroups = kTile / 8;  // n8 score tiles across a 64-wide tile
+constexpr int kQueryStep = 32;         // queries per step of the dK/dV kernel
+
+// Blocks per SM each kernel is compiled for (__launch_bounds__): ptxas caps the registers at 64K / (128 x this).
+// Chosen so that none spills at sm_90 (see the resource report at the top of the file).
+template <int D>
+constexpr int kForwardBlocks = D == 64 ? 3 : 2;
+template <int D>
+constexpr int kKeyGradsBlocks = D == 64 ? 3 : 2;
+template <int D>
+constexpr int kQueryGradsBlocks = D == 64 ? 3 : 2;
+
+// Forward: the Q, K and V tiles. dK/dV and dQ: Q, K, V and dO tiles, and the lse and D of a query tile.
 template <int D>
 constexpr size_t forward_shared_bytes() {
-  return 3 * piece_bytes<uint16_t>(kTile * kLdTile<D>) + piece_bytes<float>(kTile * kLdScores) +
-         piece_bytes<uint16_t>(kTile * kLdProbs) + piece_bytes<float>(kTile * kLdOut<D>) + piece_bytes<float>(kTile);
+  return 3 * piece_bytes<uint16_t>(kTile * kLdTile<D>);
 }
-// dK/dV: K, V, Q, dO tiles; S^T and dP^T; P^T and dS^T; dK and dV; lse and D of the query tile.
 template <int D>
-constexpr size_t key_grads_shared_bytes() {
-  return 4 * piece_bytes<uint16_t>(kTile * kLdTile<D>) + 2 * piece_bytes<float>(kTile * kLdScores) +
-         2 * piece_bytes<uint16_t>(kTile * kLdProbs) + 2 * piece_bytes<float>(kTile * kLdOut<D>) +
-         2 * piece_bytes<float>(kTile);
+constexpr size_t backward_shared_bytes() {
+  return 4 * piece_bytes<uint16_t>(kTile * kLdTile<D>) + 2 * piece_bytes<float>(kTile);
 }
-// dQ: Q, dO, K, V tiles; S and dP; dS; dQ.
-template <int D>
-constexpr size_t query_grads_shared_bytes() {
-  return 4 * piece_bytes<uint16_t>(kTile * kLdTile<D>) + 2 * piece_bytes<float>(kTile * kLdScores) +
-         piece_bytes<uint16_t>(kTile * kLdProbs) + piece_bytes<float>(kTile * kLdOut<D>);
+
+// ---------------------------------------------------------------- tiles and fragments
+
+// Rows [first_row, first_row + 64) of one head into a [64, D] tile of shared memory, 16 bytes per thread and
+// step when the head fills the tile's width and sits 16-byte aligned (the GPT-2 case); otherwise element by
+// element with zero padding (load_tile). All threads.
+template <int D, typename E>
+__device__ void load_tile_fast(E* tile, const E* head, int first_row, const Dims& s, int64_t ld) {
+  struct alignas(16) Chunk {  // 16 bytes of E, copied whole
+    E e[16 / sizeof(E)];
+  };
+  constexpr int kPerRow = D * static_cast<int>(sizeof(E)) / 16;
+  const bool aligned = reinterpret_cast<uintptr_t>(head) % 16 == 0 && ld % 8 == 0;
+  if (s.hs != D || !aligned) return load_tile<D>(tile, head, first_row, s, ld);
+  for (int i = threadIdx.x; i < kTile * kPerRow; i += kThreads) {
+    const int r = i / kPerRow, c = (i % kPerRow) * 8, row = first_row + r;
+    Chunk v{};
+    if (row < s.T) v = *reinterpret_cast<const Chunk*>(head + row * ld + c);
+    *reinterpret_cast<Chunk*>(tile + r * kLdTile<D> + c) = v;
+  }
+}
+
+// The A fragment (16 x 16) at (row0, col0) of a row-major shared tile.
+template <int D, typename E>
+__device__ inline void load_a(uint32_t a[4], const E* tile, int row0, int col0) {
+  const int lane = threadIdx.x % kWarpSize;
+  mma::ldmatrix_x4(a, tile + (row0 + mma::a_row(lane)) * kLdTile<D> + col0 + mma::a_col(lane));
+}
+// The B fragments of two n8 tiles (b[0..1]: n0 .. n0+7, b[2..3]: n0+8 .. n0+15) for k0 .. k0+15, from a tile
+// whose rows are n (times K^T: B[k][n] = K[n][k]).
+template <int D, typename E>
+__device__ inline void load_b_rows_n(uint32_t b[4], const E* tile, int n0, int k0) {
+  const int lane = threadIdx.x % kWarpSize;
+  mma::ldmatrix_x4(b, tile + (n0 + mma::bt_row(lane)) * kLdTile<D> + k0 + mma::bt_col(lane));
+}
+// The same from a tile whose rows are k (times V: B[k][n] = V[k][n]), transposed by ldmatrix.
+template <int D, typename E>
+__device__ inline void load_b_rows_k(uint32_t b[4], const E* tile, int k0, int n0) {
+  const int lane = threadIdx.x % kWarpSize;
+  mma::ldmatrix_x4_trans(b, tile + (k0 + mma::a_row(lane)) * kLdTile<D> + n0 + mma::a_col(lane));
+}
+
+// acc[16, N] = A B^T: A the 16 rows of a_tile from row0 ([16, D]), B rows col0 .. col0+N-1 of b_tile ([N, D]):
+// S = Q K^T, dP = dO V^T and their transposes. n8 tiles before column first_live are skipped (masked for every
+// row of the strip; left at zero).
+template <typename E, int D, int N>
+__device__ inline void strip_times_tile_t(float acc[N / 8][4], const E* a_tile, int row0, const E* b_tile, int col0,
+                                          int first_live) {
+#pragma unroll
+  for (int n = 0; n < N / 8; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[4];
+    load_a<D>(a, a_tile, row0, kk * 16);
+#pragma unroll
+    for (int nn = 0; nn < N / 16; ++nn) {
+      if (col0 + nn * 16 + 16 <= first_live) continue;
+      uint32_t b[4];
+      load_b_rows_n<D>(b, b_tile, col0 + nn * 16, kk * 16);
+      mma::mma_accumulate<E>(acc[2 * nn], a, b);
+      mma::mma_accumulate<E>(acc[2 * nn + 1], a, b + 2);
+    }
+  }
+}
+
+// acc[16, D] += P B: P [16, K] given as f32 C fragments (rounded to E here: two n8 tiles make one k16 A
+// fragment), B rows k0 .. k0+K-1 of a [.., D] tile whose rows are k (O += P V, dV += P^T dO, dK += dS^T Q,
+// dQ += dS K). k16 steps before row first_live are skipped (P is zero there).
+template <typename E, int D, int K>
+__device__ inline void probs_times_tile(float acc[D / 8][4], const float p[K / 8][4], const E* b_tile, int k0,
+                                        int first_live) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    if (k0 + kk * 16 + 16 <= first_live) continue;
+    const uint32_t a[4] = {mma::pack<E>(p[2 * kk][0], p[2 * kk][1]), mma::pack<E>(p[2 * kk][2], p[2 * kk][3]),
+                           mma::pack<E>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                           mma::pack<E>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+    for (int nn = 0; nn < D / 16; ++nn) {
+      uint32_t b[4];
+      load_b_rows_k<D>(b, b_tile, k0 + kk * 16, nn * 16);
+      mma::mma_accumulate<E>(acc[2 * nn], a, b);
+      mma::mma_accumulate<E>(acc[2 * nn + 1], a, b + 2);
+    }
+  }
+}
+
+// Where a lane's C-fragment values sit: register i of n8 tile n holds row g + 8 (i / 2), column 8 n + 2 t + i % 2.
+__device__ inline int frag_row(int i) {
+  return threadIdx.x % kWarpSize / 4 + (i / 2) * 8;
+}
+__device__ inline int frag_col(int n, int i) {
+  return n * 8 + 2 * (threadIdx.x % 4) + i % 2;
+}
+
+// The 4 lanes that hold a row (same g) combine their values.
+__device__ inline float row_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(kFullMask, v, 1));
+  return fmaxf(v, __shfl_xor_sync(kFullMask, v, 2));
+}
+__device__ inline float row_sum(float v) {
+  v += __shfl_xor_sync(kFullMask, v, 1);
+  return v + __shfl_xor_sync(kFullMask, v, 2);
+}
+
+// dst[row0 + r, c] += scale acc[r, c] for a strip of accumulators [16, D] (rows past T, columns past hs skipped),
+// rounded to dst's type.
+template <int D, typename E>
+__device__ void add_fragments(E* head, int64_t ld, int row0, const float acc[D / 8][4], float scale, const Dims& s) {
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = row0 + frag_row(i), c = frag_col(n, i);
+      if (row < s.T && c < s.hs) {
+        E& dst = head[row * ld + c];
+        store(dst, to_float(dst) + scale * acc[n][i]);
+      }
+    }
 }
 
 // ---------------------------------------------------------------- forward
 
 template <typename E, int D>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, kForwardBlocks<D>)
     flash_forward_kernel(E* out, float* lse, const E* qkv, Dims s, int query_tiles) {
   LAB_DYNAMIC_SHARED(unsigned char, shared);
   SharedPieces pieces(shared);
   E* q = pieces.take<E>(kTile * kLdTile<D>);
   E* k = pieces.take<E>(kTile * kLdTile<D>);
   E* v = pieces.take<E>(kTile * kLdTile<D>);
-  float* scores = pieces.take<float>(kTile * kLdScores);
-  E* probs = pieces.take<E>(kTile * kLdProbs);
-  float* o = pieces.take<float>(kTile * kLdOut<D>);
-  float* inv_sum = pieces.take<float>(kTile);
 
   const int bh = blockIdx.x, b = bh / s.NH, h = bh % s.NH;
   const int t0 = (query_tiles - 1 - static_cast<int>(blockIdx.y)) * kTile;  // the longest tiles first
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int strip = warp * kStrip;            // the warp's first row in the tile
-  const int row = lane / 2, half = lane % 2;  // the lane's row of the strip and its half of the columns
-  const int t = t0 + strip + row;             // the lane's query
+  const int strip = threadIdx.x / kWarpSize * kStrip;                       // the warp's first row in the tile
   const int64_t ld = s.ld_qkv();
   const E* q_head = qkv + s.head_offset(b, h, ld);
+  const float scale_log2 = s.scale * kLog2e;  // scores in base 2: exp(x) = exp2(x log2 e)
 
-  load_tile<D>(q, q_head, t0, s, ld);
-  for (int i = threadIdx.x; i < kTile * kLdOut<D>; i += kThreads) o[i] = 0.0f;
-  float m = -INFINITY, l = 0.0f;  // the row's running max and sum (both lanes of the row hold them)
+  load_tile_fast<D>(q, q_head, t0, s, ld);
+  __syncthreads();
+  uint32_t q_frag[D / 16][4];  // the warp's 16 queries, loaded once
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) load_a<D>(q_frag[kk], q, strip, kk * 16);
 
+  float o[D / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8: running max (base 2), sum
   const int last_key_tile = (min(t0 + kTile, s.T) - 1) / kTile;
   for (int kt = 0; kt <= last_key_tile; ++kt) {
     const int s0 = kt * kTile;
     __syncthreads();  // every warp is done with the previous K and V
-    load_tile<D>(k, q_head + s.C, s0, s, ld);
-    load_tile<D>(v, q_head + 2 * s.C, s0, s, ld);
+    load_tile_fast<D>(k, q_head + s.C, s0, s, ld);
+    load_tile_fast<D>(v, q_head + 2 * s.C, s0, s, ld);
     __syncthreads();
 
-    // S = Q K^T for the warp's 16 queries and the tile's 64 keys.
-    warp_matmul_16xN<kTile, D, Layout::RowMajor, Layout::Transposed>(
-        scores + strip * kLdScores, kLdScores, q + strip * kLdTile<D>, kLdTile<D>, k, kLdTile<D>, false);
-    __syncwarp();
+    // S = Q K^T for the warp's 16 queries and the tile's 64 keys, in registers. On the diagonal, keys past the
+    // strip's last query are masked for all its rows: their n8 tiles are skipped (left at zero, masked below).
+    float sc[kKeyGroups][4];
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sc[n][i] = 0.0f;
+    const int live_keys = t0 + strip + kStrip - s0;  // keys of this tile that some row of the strip sees
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+      for (int nn = 0; nn < kTile / 16; ++nn) {
+        if (nn * 16 >= live_keys) continue;
+        uint32_t bk[4];
+        load_b_rows_n<D>(bk, k, nn * 16, kk * 16);
+        mma::mma_accumulate<E>(sc[2 * nn], q_frag[kk], bk);
+        mma::mma_accumulate<E>(sc[2 * nn + 1], q_frag[kk], bk + 2);
+      }
 
-    // Online softmax: the row's new max, the rescale of what was summed under the old one, P = exp(S - max).
-    const float* score_row = scores + (strip + row) * kLdScores + half * kHalfCols;
-    float tile_max = -INFINITY;
-    for (int c = 0; c < kHalfCols; ++c) {
-      const int key = s0 + half * kHalfCols + c;
-      if (key <= t && key < s.T) tile_max = fmaxf(tile_max, score_row[c] * s.scale);
+    // Online softmax: mask, the rows' new max, rescale what was summed under the old one, P = exp2(S - max).
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int query = t0 + strip + frag_row(i), key = s0 + frag_col(n, i);
+        sc[n][i] = key <= query && key < s.T ? sc[n][i] * scale_log2 : -INFINITY;
+        tile_max[i / 2] = fmaxf(tile_max[i / 2], sc[n][i]);
+      }
+    float rescale[2], base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float new_max = fmaxf(m[r], row_max(tile_max[r]));
+      base[r] = new_max == -INFINITY ? 0.0f : new_max;  // a row that has seen no key yet stays at zero
+      rescale[r] = exp2f(m[r] - base[r]);               // 0 while m is -inf
+      m[r] = new_max;
+      l[r] *= rescale[r];  // each lane sums its own columns; the 4 lanes of a row are added at the end
     }
-    const float new_max = fmaxf(m, pair_max(tile_max));
-    const float base = new_max == -INFINITY ? 0.0f : new_max;  // a row that has seen no key yet stays at zero
-    const float rescale = expf(m - base);                      // 0 while m is -inf
-    E* prob_row = probs + (strip + row) * kLdProbs + half * kHalfCols;
-    float sum = 0.0f;
-    for (int c = 0; c < kHalfCols; ++c) {
-      const int key = s0 + half * kHalfCols + c;
-      const float p = key <= t && key < s.T ? expf(score_row[c] * s.scale - base) : 0.0f;
-      sum += p;
-      store(prob_row[c], p);
-    }
-    l = l * rescale + pair_sum(sum);
-    m = new_max;
-    float* o_row = o + (strip + row) * kLdOut<D> + half * (D / 2);
-    for (int c = 0; c < D / 2; ++c) o_row[c] *= rescale;
-    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        sc[n][i] = exp2f(sc[n][i] - base[i / 2]);
+        l[i / 2] += sc[n][i];
+      }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[n][i] *= rescale[i / 2];
 
-    // O += P V
-    warp_matmul_16xN<D, kTile, Layout::RowMajor, Layout::RowMajor>(
-        o + strip * kLdOut<D>, kLdOut<D>, probs + strip * kLdProbs, kLdProbs, v, kLdTile<D>, true);
+    // O += P V, P from the score registers.
+    probs_times_tile<E, D, kTile>(o, sc, v, 0, 0);
   }
 
-  if (half == 0) {
-    inv_sum[strip + row] = 1.0f / l;
-    if (t < s.T) lse[static_cast<int64_t>(bh) * s.T + t] = m + logf(l);
+  const int lane = threadIdx.x % kWarpSize;
+  float inv_l[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float total = row_sum(l[r]);
+    inv_l[r] = 1.0f / total;
+    const int t = t0 + strip + frag_row(2 * r);
+    if (lane % 4 == 0 && t < s.T) lse[static_cast<int64_t>(bh) * s.T + t] = (m[r] + log2f(total)) * kLn2;
   }
-  __syncwarp();
   E* out_head = out + s.head_offset(b, h, s.C);
-  for (int r = 0; r < kStrip; ++r) {
-    const int query = t0 + strip + r;
-    if (query >= s.T) break;
-    for (int c = lane; c < s.hs; c += kWarpSize)
-      store(out_head[static_cast<int64_t>(query) * s.C + c], o[(strip + r) * kLdOut<D> + c] * inv_sum[strip + r]);
-  }
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int t = t0 + strip + frag_row(i), c = frag_col(n, i);
+      if (t < s.T && c < s.hs) store(out_head[static_cast<int64_t>(t) * s.C + c], o[n][i] * inv_l[i / 2]);
+    }
 }
 
 // ---------------------------------------------------------------- backward: dK, dV
 
 template <typename E, int D>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, kKeyGradsBlocks<D>)
     flash_key_grads_kernel(E* dqkv, const E* qkv, const E* dout, const float* lse, const float* D_rows, Dims s,
                            int query_tiles) {
   LAB_DYNAMIC_SHARED(unsigned char, shared);
@@ -177,71 +332,71 @@ __global__ void __launch_bounds__(kThreads, 1)
   E* v = pieces.take<E>(kTile * kLdTile<D>);
   E* q = pieces.take<E>(kTile * kLdTile<D>);
   E* dO = pieces.take<E>(kTile * kLdTile<D>);
-  float* st = pieces.take<float>(kTile * kLdScores);   // S^T, [keys, queries]
-  float* dpt = pieces.take<float>(kTile * kLdScores);  // dP^T
-  E* pt = pieces.take<E>(kTile * kLdProbs);            // P^T
-  E* dst = pieces.take<E>(kTile * kLdProbs);           // dS^T
-  float* dk = pieces.take<float>(kTile * kLdOut<D>);
-  float* dv = pieces.take<float>(kTile * kLdOut<D>);
-  float* tile_lse = pieces.take<float>(kTile);
+  float* tile_lse = pieces.take<float>(kTile);  // base 2
   float* tile_D = pieces.take<float>(kTile);
 
   const int bh = blockIdx.x, b = bh / s.NH, h = bh % s.NH;
   const int s0 = static_cast<int>(blockIdx.y) * kTile;  // the first key tiles see the most queries: they start first
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int strip = warp * kStrip, row = lane / 2, half = lane % 2;
-  const int key = s0 + strip + row;  // the lane's key
+  const int strip = threadIdx.x / kWarpSize * kStrip;
   const int64_t ld = s.ld_qkv();
   const int64_t head = s.head_offset(b, h, ld);
   const E* dout_head = dout + s.head_offset(b, h, s.C);
+  const float scale_log2 = s.scale * kLog2e;
 
-  load_tile<D>(k, qkv + head + s.C, s0, s, ld);
-  load_tile<D>(v, qkv + head + 2 * s.C, s0, s, ld);
-  for (int i = threadIdx.x; i < kTile * kLdOut<D>; i += kThreads) dk[i] = dv[i] = 0.0f;
+  load_tile_fast<D>(k, qkv + head + s.C, s0, s, ld);
+  load_tile_fast<D>(v, qkv + head + 2 * s.C, s0, s, ld);
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
 
   // Query tiles from the diagonal (earlier queries see none of these keys) to the last.
   for (int qt = s0 / kTile; qt < query_tiles; ++qt) {
     const int t0 = qt * kTile;
     __syncthreads();  // every warp is done with the previous Q, dO, lse and D
-    load_tile<D>(q, qkv + head, t0, s, ld);
-    load_tile<D>(dO, dout_head, t0, s, s.C);
+    load_tile_fast<D>(q, qkv + head, t0, s, ld);
+    load_tile_fast<D>(dO, dout_head, t0, s, s.C);
     for (int i = threadIdx.x; i < kTile; i += kThreads) {
       const bool inside = t0 + i < s.T;
-      tile_lse[i] = inside ? lse[static_cast<int64_t>(bh) * s.T + t0 + i] : 0.0f;
+      tile_lse[i] = inside ? lse[static_cast<int64_t>(bh) * s.T + t0 + i] * kLog2e : 0.0f;
       tile_D[i] = inside ? D_rows[static_cast<int64_t>(bh) * s.T + t0 + i] : 0.0f;
     }
     __syncthreads();
+    // On the diagonal, queries before the strip's first key see none of its keys.
+    const int first_live = t0 == s0 ? strip : 0;
 
-    // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys and the tile's 64 queries.
-    warp_matmul_16xN<kTile, D, Layout::RowMajor, Layout::Transposed>(
-        st + strip * kLdScores, kLdScores, k + strip * kLdTile<D>, kLdTile<D>, q, kLdTile<D>, false);
-    warp_matmul_16xN<kTile, D, Layout::RowMajor, Layout::Transposed>(
-        dpt + strip * kLdScores, kLdScores, v + strip * kLdTile<D>, kLdTile<D>, dO, kLdTile<D>, false);
-    __syncwarp();
-    // P^T = exp(scale S^T - lse) where the query sees the key, dS^T = P^T (dP^T - D).
-    for (int c = half * kHalfCols; c < (half + 1) * kHalfCols; ++c) {
-      const int query = t0 + c;
-      const int at = (strip + row) * kLdScores + c;
-      const float p = query >= key && query < s.T ? expf(st[at] * s.scale - tile_lse[c]) : 0.0f;
-      store(pt[(strip + row) * kLdProbs + c], p);
-      store(dst[(strip + row) * kLdProbs + c], p * (dpt[at] - tile_D[c]));
+    // In steps of kQueryStep queries (32: the f32 fragments of P^T and dS^T for 64 queries, next to dK and dV,
+    // would not fit the registers at head size 128). S^T = K Q^T for the warp's 16 keys; P^T = exp(scale S^T -
+    // lse) where the query sees the key; dV += P^T dO; dP^T = V dO^T; dS^T = P^T (dP^T - D); dK += dS^T Q
+    // (scaled once at the end).
+#pragma unroll 1
+    for (int c0 = 0; c0 < kTile; c0 += kQueryStep) {
+      if (c0 + kQueryStep <= first_live) continue;
+      float p[kQueryStep / 8][4];
+      strip_times_tile_t<E, D, kQueryStep>(p, k, strip, q, c0, first_live);
+#pragma unroll
+      for (int n = 0; n < kQueryStep / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int key = s0 + strip + frag_row(i), c = c0 + frag_col(n, i), query = t0 + c;
+          p[n][i] = query >= key && query < s.T ? exp2f(p[n][i] * scale_log2 - tile_lse[c]) : 0.0f;
+        }
+      probs_times_tile<E, D, kQueryStep>(dv, p, dO, c0, first_live);
+
+      float ds[kQueryStep / 8][4];
+      strip_times_tile_t<E, D, kQueryStep>(ds, v, strip, dO, c0, first_live);
+#pragma unroll
+      for (int n = 0; n < kQueryStep / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) ds[n][i] = p[n][i] * (ds[n][i] - tile_D[c0 + frag_col(n, i)]);
+      probs_times_tile<E, D, kQueryStep>(dk, ds, q, c0, first_live);
     }
-    __syncwarp();
-    // dV += P^T dO, dK += dS^T Q (scaled once at the end)
-    warp_matmul_16xN<D, kTile, Layout::RowMajor, Layout::RowMajor>(
-        dv + strip * kLdOut<D>, kLdOut<D>, pt + strip * kLdProbs, kLdProbs, dO, kLdTile<D>, true);
-    warp_matmul_16xN<D, kTile, Layout::RowMajor, Layout::RowMajor>(
-        dk + strip * kLdOut<D>, kLdOut<D>, dst + strip * kLdProbs, kLdProbs, q, kLdTile<D>, true);
   }
-  __syncwarp();
-  add_strip<D>(dqkv + head + s.C, ld, s0 + strip, dk + strip * kLdOut<D>, s.scale, s);
-  add_strip<D>(dqkv + head + 2 * s.C, ld, s0 + strip, dv + strip * kLdOut<D>, 1.0f, s);
+  add_fragments<D>(dqkv + head + s.C, ld, s0 + strip, dk, s.scale, s);
+  add_fragments<D>(dqkv + head + 2 * s.C, ld, s0 + strip, dv, 1.0f, s);
 }
 
 // ---------------------------------------------------------------- backward: dQ
 
 template <typename E, int D>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, kQueryGradsBlocks<D>)
     flash_query_grads_kernel(E* dqkv, const E* qkv, const E* dout, const float* lse, const float* D_rows, Dims s,
                              int query_tiles) {
   LAB_DYNAMIC_SHARED(unsigned char, shared);
@@ -250,52 +405,49 @@ __global__ void __launch_bounds__(kThreads, 1)
   E* dO = pieces.take<E>(kTile * kLdTile<D>);
   E* k = pieces.take<E>(kTile * kLdTile<D>);
   E* v = pieces.take<E>(kTile * kLdTile<D>);
-  float* scores = pieces.take<float>(kTile * kLdScores);
-  float* dp = pieces.take<float>(kTile * kLdScores);
-  E* ds = pieces.take<E>(kTile * kLdProbs);
-  float* dq = pieces.take<float>(kTile * kLdOut<D>);
 
   const int bh = blockIdx.x, b = bh / s.NH, h = bh % s.NH;
   const int t0 = (query_tiles - 1 - static_cast<int>(blockIdx.y)) * kTile;  // the longest tiles first
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int strip = warp * kStrip, row = lane / 2, half = lane % 2;
-  const int t = t0 + strip + row;  // the lane's query
+  const int strip = threadIdx.x / kWarpSize * kStrip;
   const int64_t ld = s.ld_qkv();
   const int64_t head = s.head_offset(b, h, ld);
-  const float row_lse = t < s.T ? lse[static_cast<int64_t>(bh) * s.T + t] : 0.0f;
-  const float row_D = t < s.T ? D_rows[static_cast<int64_t>(bh) * s.T + t] : 0.0f;
+  const float scale_log2 = s.scale * kLog2e;
+  float row_lse[2], row_D[2];  // rows g and g + 8 of the strip; lse in base 2
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int t = t0 + strip + frag_row(2 * r);
+    row_lse[r] = t < s.T ? lse[static_cast<int64_t>(bh) * s.T + t] * kLog2e : 0.0f;
+    row_D[r] = t < s.T ? D_rows[static_cast<int64_t>(bh) * s.T + t] : 0.0f;
+  }
 
-  load_tile<D>(q, qkv + head, t0, s, ld);
-  load_tile<D>(dO, dout + s.head_offset(b, h, s.C), t0, s, s.C);
-  for (int i = threadIdx.x; i < kTile * kLdOut<D>; i += kThreads) dq[i] = 0.0f;
+  load_tile_fast<D>(q, qkv + head, t0, s, ld);
+  load_tile_fast<D>(dO, dout + s.head_offset(b, h, s.C), t0, s, s.C);
+  float dq[D / 8][4] = {};
 
   const int last_key_tile = (min(t0 + kTile, s.T) - 1) / kTile;
   for (int kt = 0; kt <= last_key_tile; ++kt) {
     const int s0 = kt * kTile;
     __syncthreads();  // every warp is done with the previous K and V
-    load_tile<D>(k, qkv + head + s.C, s0, s, ld);
-    load_tile<D>(v, qkv + head + 2 * s.C, s0, s, ld);
+    load_tile_fast<D>(k, qkv + head + s.C, s0, s, ld);
+    load_tile_fast<D>(v, qkv + head + 2 * s.C, s0, s, ld);
     __syncthreads();
 
-    // S = Q K^T and dP = dO V^T for the warp's 16 queries and the tile's 64 keys.
-    warp_matmul_16xN<kTile, D, Layout::RowMajor, Layout::Transposed>(
-        scores + strip * kLdScores, kLdScores, q + strip * kLdTile<D>, kLdTile<D>, k, kLdTile<D>, false);
-    warp_matmul_16xN<kTile, D, Layout::RowMajor, Layout::Transposed>(
-        dp + strip * kLdScores, kLdScores, dO + strip * kLdTile<D>, kLdTile<D>, v, kLdTile<D>, false);
-    __syncwarp();
-    for (int c = half * kHalfCols; c < (half + 1) * kHalfCols; ++c) {
-      const int key = s0 + c;
-      const int at = (strip + row) * kLdScores + c;
-      const float p = key <= t && t < s.T ? expf(scores[at] * s.scale - row_lse) : 0.0f;
-      store(ds[(strip + row) * kLdProbs + c], p * (dp[at] - row_D));
-    }
-    __syncwarp();
+    // S = Q K^T and dP = dO V^T for the warp's 16 queries and the tile's 64 keys; dS = P (dP - D).
+    float p[kKeyGroups][4], ds[kKeyGroups][4];
+    strip_times_tile_t<E, D, kTile>(p, q, strip, k, 0, 0);
+    strip_times_tile_t<E, D, kTile>(ds, dO, strip, v, 0, 0);
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int t = t0 + strip + frag_row(i), key = s0 + frag_col(n, i);
+        const float prob = key <= t && t < s.T ? exp2f(p[n][i] * scale_log2 - row_lse[i / 2]) : 0.0f;
+        ds[n][i] = prob * (ds[n][i] - row_D[i / 2]);
+      }
     // dQ += dS K (scaled once at the end)
-    warp_matmul_16xN<D, kTile, Layout::RowMajor, Layout::RowMajor>(
-        dq + strip * kLdOut<D>, kLdOut<D>, ds + strip * kLdProbs, kLdProbs, k, kLdTile<D>, true);
+    probs_times_tile<E, D, kTile>(dq, ds, k, 0, 0);
   }
-  __syncwarp();
-  add_strip<D>(dqkv + head, ld, t0 + strip, dq + strip * kLdOut<D>, s.scale, s);
+  add_fragments<D>(dqkv + head, ld, t0 + strip, dq, s.scale, s);
 }
 
 // ---------------------------------------------------------------- f32: the materialised fallback
@@ -348,10 +500,10 @@ void backward_tiles(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, c
                     const Dims& s, cudaStream_t stream) {
   const dim3 grid = tile_grid(qkv, s);
   const int query_tiles = static_cast<int>(grid.y);
-  launch_tiles("flash_key_grads_kernel", flash_key_grads_kernel<E, D>, grid, key_grads_shared_bytes<D>(), stream,
+  launch_tiles("flash_key_grads_kernel", flash_key_grads_kernel<E, D>, grid, backward_shared_bytes<D>(), stream,
                static_cast<E*>(dqkv.raw()), static_cast<const E*>(qkv.raw()), static_cast<const E*>(dout.raw()),
                lse.data<float>(), D_rows.data<float>(), s, query_tiles);
-  launch_tiles("flash_query_grads_kernel", flash_query_grads_kernel<E, D>, grid, query_grads_shared_bytes<D>(), stream,
+  launch_tiles("flash_query_grads_kernel", flash_query_grads_kernel<E, D>, grid, backward_shared_bytes<D>(), stream,
                static_cast<E*>(dqkv.raw()), static_cast<const E*>(qkv.raw()), static_cast<const E*>(dout.raw()),
                lse.data<float>(), D_rows.data<float>(), s, query_tiles);
 }

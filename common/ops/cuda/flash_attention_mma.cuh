@@ -1,5 +1,6 @@
-// The one tensor-core primitive the flash attention kernels use: a warp multiplies a 16-row strip of a 16-bit
-// matrix by a 16-bit matrix, both in shared memory, into (or onto) an f32 strip in shared memory.
+// The one tensor-core primitive of the WMMA flash attention kernels (chapter 9's attention lab, v4 and v5): a
+// warp multiplies a 16-row strip of a 16-bit matrix by a 16-bit matrix, both in shared memory, into (or onto) an
+// f32 strip in shared memory.
 //
 //     C[16, N] (+)= A[16, K] B[K, N]
 //
@@ -11,8 +12,8 @@
 // This version goes through WMMA (nvcuda::wmma, 16 x 16 x 16 fragments), which the emulation build runs: each
 // 16 x 16 block of C is one accumulator fragment, loaded from C (or zeroed), advanced by K/16 mma_sync and stored
 // back. The accumulator's lane layout is unspecified, which is why the kernels keep running outputs in shared
-// memory, where a row can be rescaled, rather than in fragments. A later version (mma.sync m16n8k16 with
-// ldmatrix, or Hopper's wgmma) replaces this header's body and keeps its signature.
+// memory, where a row can be rescaled, rather than in fragments. The core's kernels (flash_attention.cu) use
+// mma.sync with documented layouts instead (warp_mma.cuh) and keep those values in registers.
 //
 // Requirements (WMMA's): every lane of the warp calls it with the same arguments; pointers 32-byte aligned;
 // leading dimensions multiples of 16 bytes; N and K multiples of 16.

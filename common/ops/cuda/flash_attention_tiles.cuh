@@ -2,7 +2,7 @@
 // ch09_advanced/kernels/01_attention): the tile geometry, 16-bit element conversions, shared memory carved into
 // aligned pieces, tile loads and strip stores, the D = rowsum(dout * out) pre-pass, and the launch helpers.
 //
-// Geometry: tiles of 64 rows (queries or keys), each warp owning a strip of 16 of them (one WMMA fragment high);
+// Geometry: tiles of 64 rows (queries or keys), each warp owning a strip of 16 of them (one fragment high);
 // 16-bit rows of a head padded by 8 elements, f32 rows by 4 (WMMA wants leading dimensions in multiples of 16
 // bytes; the padding also moves consecutive rows to other shared memory banks).
 #pragma once
@@ -29,7 +29,7 @@ inline constexpr int kTile = 64;  // queries per query tile = keys per key tile 
 static_assert(kTile == kFlashQueryTile && kTile == kFlashKeyTile, "the CPU and CUDA versions share their tiles");
 inline constexpr int kWarps = 4;
 inline constexpr int kThreads = kWarps * kWarpSize;
-inline constexpr int kStrip = kTile / kWarps;  // rows per warp: 16, one WMMA fragment high
+inline constexpr int kStrip = kTile / kWarps;  // rows per warp: 16, one fragment high
 inline constexpr int kHalfCols = kTile / 2;    // a lane's half of a score row
 inline constexpr int kLdScores = kTile + 4;    // f32 rows of 64 scores, 272 bytes
 inline constexpr int kLdProbs = kTile + 8;     // 16-bit rows of 64 probabilities, 144 bytes
