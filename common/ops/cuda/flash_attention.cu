@@ -73,13 +73,14 @@ constexpr int kKeyGroups = kTile / 8;  // n8 score tiles across a 64-wide tile
 constexpr int kQueryStep = 32;         // queries per step of the dK/dV kernel
 
 // Blocks per SM each kernel is compiled for (__launch_bounds__): ptxas caps the registers at 64K / (128 x this).
-// Chosen so that none spills at sm_90 (see the resource report at the top of the file).
+// Chosen so that none spills at sm_90 (see the resource report at the top of the file). Unused where
+// __launch_bounds__ means nothing (the emulation build).
 template <int D>
-constexpr int kForwardBlocks = D == 64 ? 3 : 2;
+[[maybe_unused]] constexpr int kForwardBlocks = D == 64 ? 3 : 2;
 template <int D>
-constexpr int kKeyGradsBlocks = D == 64 ? 3 : 2;
+[[maybe_unused]] constexpr int kKeyGradsBlocks = D == 64 ? 3 : 2;
 template <int D>
-constexpr int kQueryGradsBlocks = D == 64 ? 3 : 2;
+[[maybe_unused]] constexpr int kQueryGradsBlocks = D == 64 ? 3 : 2;
 
 // Forward: the Q, K and V tiles. dK/dV and dQ: Q, K, V and dO tiles, and the lse and D of a query tile.
 template <int D>
