@@ -1,4 +1,7 @@
 // A kernel that faults on purpose (see faulty_kernel.h).
+#include <cuda_runtime.h>
+
+#include "common/cuda/check.h"
 #include "common/ops/cuda/launch.cuh"
 #include "tests/common/cuda/faulty_kernel.h"
 
@@ -26,6 +29,11 @@ void launch_barrier_misuse(const Tensor& out) {
   LAB_CHECK(out.numel() >= kThreads, InvalidArgument, "launch_barrier_misuse needs ", kThreads, " floats");
   ops::cuda::LaunchScope scope(out);
   LAB_LAUNCH(barrier_misuse_kernel, {1, kThreads, 0, scope.stream()}, out.data<float>(), kWarmUpSteps);
+}
+
+void load_barrier_misuse() {
+  CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(barrier_misuse_kernel),
+                                  cudaFuncAttributePreferredSharedMemoryCarveout, -1));
 }
 
 }  // namespace lab::test

@@ -11,4 +11,9 @@ namespace lab::test {
 // in the emulation build.
 void launch_barrier_misuse(const Tensor& out);
 
+// Loads barrier_misuse_kernel without running it (a cudaFuncSetAttribute that changes nothing): CUDA loads a
+// kernel at its first use and may synchronise the device to do it, so a test that launches it behind a held
+// stream loads it first.
+void load_barrier_misuse();
+
 }  // namespace lab::test

@@ -31,6 +31,7 @@ constexpr int kReportedAtLaunch = 3, kReportedAtSynchronize = 4, kNotReported = 
 // with the code of the call that reported the fault, after printing its message.
 [[noreturn]] void launch_then_synchronize(bool gated) {
   const Tensor out = Tensor::zeros({64}, DType::F32, kGpu);
+  test::load_barrier_misuse();  // loaded before the gate holds the stream (faulty_kernel.h)
   cuda::synchronize();
   cuda::Stream side;
   test::StreamGate gate(side);
