@@ -7,6 +7,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "common/core/dtype.h"
 #include "common/core/tensor.h"
 
@@ -37,6 +39,14 @@ struct alignas(16) Piece {
   static constexpr int kElements = 16 / static_cast<int>(sizeof(D));
   D e[kElements];
 };
+
+// The number of 16-byte pieces of n elements of D at these pointers, or 0 when they do not split into pieces.
+template <typename D, typename... Pointers>
+int64_t pieces_of(int64_t n, const Pointers*... pointers) {
+  constexpr int64_t kPer = Piece<D>::kElements;
+  const bool aligned = ((reinterpret_cast<uintptr_t>(pointers) % 16 == 0) && ...);
+  return n % kPer == 0 && aligned ? n / kPer : 0;
+}
 
 __device__ inline float load(float v) {
   return v;

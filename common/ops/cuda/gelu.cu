@@ -72,14 +72,6 @@ __global__ void gelu_backward_pieces_kernel(D* dx, const D* x, const D* dout, in
   reinterpret_cast<Piece<D>*>(dx)[i] = gv;
 }
 
-// The number of 16-byte pieces of n elements of D at these pointers, or 0 when they do not split into pieces.
-template <typename D, typename... Pointers>
-int64_t pieces_of(int64_t n, const Pointers*... pointers) {
-  constexpr int64_t kPer = Piece<D>::kElements;
-  const bool aligned = ((reinterpret_cast<uintptr_t>(pointers) % 16 == 0) && ...);
-  return n % kPer == 0 && aligned ? n / kPer : 0;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- launchers

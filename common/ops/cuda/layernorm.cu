@@ -128,10 +128,10 @@ __global__ void layernorm_backward_dx_pieces_kernel(D* dx, const D* dout, const 
 template <typename D>
 bool launch_dx_in_pieces(D* dx, const D* dout, const D* x, const float* w, const float* mean, const float* rstd,
                          int64_t N, int64_t C, cudaStream_t stream) {
-  constexpr int64_t kPer = Piece<D>::kElements;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (C % kPer != 0 || !aligned(dx) || !aligned(dout) || !aligned(x)) return false;
-  const int64_t pieces = C / kPer, per_lane = ceil_div(pieces, int64_t{kWarpSize});
+  // A row's pieces; with C a whole number of pieces and aligned starts, every row starts aligned too.
+  const int64_t pieces = pieces_of<D>(C, dx, dout, x);
+  if (pieces == 0) return false;
+  const int64_t per_lane = ceil_div(pieces, int64_t{kWarpSize});
   const lab::cuda::LaunchConfig config{grid_for(N, kRowsPerBlock), kBlockSize, 0, stream};
   const int n = static_cast<int>(pieces);
   switch (per_lane) {
