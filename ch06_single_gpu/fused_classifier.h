@@ -1,10 +1,10 @@
-// The fused classifier, promoted from the classifier lab (kernels/04_classifier): softmax, cross-entropy and
-// the logits' gradient in one kernel that reads each row of logits twice and never stores the probabilities,
-// for the trainer's --kernels fused.
+// The fused classifier, promoted from the classifier lab (kernels/04_classifier, v5): softmax, cross-entropy and
+// the logits' gradient in one kernel that reads each row of logits once (twice for the part of an f32 row past
+// what its threads keep in registers) and never stores the probabilities, for the trainer's --kernels fused.
 //
 // The contract is common/ops/classifier.h's, word for word, so the two are interchangeable:
-//   logits [N, Vp] f32 over the padded vocabulary, only the first `vocab` columns real; targets [N] i32 in
-//   [0, vocab); losses [N] f32:
+//   logits [N, Vp] (f32, bf16 or f16; fp32 arithmetic inside, each gradient rounded once) over the padded vocabulary,
+//   only the first `vocab` columns real; targets [N] i32 in [0, vocab); losses [N] f32:
 //     losses[n] = logsumexp(logits[n, :vocab]) - logits[n, targets[n]]
 //   when dloss != 0 the logits are overwritten with the gradient of dloss * sum_n losses[n]:
 //     logits[n, v] = dloss * (softmax(logits[n, :vocab])[v] - [v == targets[n]])   for v < vocab
@@ -14,9 +14,10 @@
 // synchronisation) it gives a NaN loss and a NaN gradient row, and nothing outside the row is touched.
 //
 // What differs from the core's op is how, on CUDA: the maximum and the sum of exponentials come from one pass
-// (online softmax) with 128-bit loads where the rows allow them (Vp a multiple of 4, 16-byte aligned rows). On
-// the CPU it is the core's loop: a row stays in L2 between its passes there, and the lab's CPU loop with the
-// online pass measured no faster.
+// (online softmax) over 16-byte pieces that each thread keeps in registers for the gradient pass, where the rows
+// split into pieces (Vp a multiple of 4 f32 or 8 16-bit logits, a 16-byte aligned base; other rows take the
+// core's kernel). On the CPU it is the core's loop: a row stays in L2 between its passes there, and the lab's CPU loop
+// with the online pass measured no faster.
 #pragma once
 
 #include <cstdint>

@@ -69,9 +69,12 @@ ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const La
 
 Tensor fused_cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale) {
   const Tensor& lv = logits.value();
-  if (lv.dtype() != DType::F32) return ag::cross_entropy(tape, logits, targets, vocab, grad_scale);  // 16-bit logits
   const int64_t Vp = lv.dim(-1), N = lv.numel() / Vp;
-  const Tensor losses = new_activation({N}, lv);
+  Tensor losses;
+  {
+    MemoryScope scope(MemCategory::Activations);
+    losses = Tensor::empty({N}, DType::F32, lv.device());  // f32 whatever the logits' dtype
+  }
   const bool with_grad = tape.recording() && logits.requires_grad();
   LAB_CHECK(!with_grad || grad_scale != 0.0f, InvalidArgument, "fused_cross_entropy: grad_scale must be non-zero");
   const float dloss = with_grad ? grad_scale / static_cast<float>(N) : 0.0f;

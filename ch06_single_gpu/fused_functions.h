@@ -4,12 +4,13 @@
 //   fused_mlp             c_proj(gelu(c_fc(x))) with c_fc's GEMM, bias and GELU as one op
 //                         (ch06::matmul_bias_gelu: the cuBLASLt epilogue on CUDA), c_proj a plain linear
 //   residual_layernorm    h = a + b and layernorm(h) as one op (ch06::fused_residual_layernorm)
-//   fused_cross_entropy   ag::cross_entropy through ch06::fused_classifier (online softmax on CUDA)
+//   fused_cross_entropy   ag::cross_entropy through ch06::fused_classifier (online softmax on CUDA, the logits in
+//                         any float dtype)
 //
 // Each computes what the reference functions compute, to rounding: the fused model's tests hold the logits,
-// loss and every gradient to the reference model's (tests/ch06_single_gpu/fused_model/). The fused kernels take
-// f32 activations: with 16-bit activations (ModelOptions::activations) residual_layernorm and fused_cross_entropy run
-// the reference functions, as fused_mlp does with 16-bit matmuls.
+// loss and every gradient to the reference model's (tests/ch06_single_gpu/fused_model/). The fused kernels of
+// residual_layernorm take f32 activations: with 16-bit activations (ModelOptions::activations) it runs the
+// reference functions, as fused_mlp does with 16-bit matmuls; fused_cross_entropy takes 16-bit logits as they are.
 #pragma once
 
 #include "common/autograd/tape.h"

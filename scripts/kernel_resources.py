@@ -70,6 +70,7 @@ BLOCK_THREADS = {
     "layernorm_backward_dx_kernel": 256,
     "layernorm_backward_dx_pieces_kernel": 256,
     "column_partial_sums_kernel": 512,
+    "column_piece_partial_sums_kernel": 512,
     "column_totals_kernel": 256,
     "partial_sums_kernel": 256,
     "accumulate_sum_kernel": 1,  # one thread adds the partial sums in block order (reduce.cu)
@@ -78,8 +79,10 @@ BLOCK_THREADS = {
     "residual_backward_kernel": 256,
     "widen_tokens_kernel": 256,
     "convert_kernel": 256,  # fp32 <-> bf16/fp16 (mixed precision)
-    # ch06 lab 04 (classifier): a row per block of kRowThreads / kThreads = 512 (the promoted
-    # fused_classifier_kernel<kVec> shares the core's name and block size); elementwise kernels kBlockSize.
+    # ch06 lab 04 (classifier): a row per block of kRowThreads / kThreads = 512 (v4's fused_float4_kernel<kVec>
+    # too), 1024 for the promoted fused_classifier_pieces_kernel<D>; elementwise kernels kBlockSize.
+    "fused_float4_kernel": 512,
+    "fused_classifier_pieces_kernel": 1024,
     "softmax_three_pass_kernel": 512,
     "softmax_online_kernel": 512,
     "cross_entropy_kernel": 256,

@@ -4,7 +4,7 @@
 
 namespace lab::ops {
 
-void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss) {
+void check_classifier_arguments(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab) {
   logits.check_ndim(2, "classifier logits");
   LAB_CHECK(logits.dtype() == DType::F32 || logits.dtype() == DType::BF16 || logits.dtype() == DType::F16,
             InvalidArgument, "fused_classifier: logits is ", dtype_name(logits.dtype()),
@@ -19,6 +19,10 @@ void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& 
   LAB_CHECK(targets.dtype() == DType::I32, InvalidArgument, "fused_classifier: targets is ",
             dtype_name(targets.dtype()), "; it must be i32");
   check_same_device({&logits, &losses, &targets}, "fused_classifier");
+}
+
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss) {
+  check_classifier_arguments(logits, losses, targets, vocab);
   LAB_DISPATCH(logits.device(), fused_classifier, logits, losses, targets, vocab, dloss);
 }
 

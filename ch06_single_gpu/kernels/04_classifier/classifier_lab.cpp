@@ -137,7 +137,12 @@ KernelLab make_classifier_lab(const ClassifierProblem& p) {
            materialising<classifier::gpu_online>);
     cl.add("fused, three passes (the core's)", "one kernel; the gradient recomputes exp: no probs in memory", gpu,
            core_fused);
-    cl.add("fused, online, float4 (promoted)", "v3 with v2's online pass and 128-bit loads: 2 reads of a row", gpu,
+    cl.add("fused, online, float4", "v3 with v2's online pass and 128-bit loads: 2 reads of a row", gpu,
+           [](const ClassifierTensors& t, int64_t vocab, float dloss) {
+             classifier::gpu_fused_float4(t.logits, t.losses, t.targets, vocab, dloss);
+           });
+    cl.add("fused, online, row in registers (promoted)",
+           "v4 with 1024 threads a row, each keeping its 16-byte pieces in registers between the passes", gpu,
            promoted_fused);
   }
 #endif

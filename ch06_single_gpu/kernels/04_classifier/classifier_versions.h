@@ -4,10 +4,11 @@
 //   GPU (classifier.cu)                 v1 three-pass softmax, v2 online softmax: each a softmax kernel that
 //                                       writes the probabilities, then a cross-entropy kernel and a backward
 //                                       kernel that read them back
+//   GPU (fused_float4.cu)               v4 the fused kernel with the online pass and float4 accesses
 //   CPU (classifier_cpu.cpp)            the same two, as plain loops over rows (OpenMP across rows), and the
 //                                       fused loop with the online pass (no probabilities, the row read twice)
 //
-// v3 is the core's op (ops::fused_classifier) and v4 the promoted one (ch06::fused_classifier); on the CPU the
+// v3 is the core's op (ops::fused_classifier) and v5 the promoted one (ch06::fused_classifier); on the CPU the
 // core's fused loop is the promoted op's CPU path. The callers check shapes (as the ops do); targets are
 // checked on the CPU only (see common/ops/classifier.h).
 #pragma once
@@ -22,6 +23,7 @@ void gpu_three_pass(const Tensor& logits, const Tensor& losses, const Tensor& ta
                     const Tensor& probs);
 void gpu_online(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss,
                 const Tensor& probs);
+void gpu_fused_float4(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss);
 
 void cpu_three_pass(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss,
                     const Tensor& probs);

@@ -1,75 +1,139 @@
-// CUDA path of ch06_single_gpu/fused_classifier.h: the classifier lab's v4, promoted into lab_ch06.
+// CUDA path of ch06_single_gpu/fused_classifier.h: the classifier lab's v5, promoted into lab_ch06.
 //
-// One block per row of logits, two passes over the row:
-//   1. the online softmax (online_softmax.cuh): each thread gathers the maximum and the sum of exp(x - max) of
-//      its elements at once, then one block reduction combines the threads' pairs;
-//   2. the gradient dloss * (exp(x - max) / sum - onehot) written over the logits, zeros over the padding.
-// The core's kernel (common/ops/cuda/classifier.cu) makes three passes, a block reduction after each of the
-// first two; this one reads each row once less (4 of its 12 bytes per logit), with half the reductions.
+// One block of 1024 threads per row of logits, in the logits' own dtype (f32, bf16 or f16; fp32 arithmetic):
+//   1. each thread loads its part of the row as 16-byte pieces (Piece<D>: 4 f32 or 8 16-bit logits) and gathers
+//      the maximum and the sum of exp(x - max) of its elements at once (the online softmax, online_softmax.cuh);
+//      one block reduction combines the threads' pairs;
+//   2. the gradient dloss * (exp(x - max) / sum - onehot) is written over the logits, zeros over the padding.
+// Each thread keeps its first kKeptPieces pieces in registers between the two passes: 1024 x 8 pieces of 16 bytes
+// hold a row of up to 65536 16-bit logits (GPT-2's 50304 take 6.1 pieces a thread), so a 16-bit row crosses
+// memory once each way, the floor of 4 bytes a logit. An f32 row of GPT-2's width (12576 pieces) keeps two thirds
+// of itself and reads the rest again, mostly from L2. v4 (the lab's fused_float4.cu) read every row twice: in
+// L2 only while its block was among the few hundred resident at once.
 //
-// The passes load and store float4 (kVec = 4) when every row starts 16-byte aligned (Vp a multiple of 4 and
-// an aligned base): a quarter of the memory instructions for the same bytes. Other layouts take the scalar
-// instance (kVec = 1) of the same kernel. A vector may straddle the end of the real vocabulary: its elements
-// past `vocab` are left out of the maximum and the sum and written as zero.
+// A piece may straddle the end of the real vocabulary: its elements past `vocab` are left out of the maximum and
+// the sum and written as zero. Rows that do not split into pieces (Vp not a whole number of them, or a base that
+// is not 16-byte aligned) take the core's kernel (common/ops/cuda/classifier.cu), which has the same contract.
 //
-// Targets are not checked here (that would cost a host synchronisation per call): a target outside
-// [0, vocab) gives a NaN loss and a NaN gradient row; nothing is read or written out of bounds.
+// Targets are not checked here (that would cost a host synchronisation per call): a target outside [0, vocab)
+// gives a NaN loss and a NaN gradient row; nothing is read or written out of bounds.
 #include <math_constants.h>
 
 #include <cstdint>
 
 #include "ch06_single_gpu/fused_classifier.h"
 #include "ch06_single_gpu/kernels/04_classifier/online_softmax.cuh"
-#include "ch06_single_gpu/vector_access.cuh"
+#include "common/ops/classifier.h"
+#include "common/ops/cuda/dtype_dispatch.cuh"
 #include "common/ops/cuda/launch.cuh"
+#include "common/ops/dispatch.h"
 
 namespace lab::ch06::cuda {
 
 namespace {
 
+using ops::cuda::DeviceType;
+using ops::cuda::device_data;
 using ops::cuda::grid_for;
 using ops::cuda::LaunchScope;
+using ops::cuda::load;
+using ops::cuda::Piece;
+using ops::cuda::pieces_of;
+using ops::cuda::store_as;
 
-// Threads per row: 16 warps stride over the row; with 50304 / 4 = 12576 vectors a row, each thread makes
-// about 25 loads per pass.
-constexpr int kThreads = 512;
+constexpr int kThreads = 1024;
+// Pieces a thread keeps in registers between the passes: 8 x 16 bytes = 32 registers.
+constexpr int kKeptPieces = 8;
+
+// ---------------------------------------------------------------- per piece
+
+// Adds the piece's elements that lie in the real vocabulary (its first `real` ones) to the thread's pair.
+template <typename D>
+__device__ void add_piece(MaxSum& s, const Piece<D>& piece, int real) {
+  constexpr int kPer = Piece<D>::kElements;
+  float x[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) x[j] = load(piece.e[j]);
+  add_to_max_sum<kPer>(s, x, real);
+}
+
+// The gradient of the piece that starts at column `first`, written in place of its logits.
+template <typename D>
+__device__ void gradient_piece(Piece<D>& piece, int first, int vocab, int target, bool valid, float max, float scale,
+                               float dloss) {
+#pragma unroll
+  for (int j = 0; j < Piece<D>::kElements; ++j) {
+    const int v = first + j;
+    float grad = 0.0f;
+    if (v < vocab) grad = valid ? expf(load(piece.e[j]) - max) * scale - (v == target ? dloss : 0.0f) : CUDART_NAN_F;
+    piece.e[j] = store_as<D>(grad);
+  }
+}
+
+// Marks the kept pieces' bits as changed, so that the gradient pass widens them again from the 16 bytes a piece
+// in registers (4 registers) instead of the compiler holding both passes' widened floats (8 registers a 16-bit
+// piece), which spilled the bf16 kernel at 64 registers a thread (ptxas -v, sm_90).
+template <typename D>
+__device__ void keep_packed(Piece<D> (&kept)[kKeptPieces]) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+  for (int i = 0; i < kKeptPieces; ++i) {
+    uint32_t words[4];
+    memcpy(words, &kept[i], sizeof(words));
+#pragma unroll
+    for (uint32_t& w : words) asm volatile("" : "+r"(w));
+    memcpy(&kept[i], words, sizeof(words));
+  }
+#else
+  (void)kept;
+#endif
+}
 
 // ---------------------------------------------------------------- kernel
 
-template <int kVec>
-__global__ void fused_classifier_kernel(float* logits, float* losses, const int32_t* targets, int64_t Vp, int64_t vocab,
-                                        float dloss) {
-  __shared__ MaxSum scratch[kWarpSize];
-  float* row = logits + static_cast<int64_t>(blockIdx.x) * Vp;
-  const int64_t target = targets[blockIdx.x];
+template <typename D>
+__global__ void __launch_bounds__(kThreads) fused_classifier_pieces_kernel(D* logits, float* losses,
+                                                                           const int32_t* targets, int Vp, int vocab,
+                                                                           float dloss) {
+  constexpr int kPer = Piece<D>::kElements;
+  __shared__ MaxSum scratch[ops::cuda::kWarpSize];
+  Piece<D>* row = reinterpret_cast<Piece<D>*>(logits + static_cast<int64_t>(blockIdx.x) * Vp);
+  const int pieces = Vp / kPer;
+  const int target = targets[blockIdx.x];
   const bool valid = target >= 0 && target < vocab;
-  // Every thread reads it (one broadcast load), before any thread overwrites the row: the block reduction
-  // below is a barrier between the two.
-  const float target_logit = valid ? row[target] : 0.0f;
+  // Read before any thread overwrites the row: the block reduction below is a barrier between the two.
+  const float target_logit = valid ? load(logits[static_cast<int64_t>(blockIdx.x) * Vp + target]) : 0.0f;
 
   MaxSum s = empty_max_sum();
-  const int64_t real_vectors = (vocab + kVec - 1) / kVec;
-  for (int64_t i = threadIdx.x; i < real_vectors; i += blockDim.x) {
-    float x[kVec];
-    load_vector(row + i * kVec, x);
-    add_to_max_sum<kVec>(s, x, vocab - i * kVec);
+  Piece<D> kept[kKeptPieces];
+#pragma unroll
+  for (int i = 0; i < kKeptPieces; ++i) {
+    const int p = static_cast<int>(threadIdx.x) + i * kThreads;
+    if (p < pieces) {
+      kept[i] = row[p];
+      add_piece(s, kept[i], vocab - p * kPer);
+    }
   }
+  for (int p = static_cast<int>(threadIdx.x) + kKeptPieces * kThreads; p < pieces; p += kThreads)
+    add_piece(s, row[p], vocab - p * kPer);
   s = block_reduce_max_sum(s, scratch);
+  keep_packed(kept);
 
   if (threadIdx.x == 0) losses[blockIdx.x] = valid ? logf(s.sum) + s.max - target_logit : CUDART_NAN_F;
   if (dloss == 0.0f) return;
   const float scale = dloss / s.sum;
-  for (int64_t i = threadIdx.x; i < Vp / kVec; i += blockDim.x) {
-    float x[kVec];
-    load_vector(row + i * kVec, x);
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      const int64_t v = i * kVec + j;
-      float grad = 0.0f;
-      if (v < vocab) grad = valid ? expf(x[j] - s.max) * scale - (v == target ? dloss : 0.0f) : CUDART_NAN_F;
-      x[j] = grad;
+  for (int i = 0; i < kKeptPieces; ++i) {
+    const int p = static_cast<int>(threadIdx.x) + i * kThreads;
+    if (p < pieces) {
+      gradient_piece(kept[i], p * kPer, vocab, target, valid, s.max, scale, dloss);
+      row[p] = kept[i];
     }
-    store_vector(row + i * kVec, x);
+  }
+  for (int p = static_cast<int>(threadIdx.x) + kKeptPieces * kThreads; p < pieces; p += kThreads) {
+    Piece<D> piece = row[p];
+    gradient_piece(piece, p * kPer, vocab, target, valid, s.max, scale, dloss);
+    row[p] = piece;
   }
 }
 
@@ -80,15 +144,17 @@ __global__ void fused_classifier_kernel(float* logits, float* losses, const int3
 void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss) {
   const int64_t N = logits.dim(0), Vp = logits.dim(1);
   if (N == 0) return;
-  LaunchScope scope(logits);
-  const ::lab::cuda::LaunchConfig rows{grid_for(N, 1), kThreads, 0, scope.stream()};
-  const bool aligned_rows = Vp % 4 == 0 && reinterpret_cast<uintptr_t>(logits.raw()) % 16 == 0;
-  if (aligned_rows)
-    LAB_LAUNCH((fused_classifier_kernel<4>), rows, logits.data<float>(), losses.data<float>(), targets.data<int32_t>(),
-               Vp, vocab, dloss);
-  else
-    LAB_LAUNCH((fused_classifier_kernel<1>), rows, logits.data<float>(), losses.data<float>(), targets.data<int32_t>(),
-               Vp, vocab, dloss);
+  ops::dispatch_float_dtype(logits.dtype(), "fused_classifier", [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    using D = typename DeviceType<S>::type;
+    if (pieces_of<D>(Vp, device_data<S>(logits)) == 0) {  // rows not in whole 16-byte pieces
+      ops::cuda::fused_classifier(logits, losses, targets, vocab, dloss);
+      return;
+    }
+    LaunchScope scope(logits);
+    LAB_LAUNCH(fused_classifier_pieces_kernel<D>, {grid_for(N, 1), kThreads, 0, scope.stream()},
+               device_data<S>(logits), losses.data<float>(), targets.data<int32_t>(), Vp, vocab, dloss);
+  });
 }
 
 }  // namespace lab::ch06::cuda

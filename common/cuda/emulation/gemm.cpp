@@ -39,6 +39,15 @@ float load(const void* data, Element type, int64_t index) {
   return 0.0f;
 }
 
+float round_to(Element type, float value) {
+  switch (type) {
+    case Element::F32: return value;
+    case Element::F16: return half_bits_to_float(float_to_half_bits(value));
+    case Element::BF16: return bf16_bits_to_float(float_to_bf16_bits(value));
+  }
+  return value;
+}
+
 void store(void* data, Element type, int64_t index, float value) {
   switch (type) {
     case Element::F32: static_cast<float*>(data)[index] = value; break;
@@ -206,10 +215,14 @@ void run_tile(const GemmProblem& p, int64_t batch, int64_t i0, int64_t rows, int
   const void* const c = p.beta != 0.0f ? offset(p.c, type, batch * p.c_batch_stride) : nullptr;
   const void* const bias = e.bias ? offset(e.bias, e.bias_type, batch * e.bias_batch_stride) : nullptr;
   void* const aux = e.aux ? const_cast<void*>(offset(e.aux, type, batch * e.aux_batch_stride)) : nullptr;
+  // A 16-bit D with a 16-bit addend (C, or the bias): the product is rounded to D's type before the addend joins
+  // it, as an H200 did for some algorithms (gemm.h).
+  const bool product_rounded = type != Element::F32 && (c || (bias && e.bias_type != Element::F32));
   for (int64_t j = 0; j < cols; ++j) {
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t row = i0 + i, col = j0 + j;
       float v = p.alpha * s.tile[static_cast<size_t>(i + j * ld)];
+      if (product_rounded) v = round_to(type, v);
       if (c) v += p.beta * load(c, type, row + col * p.ldc);
       if (bias) v += load(bias, e.bias_type, row);
       if (aux) store(aux, type, row + col * e.aux_ld, v);

@@ -18,6 +18,10 @@ inline constexpr int kColumnRows = 16;   // thread rows per block: 32 x 16 = 512
 // About two waves of 512-thread blocks on an H100 (132 SMs x 4 resident blocks = 528 per wave): enough to
 // fill the machine, few enough that the second kernel has little to add.
 inline constexpr int64_t kColumnSumBlocks = 1024;
+// The kernel that reads 16-byte pieces (column_sums.cuh) covers 4 or 8 times the columns per block and keeps
+// several loads in flight per thread, so fewer blocks fill the machine: about two per SM of an H100, each thread
+// walking 6 (C = 768) to 23 (C = 3072) rows of a GPT-2 gradient at 8 x 1024 tokens, and 22-88 chunks to add.
+inline constexpr int64_t kPieceColumnSumBlocks = 264;
 
 struct ColumnSplit {
   int64_t column_blocks;   // blocks of kColumnWidth columns (grid x)
@@ -26,12 +30,13 @@ struct ColumnSplit {
   int64_t blocks() const { return column_blocks * row_chunks; }
 };
 
-// For N > 0 rows and C > 0 columns. Every chunk holds at least kColumnRows rows (no idle thread rows) unless N
-// is smaller, and none is empty.
-inline ColumnSplit column_split(int64_t N, int64_t C) {
+// For N > 0 rows and C > 0 columns, blocks of `block_columns` columns, about `target_blocks` blocks. Every chunk
+// holds at least kColumnRows rows (no idle thread rows) unless N is smaller, and none is empty.
+inline ColumnSplit column_split(int64_t N, int64_t C, int64_t block_columns = kColumnWidth,
+                                int64_t target_blocks = kColumnSumBlocks) {
   const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
-  const int64_t column_blocks = ceil_div(C, kColumnWidth);
-  const int64_t wanted = ceil_div(kColumnSumBlocks, column_blocks);
+  const int64_t column_blocks = ceil_div(C, block_columns);
+  const int64_t wanted = ceil_div(target_blocks, column_blocks);
   const int64_t chunks = std::clamp<int64_t>(wanted, 1, std::max<int64_t>(1, N / kColumnRows));
   const int64_t rows_per_chunk = ceil_div(N, chunks);
   return {column_blocks, ceil_div(N, rows_per_chunk), rows_per_chunk};

@@ -12,6 +12,11 @@
 //
 // A Terms type supplies the summands: a struct of device pointers with
 //   __device__ void add(int64_t n, int64_t c, float (&part)[kSums]) const   // part[k] += term_k(n, c)
+//
+// Plain sums of a matrix (a bias gradient: out[c] += sum_n x[n, c]) whose rows split into 16-byte pieces take a
+// first kernel that reads pieces (add_column_piece_sums): lane i of a block reads piece 32 * blockIdx.x + i of its
+// rows, so a warp moves 512 contiguous bytes a row where the element kernel moves 32 elements (64 bytes of a 16-bit
+// row) with a load instruction each; its block adds its thread rows through shared memory in one step.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +24,7 @@
 #include "common/core/memory.h"
 #include "common/core/tensor.h"
 #include "common/ops/cuda/column_split.h"
+#include "common/ops/cuda/dtype_dispatch.cuh"
 #include "common/ops/cuda/launch.cuh"
 #include "common/ops/cuda/reductions.cuh"
 
@@ -59,7 +65,42 @@ __global__ void column_totals_kernel(ColumnOutputs<kSums> out, const float* part
   }
 }
 
-// ---------------------------------------------------------------- launcher
+// One partial sum per column and chunk of x [N, C] (C a whole number of pieces, x 16-byte aligned): thread (i, j)
+// adds piece 32 * blockIdx.x + i of every kColumnRows-th row of the chunk from row j; the block's thread rows then
+// meet in shared memory, element e of lane i at [j][e * 32 + i] (conflict-free stores), and thread t < 32 * kPer
+// adds slot t over the rows: column (t % 32) * kPer + t / 32 of the block's.
+template <typename D>
+__global__ void column_piece_partial_sums_kernel(float* partials, const D* x, int64_t N, int64_t C,
+                                                 int64_t rows_per_chunk) {
+  constexpr int kPer = Piece<D>::kElements, kBlockColumns = kColumnWidth * kPer;
+  static_assert(kBlockColumns <= kColumnWidth * kColumnRows, "one thread per column of the block");
+  __shared__ float scratch[kColumnRows][kBlockColumns];
+  const int64_t pieces = C / kPer, piece = static_cast<int64_t>(blockIdx.x) * kColumnWidth + threadIdx.x;
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+  const int64_t end = begin + rows_per_chunk < N ? begin + rows_per_chunk : N;
+  float part[kPer] = {};
+  if (piece < pieces) {  // no early return: every thread meets the barrier below
+    const Piece<D>* rows = reinterpret_cast<const Piece<D>*>(x);
+#pragma unroll 4
+    for (int64_t n = begin + threadIdx.y; n < end; n += kColumnRows) {
+      const Piece<D> p = rows[n * pieces + piece];
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) part[e] += load(p.e[e]);
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) scratch[threadIdx.y][e * kColumnWidth + threadIdx.x] = part[e];
+  __syncthreads();
+  const int t = static_cast<int>(threadIdx.y * kColumnWidth + threadIdx.x);
+  if (t < kBlockColumns) {
+    float total = 0.0f;
+    for (int j = 0; j < kColumnRows; ++j) total += scratch[j][t];
+    const int64_t c = static_cast<int64_t>(blockIdx.x) * kBlockColumns + (t % kColumnWidth) * kPer + t / kColumnWidth;
+    if (c < C) partials[static_cast<int64_t>(blockIdx.y) * C + c] = total;
+  }
+}
+
+// ---------------------------------------------------------------- launchers
 
 // Adds the column sums of `terms` over N > 0 rows and C > 0 columns into `out`, on `stream` of `device`
 // (which must be current, as inside a LaunchScope).
@@ -74,6 +115,22 @@ void add_column_sums(ColumnOutputs<kSums> out, const Terms& terms, int64_t N, in
              partials.data<float>(), terms, N, C, split.rows_per_chunk);
   LAB_LAUNCH((column_totals_kernel<kSums>), {grid_for(C, kBlockSize), kBlockSize, 0, stream}, out,
              partials.data<float>(), split.row_chunks, C);
+}
+
+// Adds the column sums of x [N > 0, C > 0] into out (C floats) when x's rows split into 16-byte pieces, on
+// `stream` of `device` (current, as inside a LaunchScope); returns false, with nothing queued, when they do not.
+template <typename D>
+bool add_column_piece_sums(float* out, const D* x, int64_t N, int64_t C, Device device, cudaStream_t stream) {
+  if (pieces_of<D>(C, x) == 0) return false;
+  const ColumnSplit split = column_split(N, C, kColumnWidth * Piece<D>::kElements, kPieceColumnSumBlocks);
+  MemoryScope workspace(MemCategory::Workspace);
+  const Tensor partials = Tensor::empty({split.row_chunks, C}, DType::F32, device);
+  const dim3 grid(static_cast<unsigned int>(split.column_blocks), static_cast<unsigned int>(split.row_chunks));
+  LAB_LAUNCH(column_piece_partial_sums_kernel<D>, {grid, dim3(kColumnWidth, kColumnRows), 0, stream},
+             partials.data<float>(), x, N, C, split.rows_per_chunk);
+  LAB_LAUNCH(column_totals_kernel<1>, {grid_for(C, kBlockSize), kBlockSize, 0, stream}, ColumnOutputs<1>{{out}},
+             partials.data<float>(), split.row_chunks, C);
+  return true;
 }
 
 }  // namespace lab::ops::cuda

@@ -37,7 +37,8 @@
 // (cublaslt_matmul.cuh), so every fp32 bias works; if none existed, the call fails naming the alignment.
 //
 // Bias, backward: dbias is a column sum of dout (column_sums.cuh: the rows split over enough blocks to fill
-// the GPU, then a fixed summation order; deterministic, no atomics).
+// the GPU, then a fixed summation order; deterministic, no atomics), read in 16-byte pieces where dout's rows
+// split into them (OC a multiple of 4 f32 or 8 16-bit values, as in GPT-2).
 #include "common/core/memory.h"
 #include "common/cuda/cublas.h"
 #include "common/cuda/kernel_timing.h"
@@ -151,8 +152,9 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
     dispatch_float_dtype(dout.dtype(), "linear_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
       using D = typename DeviceType<T>::type;
-      add_column_sums<1>({{dbias.data<float>()}}, BiasTerms<D>{device_data<T>(dout), OC}, N, OC, dout.device(),
-                         scope.stream());
+      if (!add_column_piece_sums(dbias.data<float>(), device_data<T>(dout), N, OC, dout.device(), scope.stream()))
+        add_column_sums<1>({{dbias.data<float>()}}, BiasTerms<D>{device_data<T>(dout), OC}, N, OC, dout.device(),
+                           scope.stream());
     });
   }
 }

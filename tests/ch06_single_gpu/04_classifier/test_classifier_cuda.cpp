@@ -1,12 +1,14 @@
-// Lab 04 on the GPU: every GPU version of the classifier lab (v1-v4) against the CPU reference at odd shapes and
+// Lab 04 on the GPU: every GPU version of the classifier lab (v1-v5) against the CPU reference at odd shapes and
 // with logits around 1000; ch06::fused_classifier on CUDA with rows whose maximum moves, with rows that are not
-// 16-byte aligned (the scalar path), with dloss = 0, and with a target outside the vocabulary (a NaN row,
-// nothing else touched). Labels ch06 and cuda: they run in the emulation build and skip without a GPU.
+// 16-byte aligned (the core's kernel), with dloss = 0, with a target outside the vocabulary (a NaN row, nothing
+// else touched), and with bf16 and f16 logits against the f32 CPU op (within one ulp: ops_16bit_cases.h). Labels ch06
+// and cuda: they run in the emulation build and skip without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "tests/ch06_single_gpu/lab_versions.h"
 #include "tests/common/cuda/gpu_test.h"
 #include "tests/common/cuda/op_check.h"
+#include "tests/common/ops/ops_16bit_cases.h"
 
 namespace lab {
 namespace {
@@ -37,7 +40,7 @@ class ClassifierLabGpu : public ::testing::TestWithParam<ClassifierCase> {
 TEST_P(ClassifierLabGpu, EveryVersionMatchesCpu) {
   const kernel_lab::KernelLab lab = ch06::make_classifier_lab(GetParam().problem(test_seed()));
   const std::vector<int> gpu = test::versions_on(lab, DeviceType::CUDA);
-  ASSERT_EQ(gpu.size(), 4u) << "v1-v4";
+  ASSERT_EQ(gpu.size(), 5u) << "v1-v5";
   for (const int n : gpu) EXPECT_TRUE(test::version_passes(lab, n));
 }
 
@@ -105,6 +108,31 @@ TEST(FusedClassifierGpu, TargetOutsideTheVocabularyGivesANanRowOnly) {
     EXPECT_TRUE(test::all_close("other rows", x.slice_rows(n, n + 1), expected.slice_rows(n, n + 1),
                                 test::gradient_tolerance(V)));
 }
+
+// 16-bit logits: {N, vocab, Vp} with rows of whole 16-byte pieces (8 logits) and a piece straddling the end of the
+// vocabulary; rows longer than the 1024 threads keep in registers at f32 and 16 bits (Vp > 8 x 1024 x 8, the
+// pieces past those read again); Vp off a whole piece (the core's kernel); GPT-2's padded vocabulary. Logits
+// around 100 too (only a kernel that subtracts the row's maximum survives exp), and dloss = 0.
+class FusedClassifier16BitGpu : public ::testing::TestWithParam<test::Storage16> {
+ protected:
+  void SetUp() override { LAB_REQUIRE_GPU(); }
+};
+
+TEST_P(FusedClassifier16BitGpu, MatchesF32) {
+  Rng rng(test_seed());
+  for (auto [N, vocab, Vp] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 8},
+                              {3, 1001, 1008},
+                              {2, 70001, 70008},
+                              {3, 513, 514},
+                              {3, 50257, 50304}}) {
+    for (const float offset : {0.0f, 100.0f})
+      test::expect_classifier_matches_f32(GetParam().dtype, kGpu, N, vocab, Vp, offset, 1.0f / N, rng,
+                                          ch06::fused_classifier);
+    test::expect_classifier_matches_f32(GetParam().dtype, kGpu, N, vocab, Vp, 0.0f, 0.0f, rng, ch06::fused_classifier);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, FusedClassifier16BitGpu, test::storage16_values(), test::storage16_name);
 
 }  // namespace
 }  // namespace lab

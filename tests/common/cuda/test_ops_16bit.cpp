@@ -47,8 +47,11 @@ TEST_P(Ops16BitGpu, LinearForwardMatchesF32) {
     test::expect_linear_forward_matches_f32(GetParam().dtype, kGpu, N, C, OC, rng_);
 }
 
+// 1024 x 520 (65 pieces of 8 16-bit values): dbias's piece kernel (column_sums.cuh) over three blocks of columns,
+// the last part full, and 64 chunks of rows.
 TEST_P(Ops16BitGpu, LinearBackwardMatchesF32) {
-  for (auto [N, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {5, 7, 3}, {33, 64, 129}, {64, 768, 96}})
+  for (auto [N, C, OC] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {5, 7, 3}, {33, 64, 129}, {64, 768, 96}, {1024, 64, 520}})
     test::expect_linear_backward_matches_f32(GetParam().dtype, kGpu, N, C, OC, rng_);
 }
 

@@ -209,9 +209,12 @@ void expect_low_precision_matmul(cublasLtHandle_t handle, cudaDataType_t type, d
                            mm.d, &algo, nullptr, 0, nullptr),
             CUBLAS_STATUS_SUCCESS);
   const std::vector<double> ref = reference(false, true, m, n, k, alpha, a, b, beta, c, {}, false);
+  const std::vector<double> product = reference(false, true, m, n, k, alpha, a, b, 0.0f, c, {}, false);
   const std::vector<T> got = dd.download();
-  for (size_t i = 0; i < ref.size(); ++i)  // accumulated in fp32, rounded once to the output type
-    ASSERT_NEAR(static_cast<float>(got[i]), ref[i], relative * std::fabs(ref[i]) + 1e-6) << i;
+  // Accumulated in fp32, the product rounded to the output type before C (16-bit) joins it, then the sum rounded:
+  // within a rounding of the product and one of the result.
+  for (size_t i = 0; i < ref.size(); ++i)
+    ASSERT_NEAR(static_cast<float>(got[i]), ref[i], relative * (std::fabs(ref[i]) + std::fabs(product[i])) + 1e-6) << i;
 }
 
 TEST_F(CublasLt, Bf16AndFp16InputsAccumulateInFp32) {
@@ -244,6 +247,39 @@ TEST_F(CublasLt, A16BitProductMayAddItsSplitKPartsIn16Bits) {
   EXPECT_EQ(product(&f32_parts), 1.0f + 0x1p-7f);
   EXPECT_EQ(product(&any_parts), 1.0f);
   EXPECT_EQ(product(nullptr), 1.0f);
+}
+
+// A 16-bit D with a 16-bit addend, C or the bias: the product is rounded to D's type before the addend joins it, as
+// some algorithms did on an H200 (emulation README). The product 1 + 2^-8 rounds to 1 in bf16 (a tie, to even), and
+// 1 + 2^-8 rounds to 1 again, where the sum rounded once, 1 + 2^-7, is exact (as with an f32 D).
+TEST_F(CublasLt, A16BitAddendJoinsTheProductRoundedToD) {
+  const int k = 2;
+  DeviceBuffer<__nv_bfloat16> da(convert<__nv_bfloat16>(std::vector<float>(k, 1.0f))),
+      db(convert<__nv_bfloat16>(std::vector<float>{1.0f, 0x1p-8f})),
+      addend16(convert<__nv_bfloat16>(std::vector<float>{0x1p-8f})), dd(1);
+  DeviceBuffer<float> addend32(std::vector<float>{0x1p-8f});
+  Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_16BF, CUDA_R_16BF, false, false, 1, 1, k);
+  const auto product = [&](float beta, const void* c) {
+    const float alpha = 1.0f;
+    EXPECT_EQ(cublasLtMatmul(handle_, mm.desc, &alpha, da.get(), mm.a, db.get(), mm.b, &beta, c, mm.c, dd.get(), mm.d,
+                             nullptr, nullptr, 0, nullptr),
+              CUBLAS_STATUS_SUCCESS);
+    return static_cast<float>(dd.download()[0]);
+  };
+  EXPECT_EQ(product(0.0f, dd.get()), 1.0f) << "the product alone";
+  EXPECT_EQ(product(1.0f, addend16.get()), 1.0f) << "a bf16 C";
+  mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+  const void* bias = addend16.get();
+  mm.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  EXPECT_EQ(product(0.0f, dd.get()), 1.0f) << "a bf16 bias";
+  // An f32 D rounds once: the sum, exact.
+  DeviceBuffer<float> d32(1);
+  Matmul mm32(CUBLAS_COMPUTE_32F, CUDA_R_16BF, CUDA_R_32F, false, false, 1, 1, k);
+  const float alpha = 1.0f, beta = 1.0f;
+  ASSERT_EQ(cublasLtMatmul(handle_, mm32.desc, &alpha, da.get(), mm32.a, db.get(), mm32.b, &beta, addend32.get(),
+                           mm32.c, d32.get(), mm32.d, nullptr, nullptr, 0, nullptr),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(d32.download()[0], 1.0f + 0x1p-7f) << "an f32 C";
 }
 
 TEST_F(CublasLt, StridedBatches) {

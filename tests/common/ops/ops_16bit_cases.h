@@ -22,6 +22,13 @@
 // element exact), while CUDA's summation order and expf move a row's scale by a few f32 ulps, which crossed an f16
 // rounding boundary in at most 11 of 150912 elements measured (emulated CUDA, GPT-2's padded vocabulary, logits
 // around 100).
+//
+// A 16-bit linear out with a 16-bit addend (a 16-bit bias, or dinp accumulated onto its 16-bit starting values):
+// cuBLASLt may round the product to the 16-bit type before it adds the addend, then round the sum (an H200 did,
+// for some algorithms: common/cuda/emulation/README.md; the emulator always does). Where the sum cancels, the
+// first rounding is an ulp of the product, several of the result's. Such outputs match the f32 sum rounded once
+// within one ulp, or the product rounded, plus the addend, rounded again, within one ulp of the product and one
+// of the result (either rounding may cross a boundary where the two sides' fp32 sums differ in the last bits).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -31,6 +38,7 @@
 #include <string>
 
 #include "common/core/tensor.h"
+#include "common/ops/classifier.h"
 #include "common/util/rng.h"
 
 namespace lab::test {
@@ -51,8 +59,15 @@ inline auto storage16_values() {
 // within the f32 tolerance of `reduction_length` of it), and equal to it in all but 1% of the elements (one at any
 // size): the bound above. NaN anywhere fails. `inexact_fraction`: how many elements may differ by that one ulp
 // (1.0: any), for inputs that take so few distinct values that one fp32 difference moves many elements together.
+// `rounded_twice` (when `product` is defined, both f32 of actual's shape): a second reference, round(round(product)
+// + addend) in actual's dtype, within one ulp of the rounded product and one of the result (the header); each
+// element may match either reference, and counts as inexact only when it differs from both.
+struct RoundedTwice {
+  Tensor product, addend;
+};
 ::testing::AssertionResult within_one_ulp(const char* what, const Tensor& actual, const Tensor& expected,
-                                          int64_t reduction_length, double inexact_fraction = 0.01);
+                                          int64_t reduction_length, double inexact_fraction = 0.01,
+                                          const RoundedTwice& rounded_twice = {});
 
 // gelu_forward and gelu_backward (dx starting from random values) on n elements.
 void expect_gelu_matches_f32(DType dtype, Device device, int64_t n, Rng& rng);
@@ -77,9 +92,13 @@ void expect_embedding_matches_f32(DType dtype, Device device, int64_t B, int64_t
                                   int64_t distinct, Rng& rng);
 // fused_classifier on 16-bit logits [N, Vp] drawn N(offset, 2) (the padded columns [vocab, Vp) random too) with
 // `dloss`: the f32 losses by tolerance_for(f32, vocab), the gradient over the logits within one ulp (zeros in the
-// padded columns), and with dloss = 0 the logits left as they were, bit for bit.
+// padded columns), and with dloss = 0 the logits left as they were, bit for bit. `classifier`: the implementation
+// on `device` (another op with the contract of common/ops/classifier.h, such as ch06::fused_classifier); the
+// reference is always ops::fused_classifier on the CPU.
+using ClassifierFn = void (*)(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                              float dloss);
 void expect_classifier_matches_f32(DType dtype, Device device, int64_t N, int64_t vocab, int64_t Vp, float offset,
-                                   float dloss, Rng& rng);
+                                   float dloss, Rng& rng, ClassifierFn classifier = ops::fused_classifier);
 
 // The dtype mixes the six ops refuse, each with InvalidArgument naming the dtypes or the tensor.
 void expect_mixed_dtypes_invalid(Device device);
