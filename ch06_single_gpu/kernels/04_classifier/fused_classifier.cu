@@ -32,8 +32,8 @@ namespace lab::ch06::cuda {
 
 namespace {
 
-using ops::cuda::DeviceType;
 using ops::cuda::device_data;
+using ops::cuda::DeviceType;
 using ops::cuda::grid_for;
 using ops::cuda::LaunchScope;
 using ops::cuda::load;
@@ -92,9 +92,8 @@ __device__ void keep_packed(Piece<D> (&kept)[kKeptPieces]) {
 // ---------------------------------------------------------------- kernel
 
 template <typename D>
-__global__ void __launch_bounds__(kThreads) fused_classifier_pieces_kernel(D* logits, float* losses,
-                                                                           const int32_t* targets, int Vp, int vocab,
-                                                                           float dloss) {
+__global__ void __launch_bounds__(kThreads)
+    fused_classifier_pieces_kernel(D* logits, float* losses, const int32_t* targets, int Vp, int vocab, float dloss) {
   constexpr int kPer = Piece<D>::kElements;
   __shared__ MaxSum scratch[ops::cuda::kWarpSize];
   Piece<D>* row = reinterpret_cast<Piece<D>*>(logits + static_cast<int64_t>(blockIdx.x) * Vp);
@@ -152,8 +151,8 @@ void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& 
       return;
     }
     LaunchScope scope(logits);
-    LAB_LAUNCH(fused_classifier_pieces_kernel<D>, {grid_for(N, 1), kThreads, 0, scope.stream()},
-               device_data<S>(logits), losses.data<float>(), targets.data<int32_t>(), Vp, vocab, dloss);
+    LAB_LAUNCH(fused_classifier_pieces_kernel<D>, {grid_for(N, 1), kThreads, 0, scope.stream()}, device_data<S>(logits),
+               losses.data<float>(), targets.data<int32_t>(), Vp, vocab, dloss);
   });
 }
 
