@@ -20,6 +20,7 @@
 #include <math_constants.h>
 
 #include <cstdint>
+#include <limits>
 
 #include "ch06_single_gpu/fused_classifier.h"
 #include "ch06_single_gpu/kernels/04_classifier/online_softmax.cuh"
@@ -146,13 +147,14 @@ void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& 
   ops::dispatch_float_dtype(logits.dtype(), "fused_classifier", [&](auto tag) {
     using S = typename decltype(tag)::type;
     using D = typename DeviceType<S>::type;
-    if (pieces_of<D>(Vp, device_data<S>(logits)) == 0) {  // rows not in whole 16-byte pieces
+    // Rows not in whole 16-byte pieces, or too long for the kernel's int column indices: the core's kernel.
+    if (pieces_of<D>(Vp, device_data<S>(logits)) == 0 || Vp > std::numeric_limits<int>::max()) {
       ops::cuda::fused_classifier(logits, losses, targets, vocab, dloss);
       return;
     }
     LaunchScope scope(logits);
     LAB_LAUNCH(fused_classifier_pieces_kernel<D>, {grid_for(N, 1), kThreads, 0, scope.stream()}, device_data<S>(logits),
-               losses.data<float>(), targets.data<int32_t>(), Vp, vocab, dloss);
+               losses.data<float>(), targets.data<int32_t>(), static_cast<int>(Vp), static_cast<int>(vocab), dloss);
   });
 }
 
