@@ -79,11 +79,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();  // every warp is done with the previous Q, dO, lse, D and dS^T
     load_tile<D>(q, qkv + head, t0, s, ld);
     load_tile<D>(dO, dout_head, t0, s, s.C);
-    for (int i = threadIdx.x; i < kTile; i += kThreads) {
-      const bool inside = t0 + i < s.T;
-      tile_lse[i] = inside ? lse[static_cast<int64_t>(bh) * s.T + t0 + i] : 0.0f;
-      tile_D[i] = inside ? D_rows[static_cast<int64_t>(bh) * s.T + t0 + i] : 0.0f;
-    }
+    load_query_rows(tile_lse, tile_D, lse, D_rows, bh, t0, s, 1.0f);
     __syncthreads();
 
     warp_matmul_16xN<kTile, D, Layout::RowMajor, Layout::Transposed>(
@@ -133,12 +129,9 @@ __global__ void flash_add_dq_kernel(E* dqkv, const float* dq_sum, int64_t n, int
 template <typename E, int D>
 void backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
               const Dims& s, cudaStream_t stream) {
+  const Tensor D_rows = flash_row_dots<E>(dout, out, lse, s, stream);
   const MemoryScope workspace(MemCategory::Workspace);
-  const Tensor D_rows = Tensor::empty(lse.shape(), DType::F32, lse.device());
   const Tensor dq_sum = Tensor::zeros(out.shape(), DType::F32, out.device());
-  const int64_t rows = lse.numel();
-  LAB_LAUNCH((flash_row_dot_kernel<E>), {ops::cuda::grid_for(rows, kWarpRowsPerBlock), kBlockSize, 0, stream},
-             D_rows.data<float>(), static_cast<const E*>(dout.raw()), static_cast<const E*>(out.raw()), rows, s);
   const dim3 grid = tile_grid(qkv, s);
   launch_tiles("flash_key_grads_atomic_kernel", flash_key_grads_atomic_kernel<E, D>, grid,
                key_grads_atomic_shared_bytes<D>(), stream, static_cast<E*>(dqkv.raw()), dq_sum.data<float>(),

@@ -36,7 +36,6 @@
 #include <cstdint>
 
 #include "ch09_advanced/kernels/01_attention/flash_versions.h"
-#include "common/core/memory.h"
 #include "common/ops/cuda/flash_attention_mma.cuh"
 #include "common/ops/cuda/flash_attention_tiles.cuh"
 #include "common/ops/cuda/launch.cuh"
@@ -193,11 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();  // every warp is done with the previous Q, dO, lse and D
     load_tile<D>(q, qkv + head, t0, s, ld);
     load_tile<D>(dO, dout_head, t0, s, s.C);
-    for (int i = threadIdx.x; i < kTile; i += kThreads) {
-      const bool inside = t0 + i < s.T;
-      tile_lse[i] = inside ? lse[static_cast<int64_t>(bh) * s.T + t0 + i] : 0.0f;
-      tile_D[i] = inside ? D_rows[static_cast<int64_t>(bh) * s.T + t0 + i] : 0.0f;
-    }
+    load_query_rows(tile_lse, tile_D, lse, D_rows, bh, t0, s, 1.0f);
     __syncthreads();
 
     // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys and the tile's 64 queries.
@@ -325,11 +320,7 @@ void flash_wmma_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& q
   ops::cuda::LaunchScope scope(qkv);
   dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {
     using E = decltype(element);
-    const MemoryScope workspace(MemCategory::Workspace);
-    const Tensor D_rows = Tensor::empty(lse.shape(), DType::F32, lse.device());
-    const int64_t rows = lse.numel();
-    LAB_LAUNCH((flash_row_dot_kernel<E>), {ops::cuda::grid_for(rows, kWarpRowsPerBlock), kBlockSize, 0, scope.stream()},
-               D_rows.data<float>(), static_cast<const E*>(dout.raw()), static_cast<const E*>(out.raw()), rows, s);
+    const Tensor D_rows = flash_row_dots<E>(dout, out, lse, s, scope.stream());
     backward_tiles<E, decltype(width)::value>(dqkv, dout, qkv, lse, D_rows, s, scope.stream());
   });
 }

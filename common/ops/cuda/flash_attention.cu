@@ -354,11 +354,7 @@ __global__ void __launch_bounds__(kThreads, kKeyGradsBlocks<D>)
     __syncthreads();  // every warp is done with the previous Q, dO, lse and D
     load_tile_fast<D>(q, qkv + head, t0, s, ld);
     load_tile_fast<D>(dO, dout_head, t0, s, s.C);
-    for (int i = threadIdx.x; i < kTile; i += kThreads) {
-      const bool inside = t0 + i < s.T;
-      tile_lse[i] = inside ? lse[static_cast<int64_t>(bh) * s.T + t0 + i] * kLog2e : 0.0f;
-      tile_D[i] = inside ? D_rows[static_cast<int64_t>(bh) * s.T + t0 + i] : 0.0f;
-    }
+    load_query_rows(tile_lse, tile_D, lse, D_rows, bh, t0, s, kLog2e);
     __syncthreads();
     // On the diagonal, queries before the strip's first key see none of its keys.
     const int first_live = t0 == s0 ? strip : 0;
@@ -542,11 +538,7 @@ void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tens
   }
   dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {
     using E = decltype(element);
-    const MemoryScope workspace(MemCategory::Workspace);
-    const Tensor D_rows = Tensor::empty(lse.shape(), DType::F32, lse.device());
-    const int64_t rows = lse.numel();
-    LAB_LAUNCH((flash_row_dot_kernel<E>), {grid_for(rows, kWarpRowsPerBlock), kBlockSize, 0, scope.stream()},
-               D_rows.data<float>(), static_cast<const E*>(dout.raw()), static_cast<const E*>(out.raw()), rows, s);
+    const Tensor D_rows = flash_row_dots<E>(dout, out, lse, s, scope.stream());
     backward_tiles<E, decltype(width)::value>(dqkv, dout, qkv, lse, D_rows, s, scope.stream());
   });
 }

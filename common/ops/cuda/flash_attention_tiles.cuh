@@ -1,6 +1,7 @@
 // The pieces the flash attention kernels share (common/ops/cuda/flash_attention.cu, and the lab versions of
 // ch09_advanced/kernels/01_attention): the tile geometry, 16-bit element conversions, shared memory carved into
-// aligned pieces, tile loads and strip stores, the D = rowsum(dout * out) pre-pass, and the launch helpers.
+// aligned pieces, tile loads and strip stores, a query tile's lse and D rows, the D = rowsum(dout * out) pre-pass,
+// and the launch helpers.
 //
 // Geometry: tiles of 64 rows (queries or keys), each warp owning a strip of 16 of them (one fragment high);
 // 16-bit rows of a head padded by 8 elements, f32 rows by 4 (WMMA wants leading dimensions in multiples of 16
@@ -18,6 +19,7 @@
 #include <type_traits>
 
 #include "common/core/error.h"
+#include "common/core/memory.h"
 #include "common/core/tensor.h"
 #include "common/ops/cuda/launch.cuh"
 #include "common/ops/cuda/reductions.cuh"
@@ -120,6 +122,17 @@ __device__ void add_strip(E* head, int64_t ld, int first_row, const float* strip
   }
 }
 
+// The lse (times lse_scale: 1, or log2 e for kernels that work in base 2) and D of the query tile's 64 rows
+// [t0, t0 + 64) of (batch, head) bh into shared memory; zeros past T. All threads.
+__device__ inline void load_query_rows(float* tile_lse, float* tile_D, const float* lse, const float* D_rows, int bh,
+                                       int t0, const Dims& s, float lse_scale) {
+  for (int i = threadIdx.x; i < kTile; i += kThreads) {
+    const bool inside = t0 + i < s.T;
+    tile_lse[i] = inside ? lse[static_cast<int64_t>(bh) * s.T + t0 + i] * lse_scale : 0.0f;
+    tile_D[i] = inside ? D_rows[static_cast<int64_t>(bh) * s.T + t0 + i] : 0.0f;
+  }
+}
+
 __device__ inline float pair_max(float v) {
   return fmaxf(v, __shfl_xor_sync(kFullMask, v, 1));
 }
@@ -143,6 +156,17 @@ __global__ void flash_row_dot_kernel(float* D, const E* dout, const E* out, int6
   sum = warp_sum(sum);
   const int64_t b = bt / s.T, t = bt % s.T;
   if (lane == 0) D[(b * s.NH + h) * s.T + t] = sum;
+}
+
+// D for every row of lse's shape, in a workspace tensor queued on `stream` (the backward kernels read it after).
+template <typename E>
+Tensor flash_row_dots(const Tensor& dout, const Tensor& out, const Tensor& lse, const Dims& s, cudaStream_t stream) {
+  const MemoryScope workspace(MemCategory::Workspace);
+  const Tensor D_rows = Tensor::empty(lse.shape(), DType::F32, lse.device());
+  const int64_t rows = lse.numel();
+  LAB_LAUNCH((flash_row_dot_kernel<E>), {grid_for(rows, kWarpRowsPerBlock), kBlockSize, 0, stream},
+             D_rows.data<float>(), static_cast<const E*>(dout.raw()), static_cast<const E*>(out.raw()), rows, s);
+  return D_rows;
 }
 
 // ---------------------------------------------------------------- launch helpers
