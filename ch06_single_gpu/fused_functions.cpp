@@ -68,19 +68,7 @@ ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const La
 }
 
 Tensor fused_cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale) {
-  const Tensor& lv = logits.value();
-  const int64_t Vp = lv.dim(-1), N = lv.numel() / Vp;
-  Tensor losses;
-  {
-    MemoryScope scope(MemCategory::Activations);
-    losses = Tensor::empty({N}, DType::F32, lv.device());  // f32 whatever the logits' dtype
-  }
-  const bool with_grad = tape.recording() && logits.requires_grad();
-  LAB_CHECK(!with_grad || grad_scale != 0.0f, InvalidArgument, "fused_cross_entropy: grad_scale must be non-zero");
-  const float dloss = with_grad ? grad_scale / static_cast<float>(N) : 0.0f;
-  fused_classifier(lv.reshape({N, Vp}), losses, targets.reshape({N}), vocab, dloss);
-  if (with_grad) logits.bind_grad(lv);  // the logits buffer now holds dlogits
-  return losses;
+  return ag::cross_entropy_through(fused_classifier, tape, logits, targets, vocab, grad_scale);
 }
 
 }  // namespace lab::ch06

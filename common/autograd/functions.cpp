@@ -222,6 +222,11 @@ Var batched_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
 }
 
 Tensor cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale) {
+  return cross_entropy_through(ops::fused_classifier, tape, logits, targets, vocab, grad_scale);
+}
+
+Tensor cross_entropy_through(ops::ClassifierFn classifier, Tape& tape, const Var& logits, const Tensor& targets,
+                             int64_t vocab, float grad_scale) {
   const MemoryOpScope op("cross_entropy");
   const Tensor& lv = logits.value();
   const int64_t Vp = lv.dim(-1), N = lv.numel() / Vp;
@@ -233,7 +238,7 @@ Tensor cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64
   const bool with_grad = tape.recording() && logits.requires_grad();
   LAB_CHECK(!with_grad || grad_scale != 0.0f, InvalidArgument, "cross_entropy: grad_scale must be non-zero");
   const float dloss = with_grad ? grad_scale / static_cast<float>(N) : 0.0f;
-  ops::fused_classifier(lv.reshape({N, Vp}), losses, targets.reshape({N}), vocab, dloss);
+  classifier(lv.reshape({N, Vp}), losses, targets.reshape({N}), vocab, dloss);
   if (with_grad) logits.bind_grad(lv);  // the logits buffer now holds dlogits
   return losses;
 }

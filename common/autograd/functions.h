@@ -7,6 +7,7 @@
 
 #include "common/autograd/tape.h"
 #include "common/autograd/var.h"
+#include "common/ops/classifier.h"
 
 namespace lab::ag {
 
@@ -46,5 +47,9 @@ Var batched_attention(Tape& tape, const Var& qkv, int n_head, DType storage);
 // buffer: the logits' value is no longer available afterwards. This is the last function of a forward pass; backward()
 // starts here.
 Tensor cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale);
+// The same through `classifier` (another implementation of ops::fused_classifier's contract, such as chapter 6's
+// promoted kernel) instead of the core's op.
+Tensor cross_entropy_through(ops::ClassifierFn classifier, Tape& tape, const Var& logits, const Tensor& targets,
+                             int64_t vocab, float grad_scale);
 
 }  // namespace lab::ag

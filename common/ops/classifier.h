@@ -17,6 +17,9 @@
 namespace lab::ops {
 
 void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss);
+// An implementation of fused_classifier's contract (this one, or another such as chapter 6's promoted kernel).
+using ClassifierFn = void (*)(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                              float dloss);
 // The checks fused_classifier makes before it dispatches (shapes, dtypes, vocab, one device), for other
 // implementations of the same contract.
 void check_classifier_arguments(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab);

@@ -251,7 +251,7 @@ void expect_embedding_matches_f32(DType dtype, Device device, int64_t B, int64_t
 }
 
 void expect_classifier_matches_f32(DType dtype, Device device, int64_t N, int64_t vocab, int64_t Vp, float offset,
-                                   float dloss, Rng& rng, ClassifierFn classifier) {
+                                   float dloss, Rng& rng, ops::ClassifierFn classifier) {
   // Random values in the padded columns too: the gradient must overwrite them with zeros (dloss != 0) or leave them.
   const Tensor logits = exact_in(dtype, {N, Vp}, rng, offset, 2.0f);
   const Tensor targets = random_ids({N}, rng, vocab);

@@ -95,10 +95,8 @@ void expect_embedding_matches_f32(DType dtype, Device device, int64_t B, int64_t
 // padded columns), and with dloss = 0 the logits left as they were, bit for bit. `classifier`: the implementation
 // on `device` (another op with the contract of common/ops/classifier.h, such as ch06::fused_classifier); the
 // reference is always ops::fused_classifier on the CPU.
-using ClassifierFn = void (*)(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
-                              float dloss);
 void expect_classifier_matches_f32(DType dtype, Device device, int64_t N, int64_t vocab, int64_t Vp, float offset,
-                                   float dloss, Rng& rng, ClassifierFn classifier = ops::fused_classifier);
+                                   float dloss, Rng& rng, ops::ClassifierFn classifier = ops::fused_classifier);
 
 // The dtype mixes the six ops refuse, each with InvalidArgument naming the dtypes or the tensor.
 void expect_mixed_dtypes_invalid(Device device);
