@@ -19,6 +19,8 @@
 #include "ch08_distributed/tp/whole_tensors.h"
 #include "ch09_advanced/attention_choice.h"
 #include "ch10_gpt2/memory_steps.h"
+#include "ch10_gpt2/run_memory_theory.h"
+#include "ch10_gpt2/run_settings.h"
 #include "ch10_gpt2/sampler.h"
 #include "common/bench/gpu_peaks.h"
 #include "common/bench/machine.h"
@@ -129,19 +131,9 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   run_config_.loss_scaling = {options_.loss_scale, 2.0, 0.5, options_.loss_scale_interval};
   run_config_.cuda_graphs = options_.cuda_graphs;
   // A step's global batch is micro-batches of B x T on each data-parallel rank, accumulated up to
-  // --total-batch-tokens.
-  const int64_t global_micro_tokens = options_.batch * options_.seq * layout().dp;
-  LAB_CHECK(options_.total_batch_tokens % global_micro_tokens == 0, InvalidArgument, "--total-batch-tokens ",
-            options_.total_batch_tokens, " is not a multiple of --batch x --seq x dp = ", options_.batch, " x ",
-            options_.seq, " x ", layout().dp, " = ", global_micro_tokens);
-  int64_t micro_per_step = options_.total_batch_tokens > 0 ? options_.total_batch_tokens / global_micro_tokens : 1;
-  // A pipeline's step is its --micro-batches micro-batches, accumulated as one process accumulates them.
-  if (layout().pp > 1) {
-    LAB_CHECK(options_.total_batch_tokens == 0 || micro_per_step == options_.micro_batches, InvalidArgument,
-              "--total-batch-tokens ", options_.total_batch_tokens, " is ", micro_per_step,
-              " micro-batches per step, but --micro-batches is ", options_.micro_batches, " (give one of the two)");
-    micro_per_step = options_.micro_batches;
-  }
+  // --total-batch-tokens (a pipeline's step: its --micro-batches).
+  const int64_t micro_per_step =
+      micro_batches_per_rank_step(options_.total_batch_tokens, options_.batch, options_.seq, parallel);
   run_config_.step = {micro_per_step, options_.grad_clip, false};
   check_run(run_config_);
 
@@ -420,13 +412,8 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
                        : "",
               loss_scaling.c_str(), format_duration(eta).c_str());
   if (options_.memory_report && step == start_step_) {
-    const DType matmul = matmul_dtype(run_config_.math);
-    const ch07::MemoryTheory theory = ch07::memory_theory(
-        run_.model->config(), options_.batch, options_.seq, run_config_.rungs.recompute, 4,
-        ch09::attention_kept(run_config_.rungs.attention, matmul, run_.model->options().activations),
-        static_cast<int64_t>(dtype_size(run_.model->options().activations)),
-        matmul == DType::F32 ? 0 : static_cast<int64_t>(dtype_size(matmul)));
-    std::printf("memory of step %lld on %s (theory: the whole model, one micro-batch):\n%s",
+    const ch07::MemoryTheory theory = run_memory_theory(run_config_, options_.batch, options_.seq);
+    std::printf("memory of step %lld on %s (theory: one micro-batch, every rung's share):\n%s",
                 static_cast<long long>(step + 1), device().str().c_str(),
                 ch07::memory_report(memory, theory, device().is_cpu() ? ch07::process_memory() : ch07::ProcessMemory{})
                     .c_str());

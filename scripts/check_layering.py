@@ -24,7 +24,7 @@ CHAPTER = re.compile(r"^ch(\d\d)_")
 SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh")
 # The headers of ch10_gpt2's lab_rungs library (ch10_gpt2/CMakeLists.txt).
 COMPOSITION = {"ch10_gpt2/run_config.h", "ch10_gpt2/run_settings.h", "ch10_gpt2/model_rungs.h",
-               "ch10_gpt2/memory_steps.h", "ch10_gpt2/step_staircase.h"}
+               "ch10_gpt2/memory_steps.h", "ch10_gpt2/run_memory_theory.h", "ch10_gpt2/step_staircase.h"}
 
 
 def layer(path):

@@ -23,9 +23,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "ch07_memory/bench/zero_staircase.h"
 #include "ch07_memory/memory_staircase.h"
 #include "ch07_memory/memory_theory.h"
-#include "ch07_memory/zero_staircase.h"
 #include "ch10_gpt2/run_settings.h"
 #include "common/bench/result.h"
 #include "common/bench/text_table.h"

@@ -61,9 +61,6 @@ class ZeroStage3Step : public ZeroStage2Step {
   // value bound to it: a checkpoint's save, a comparison), then shards them again. Collective over the group.
   void with_whole_model(const std::function<void()>& use);
 
-  // This rank's shard of the parameters, laid out as the optimizer's moments.
-  const Tensor& parameter_shard() const { return parameter_shard_; }
-
  protected:
   void optimizer_step(double lr) override;
 
@@ -100,7 +97,7 @@ class ZeroStage3Step : public ZeroStage2Step {
   // never whole: tied_embedding_gradient.h).
   void bind_lookup_gradients();
 
-  Tensor parameter_shard_;
+  Tensor parameter_shard_;   // this rank's shard of the parameters, laid out as the optimizer's moments
   std::vector<Unit> units_;  // per bucket of the shards
   RootUse lookup_, head_;    // the embedding lookup (wte, wpe); the head (wte, ln_f's weight and bias)
   ModelOptions::BlockFn previous_block_;

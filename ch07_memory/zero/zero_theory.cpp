@@ -11,19 +11,22 @@ namespace lab::ch07 {
 
 namespace {
 
-// `weight_bytes` per parameter for the parameters and for the gradients, the rest of 16 for the optimizer state.
-double sharded_bytes(int stage, int64_t parameters, int ranks, int64_t weight_bytes) {
+// The stage's formula by category: `weight_bytes` per parameter for the parameters and for the gradients, the
+// rest of 16 for the optimizer state, each divided by the ranks from the stage that shards it.
+void set_sharded(ZeroStateTheory& t, int stage, int64_t parameters, int ranks, int64_t weight_bytes) {
   const double psi = static_cast<double>(parameters), d = ranks, w = static_cast<double>(weight_bytes);
-  const double params = stage >= 3 ? w * psi / d : w * psi;
-  const double grads = stage >= 2 ? w * psi / d : w * psi;
-  const double optimizer = stage >= 1 ? (16 - 2 * w) * psi / d : (16 - 2 * w) * psi;
-  return params + grads + optimizer;
+  t.params = stage >= 3 ? w * psi / d : w * psi;
+  t.grads = stage >= 2 ? w * psi / d : w * psi;
+  t.optimizer = stage >= 1 ? (16 - 2 * w) * psi / d : (16 - 2 * w) * psi;
+  t.sharded = t.params + t.grads + t.optimizer;
 }
 
 }  // namespace
 
 double zero_state_bytes(int stage, int64_t parameters, int ranks) {
-  return sharded_bytes(stage, parameters, ranks, 4);
+  ZeroStateTheory t;
+  set_sharded(t, stage, parameters, ranks, 4);
+  return t.sharded;
 }
 
 std::string ZeroStateTheory::whole_str() const {
@@ -61,7 +64,7 @@ ZeroStateTheory zero_state_theory(const GPT2Config& config, int64_t parameters, 
   ZeroStateTheory t;
   const double w = static_cast<double>(weight_bytes);
   const int stage = setting.stage;
-  t.sharded = sharded_bytes(stage, parameters, setting.ranks, weight_bytes);
+  set_sharded(t, stage, parameters, setting.ranks, weight_bytes);
   if (stage < 2) return t;
   // The gradients in flight: the bucket being filled, of at most bucket_bytes of whole parameters (or one larger
   // parameter; the operation that completes it may already have made the next bucket's first parameter, a

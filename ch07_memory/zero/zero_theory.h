@@ -30,7 +30,8 @@ struct ZeroWhole {
 };
 
 struct ZeroStateTheory {
-  double sharded = 0;  // the stage's formula (zero_state_bytes, or its mixed-precision form)
+  double sharded = 0;  // the stage's formula (zero_state_bytes, or its mixed-precision form): the three below
+  double params = 0, grads = 0, optimizer = 0;  // each category's share of it
   // What is whole beside the shards at the peak, by name; 0 bytes where the stage holds none.
   ZeroWhole grads_in_flight;  // stages 2 and 3
   ZeroWhole unit_gathered;    // stage 3

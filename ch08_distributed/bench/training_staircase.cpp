@@ -4,9 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "ch08_distributed/make_train_step.h"
 #include "ch08_distributed/pp/pipeline_step.h"
-#include "ch08_distributed/tp/tensor_parallel.h"
+#include "ch10_gpt2/run_config.h"
 #include "common/bench/timer.h"
 #include "common/dist/data_parallel_step.h"
 #include "common/util/rng.h"
@@ -182,30 +181,29 @@ double theory_link_bytes(const TrainingBenchSettings& s, const comm::ParallelLay
 std::vector<staircase::Measurement> run_rung(Communicator& world, const TrainingBenchSettings& s,
                                              const RungSetting& setting, RungExtras& extras) {
   const comm::ParallelLayout& l = setting.layout;
-  const GPT2Config config = GPT2Config::from_name(s.model);
+  const GPT2Config model_config = GPT2Config::from_name(s.model);
   // Checked before any collective, alike on every rank, so that a rung that cannot run fails everywhere.
   LAB_CHECK(s.batch % l.dp == 0, InvalidArgument, "--batch ", s.batch, " does not split over ", l.dp,
             " data-parallel ranks");
-  ModelShard::of_rank(config, 0, l.tp, 0, l.pp).validate(config);
+  ModelShard::of_rank(model_config, 0, l.tp, 0, l.pp).validate(model_config);
 
   comm::ParallelContext context(world, l);
-  const std::unique_ptr<GPT2> model = tp::model_for_rank(context, config, Device::cpu());
-  model->init_weights(1);
-  AdamW optimizer(model->parameters(), AdamWConfig{});
-  ParallelOptions options;
-  options.layout = l;
-  options.dp_stage = setting.stage;
-  options.bucket_bytes = s.bucket_mb << 20;
-  options.micro_batches = s.micro_batches;
-  options.pp_schedule = setting.schedule;
-  const std::unique_ptr<TrainStep> step =
-      make_train_step(context, options, *model, optimizer, {s.micro_batches, 1.0, false});
-  const std::vector<MicroBatch> mine = my_micro_batches(s, config, context.coords().dp, l.dp);
+  // The trainer's builder (ch10_gpt2/run_config.h): this rank's shard, init_weights(1), AdamW and the layout's step.
+  RunConfig config;
+  config.model = model_config;
+  config.parallel.layout = l;
+  config.parallel.dp_stage = setting.stage;
+  config.parallel.bucket_bytes = s.bucket_mb << 20;
+  config.parallel.micro_batches = s.micro_batches;
+  config.parallel.pp_schedule = setting.schedule;
+  config.step = {s.micro_batches, 1.0, false};
+  const TrainingRun run = build_run(config, context);
+  const std::vector<MicroBatch> mine = my_micro_batches(s, model_config, context.coords().dp, l.dp);
   size_t next = 0;
   const BatchSource source = [&] { return mine[next++ % mine.size()]; };
 
-  const auto* dp_step = dynamic_cast<const DataParallelStep*>(step.get());
-  const auto* pp_step = dynamic_cast<const pp::PipelineStep*>(step.get());
+  const auto* dp_step = dynamic_cast<const DataParallelStep*>(run.step.get());
+  const auto* pp_step = dynamic_cast<const pp::PipelineStep*>(run.step.get());
   extras = {};
   extras.setting = setting;
   // A tensor-parallel step is a data-parallel one, over a group of one rank when dp is 1: no reducer to report.
@@ -215,7 +213,7 @@ std::vector<staircase::Measurement> run_rung(Communicator& world, const Training
                                              : nullptr;
   extras.reduced = reducer != nullptr;
   extras.dp_size = l.dp;
-  extras.theory_link_bytes = theory_link_bytes(s, l, *model);
+  extras.theory_link_bytes = theory_link_bytes(s, l, *run.model);
   std::vector<Communicator*> groups;  // those with more than one rank: a group of one moves nothing
   for (Communicator* g : {&context.dp(), &context.tp(), &context.pp()})
     if (g->size() > 1) groups.push_back(g);
@@ -225,7 +223,7 @@ std::vector<staircase::Measurement> run_rung(Communicator& world, const Training
     world.barrier();
     for (Communicator* g : groups) g->reset_traffic();
     const bench::Timer timer;
-    step->run(source, kLearningRate);
+    run.step->run(source, kLearningRate);
     const double seconds = timer.seconds();
     // Read the counters before the timing's own all-reduce below.
     extras.link_bytes = 0;
@@ -237,7 +235,7 @@ std::vector<staircase::Measurement> run_rung(Communicator& world, const Training
         extras.link_bytes += bytes * comm::bus_factor(kCountedKinds[k], g->size());
       }
     }
-    if (reducer && options.dp_stage == DpStage::Overlap) {  // its own communicator, not in `groups`
+    if (reducer && setting.stage == DpStage::Overlap) {  // its own communicator, not in `groups`
       const double bytes = static_cast<double>(reducer->stats().bytes);
       extras.counted_bytes[0] += bytes;
       extras.link_bytes += bytes * comm::bus_factor(OpKind::AllReduce, l.dp);

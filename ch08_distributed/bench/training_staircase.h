@@ -6,7 +6,9 @@
 //   dpN naive -> dpN bucketed -> dpN overlap     data parallelism's three stages
 //   tpN, ppN (schedule kept) -> ppN (the other)  tensor and pipeline parallelism, both schedules
 //   dpA x tpB, dpA x ppB, tpA x ppB, ...         the combinations whose shards fit the model
-// One rank has one rung, "1 rank": the baseline of scaling efficiency (--baseline reads its JSON).
+// One rank has one rung, "1 rank": the baseline of scaling efficiency (--baseline reads its JSON). Each rung's
+// model, optimizer and step come from the trainer's builder (build_run, ch10_gpt2/run_config.h), as
+// gpt2_train --dp D --tp T --pp P would build them.
 //
 // The workload is fixed across rungs: a step runs `micro_batches` micro-batches of `batch` rows of `seq` tokens
 // (the global micro-batch, split over the data-parallel ranks), so every rung trains the same tokens per step

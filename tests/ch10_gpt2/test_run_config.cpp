@@ -12,6 +12,7 @@
 #include "ch07_memory/optimizer_in_backward.h"
 #include "ch10_gpt2/run_config.h"
 #include "ch10_gpt2/run_settings.h"
+#include "tests/common/expect_error.h"
 #include "tests/support/test_support.h"
 
 namespace lab {
@@ -248,6 +249,52 @@ TEST(RunConfig, FromAStaircaseRungsSettings) {
         {"--model", "tiny", "--batch", "2", "--seq", "16", "--offload", "gpu"},
         {"--model", "tiny", "--batch", "2", "--seq", "16", "--total-batch-tokens", "100"}})
     EXPECT_THROW(run_config_from_settings(staircase::parse_settings(bad), Device::cpu()), Error);
+}
+
+TEST(RunConfig, FromALayoutRungsSettings) {
+  // A ZeRO rung as chapter 7's staircase writes it: the step's tokens over 2 data-parallel ranks' micro-batches.
+  const RunConfig zero = run_config_from_settings(
+      staircase::parse_settings({"--model", "tiny", "--batch", "2", "--seq", "16", "--total-batch-tokens", "256",
+                                 "--dp", "2", "--dp-stage", "bucketed", "--bucket-mb", "0.5", "--zero", "3",
+                                 "--zero-prefetch"}),
+      Device::cpu());
+  EXPECT_EQ(zero.parallel.layout.str(), comm::ParallelLayout({2, 1, 1}).str());
+  EXPECT_EQ(zero.parallel.dp_stage, dist::DpStage::Bucketed);
+  EXPECT_EQ(zero.parallel.bucket_bytes, int64_t{1} << 19);
+  EXPECT_EQ(zero.step.accum_steps, 4);  // 256 tokens = 4 x (2 rows x 16 tokens x 2 ranks)
+  EXPECT_EQ(zero.memory.zero, 3);
+  EXPECT_TRUE(zero.memory.zero_prefetch);
+  // gpt2_train's defaults for the layout's flags.
+  const RunConfig plain = run_config_from_settings(
+      staircase::parse_settings({"--model", "tiny", "--batch", "2", "--seq", "16"}), Device::cpu());
+  EXPECT_EQ(plain.parallel.layout.ranks(), 1);
+  EXPECT_EQ(plain.parallel.dp_stage, dist::DpStage::Overlap);
+  EXPECT_EQ(plain.parallel.pp_schedule, ch08::PpSchedule::OneFOneB);
+  // A pipeline's step is its --micro-batches; --total-batch-tokens may say the same, not another number.
+  const auto pipeline = [](const std::string& total) {
+    return run_config_from_settings(
+        staircase::parse_settings({"--model", "tiny", "--batch", "2", "--seq", "16", "--pp", "2", "--micro-batches",
+                                   "3", "--pp-schedule", "gpipe", "--total-batch-tokens", total}),
+        Device::cpu());
+  };
+  EXPECT_EQ(pipeline("0").step.accum_steps, 3);
+  EXPECT_EQ(pipeline("96").step.accum_steps, 3);
+  EXPECT_EQ(pipeline("96").parallel.pp_schedule, ch08::PpSchedule::GPipe);
+  testing::expect_error([&] { pipeline("64"); }, ErrorKind::InvalidArgument,
+                        {"--total-batch-tokens 64 is 2 micro-batches per step, but --micro-batches is 3"});
+  // The tokens must be whole global micro-batches: 2 x 16 x 2 ranks = 64.
+  testing::expect_error(
+      [] {
+        run_config_from_settings(staircase::parse_settings({"--model", "tiny", "--batch", "2", "--seq", "16", "--dp",
+                                                            "2", "--total-batch-tokens", "96"}),
+                                 Device::cpu());
+      },
+      ErrorKind::InvalidArgument, {"is not a multiple of --batch x --seq x dp = 2 x 16 x 2 = 64"});
+  // A model with no name comes from the caller.
+  const GPT2Config unnamed = test::tiny_gpt2_config(200);
+  EXPECT_EQ(run_config_from_settings(staircase::parse_settings({"--batch", "2", "--seq", "16"}), Device::cpu(), unnamed)
+                .model,
+            unnamed);
 }
 
 TEST(RunConfig, OneProcessRefusesALayoutOfManyRanks) {

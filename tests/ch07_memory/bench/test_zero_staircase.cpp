@@ -9,7 +9,7 @@
 
 #include <cstdio>
 
-#include "ch07_memory/zero_staircase.h"
+#include "ch07_memory/bench/zero_staircase.h"
 #include "common/core/parallel.h"
 #include "tests/ch07_memory/step_fixture.h"
 #include "tests/common/comm/mpi_test.h"
