@@ -1,8 +1,6 @@
 // The optimizer-in-backward step: per-parameter updates from gradient hooks (see optimizer_in_backward.h).
 #include "ch07_memory/optimizer_in_backward.h"
 
-#include <cmath>
-
 #include "common/core/error.h"
 #include "common/ops/reduce.h"
 
@@ -42,7 +40,7 @@ void OptimizerInBackwardStep::run_micro_batches(const BatchSource& next_batch, T
             "--optimizer-in-backward: fp16's dynamic loss scaling skips a step whose gradients overflow, but the "
             "updates run during backward, before the overflow is known; use --dtype bf16 or fp32");
   lr_ = static_cast<float>(result.lr);
-  sum_squares_ = 0;
+  sum_squares_ = Tensor::zeros({1}, DType::F32, model().device());
   updated_.assign(updated_.size(), false);
   optimizer().begin_step();
   TrainStep::run_micro_batches(next_batch, result);
@@ -52,14 +50,14 @@ void OptimizerInBackwardStep::on_gradient_final(size_t index) {
   const ParamInfo& p = model().parameters().infos()[index];
   const Var& var = model().parameters().var(p.name);
   const Tensor& grad = var.grad();
-  sum_squares_ += ops::sum_squares(grad);
+  ops::accumulate_sum_squares(sum_squares_, grad);  // on the device: backward goes on without a host read
   optimizer().update(p.name, grad, lr_);
   var.bind_grad(Tensor());  // the gradient's memory goes back now, not at the end of the step
   updated_[index] = true;
 }
 
 void OptimizerInBackwardStep::compute_gradient_norm(double loss_scale) {
-  write_gradient_norm(std::sqrt(sum_squares_), loss_scale);
+  write_gradient_norm(sum_squares_, loss_scale);
 }
 
 void OptimizerInBackwardStep::optimizer_step(double) {

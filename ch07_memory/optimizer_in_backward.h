@@ -40,7 +40,8 @@ class OptimizerInBackwardStep : public TrainStep {
   OptimizerInBackwardStep(GPT2& model, AdamW& optimizer, TrainStepConfig config);
   ~OptimizerInBackwardStep() override;  // removes the hooks
   std::string capture_blocker() const override {
-    return "the optimizer in backward sums the gradient norm on the host as backward goes";
+    return "the optimizer in backward updates each parameter from its gradient hook, which the step does not "
+           "capture yet";
   }
 
  protected:
@@ -54,7 +55,7 @@ class OptimizerInBackwardStep : public TrainStep {
   void on_gradient_final(size_t index);
 
   float lr_ = 0;
-  double sum_squares_ = 0;     // of the gradients final so far in this step
+  Tensor sum_squares_;         // of the gradients final so far in this step ([1] f32 on the device)
   std::vector<bool> updated_;  // per parameter, in this step
 };
 

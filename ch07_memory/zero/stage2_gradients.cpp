@@ -152,10 +152,11 @@ void ZeroStage2Step::reduce_bucket(size_t index) {
 }
 
 void ZeroStage2Step::compute_gradient_norm(double loss_scale) {
-  Tensor sum_squares = Tensor::from_floats(std::vector<float>{static_cast<float>(ops::sum_squares(gradient_shard_))},
-                                           {1}, model().device());
+  // Each rank's shard's sum of squares, added over the ranks on the device: nothing is read back.
+  const Tensor sum_squares = Tensor::zeros({1}, DType::F32, model().device());
+  ops::accumulate_sum_squares(sum_squares, gradient_shard_);
   group_.all_reduce(sum_squares, comm::ReduceOp::Sum);
-  write_gradient_norm(std::sqrt(static_cast<double>(sum_squares.to_floats()[0])), loss_scale);
+  write_gradient_norm(sum_squares, loss_scale);
 }
 
 void ZeroStage2Step::optimizer_step(double lr) {

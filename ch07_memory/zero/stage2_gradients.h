@@ -52,7 +52,9 @@ class ZeroStage2Step : public TrainStep {
 
   // This rank's averaged gradients of its shard after a step, laid out as the optimizer's moments.
   const Tensor& gradient_shard() const { return gradient_shard_; }
-  std::string capture_blocker() const override { return "ZeRO sums the gradient norm across ranks on the host"; }
+  std::string capture_blocker() const override {
+    return "ZeRO reduce-scatters the gradients between ranks, which the step does not capture yet";
+  }
 
  protected:
   static constexpr size_t kNone = static_cast<size_t>(-1);  // no bucket, no unit

@@ -66,7 +66,7 @@ void PipelineStep::reduce_gradients() {
 }
 
 void PipelineStep::compute_gradient_norm(double loss_scale) {
-  write_gradient_norm(tp::model_parallel_gradient_norm(model(), context_), loss_scale);
+  write_gradient_norm(tp::model_parallel_sum_squares(model(), context_), loss_scale);
 }
 
 }  // namespace lab::ch08::pp

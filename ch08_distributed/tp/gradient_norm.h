@@ -15,10 +15,9 @@
 
 namespace lab::ch08::tp {
 
-// The sum of squared gradients of the parameters this rank counts (see above), in double.
-double counted_sum_squares(const GPT2& model);
-
-// sqrt of counted_sum_squares summed over context.tp() and context.pp(). Collective over both groups.
-double model_parallel_gradient_norm(const GPT2& model, const comm::ParallelContext& context);
+// The sum of squared gradients of the whole model, as one f32 on the model's device (nothing is read back): each
+// rank adds the squares of the gradients it counts (see above), parameter by parameter, and the sums are
+// all-reduced over context.tp() and context.pp(). Collective over both groups.
+Tensor model_parallel_sum_squares(const GPT2& model, const comm::ParallelContext& context);
 
 }  // namespace lab::ch08::tp

@@ -6,7 +6,7 @@
 namespace lab::ch08::tp {
 
 void TensorParallelStep::compute_gradient_norm(double loss_scale) {
-  write_gradient_norm(model_parallel_gradient_norm(model(), context_), loss_scale);
+  write_gradient_norm(model_parallel_sum_squares(model(), context_), loss_scale);
 }
 
 }  // namespace lab::ch08::tp

@@ -41,4 +41,22 @@ void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_
   LAB_DISPATCH(grads.device(), gradient_norm_and_scale, out, grads, max_norm, loss_scale);
 }
 
+void accumulate_sum_squares(const Tensor& total, const Tensor& x) {
+  x.check_dtype(DType::F32, "accumulate_sum_squares");
+  total.check_dtype(DType::F32, "accumulate_sum_squares total");
+  LAB_CHECK(total.numel() >= 1, InvalidArgument, "accumulate_sum_squares: an empty total");
+  check_same_device({&x, &total}, "accumulate_sum_squares");
+  LAB_DISPATCH(x.device(), accumulate_sum_squares, total, x);
+}
+
+void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, double loss_scale) {
+  sum_squares.check_dtype(DType::F32, "norm_and_scale sum of squares");
+  out.check_dtype(DType::F32, "norm_and_scale out");
+  LAB_CHECK(sum_squares.numel() >= 1, InvalidArgument, "norm_and_scale: an empty sum of squares");
+  LAB_CHECK(out.numel() >= 2, InvalidArgument, "norm_and_scale: out holds ", out.numel(), " elements, not 2");
+  LAB_CHECK(loss_scale > 0, InvalidArgument, "norm_and_scale: loss scale ", loss_scale);
+  check_same_device({&sum_squares, &out}, "norm_and_scale");
+  LAB_DISPATCH(out.device(), norm_and_scale, out, sum_squares, max_norm, loss_scale);
+}
+
 }  // namespace lab::ops

@@ -12,6 +12,12 @@
 //                                               the numbers a host computes from sum_squares(), in the same double
 //                                               arithmetic, so the update's bits do not depend on where they were
 //                                               computed
+//   accumulate_sum_squares(total, x)            total[0] += sum_squares(x)   (in double, the total in f32)
+//   norm_and_scale(out, sum_squares, max_norm, loss_scale)
+//                                               out as gradient_norm_and_scale writes it, from a sum of squares
+//                                               already on the device (its first f32): the steps whose gradients
+//                                               are split across ranks add their partial sums there (an
+//                                               all-reduce of one float) instead of on the host
 // total and out are f32 tensors of at least one and two elements, on the device of x and grads.
 #pragma once
 
@@ -23,6 +29,8 @@ double sum_squares(const Tensor& x);
 double sum(const Tensor& x);
 void accumulate_sum(const Tensor& total, const Tensor& x, double weight);
 void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, double loss_scale);
+void accumulate_sum_squares(const Tensor& total, const Tensor& x);
+void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, double loss_scale);
 
 // Global-norm clipping's factor: min(1, max_norm / (norm + 1e-6)); 1 when max_norm <= 0 (clipping off) or the norm
 // is NaN.
@@ -41,12 +49,16 @@ double sum_squares(const Tensor& x);
 double sum(const Tensor& x);
 void accumulate_sum(const Tensor& total, const Tensor& x, double weight);
 void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, double loss_scale);
+void accumulate_sum_squares(const Tensor& total, const Tensor& x);
+void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, double loss_scale);
 }  // namespace cpu
 namespace cuda {
 double sum_squares(const Tensor& x);
 double sum(const Tensor& x);
 void accumulate_sum(const Tensor& total, const Tensor& x, double weight);
 void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, double loss_scale);
+void accumulate_sum_squares(const Tensor& total, const Tensor& x);
+void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, double loss_scale);
 }  // namespace cuda
 
 }  // namespace lab::ops

@@ -125,10 +125,8 @@ void TrainStep::write_loss(double loss) {
   loss_sum_.copy_from(Tensor::from_floats(std::vector<float>{static_cast<float>(loss)}, {1}));
 }
 
-void TrainStep::write_gradient_norm(double norm, double loss_scale) {
-  const std::vector<float> values{static_cast<float>(norm / loss_scale),
-                                  ops::clip_scale(norm / loss_scale, config_.grad_clip, loss_scale)};
-  scalars_.view(kGradNorm, {2}).copy_from(Tensor::from_floats(values, {2}));
+void TrainStep::write_gradient_norm(const Tensor& sum_squares, double loss_scale) {
+  ops::norm_and_scale(scalars_.view(kGradNorm, {2}), sum_squares, config_.grad_clip, loss_scale);
 }
 
 float TrainStep::loss_gradient_scale() const {

@@ -28,9 +28,10 @@
 // and the loss scale's removal), live in one small f32 tensor on the model's device, written by the ops that
 // compute them and read by AdamW there (ops::GradScale); report() reads them, once, and waits for the step.
 // run() is the two. What still reads back inside enqueue(): fp16's loss scaling (whether to skip the update is
-// decided on the host), the steps whose norm is summed across ranks on the host (write_gradient_norm), the
-// pipeline's loss and the offloaded optimizer (its update runs on the CPU). On the CPU the losses and weights are
-// bitwise those of reading back, as the same double arithmetic runs in the same order. A step that reads nothing
+// decided on the host), the pipeline's loss and the offloaded optimizer (its update runs on the CPU). The steps
+// whose gradients are spread over ranks (ZeRO-2 and 3, tensor and pipeline parallelism) add their partial sums of
+// squares on the device and all-reduce that one float there (write_gradient_norm). On the CPU the losses and weights
+// are bitwise those of reading back, as the same double arithmetic runs in the same order. A step that reads nothing
 // back can be captured in a CUDA graph and replayed (chapter 9: ch09_advanced/graphed_step.h); capture_blocker()
 // says why one cannot.
 //
@@ -134,8 +135,8 @@ class TrainStep {
   virtual void reduce_gradients() {}
   // Writes the norm of the gradients divided by `loss_scale`, and the update's gradient scale (clipping at
   // config().grad_clip, times 1 / loss_scale), into the step's scalars. By default on the device from the flat
-  // gradient buffer; a step whose gradients are spread over ranks sums them on the host and calls
-  // write_gradient_norm.
+  // gradient buffer; a step whose gradients are spread over ranks adds its partial sums of squares into a device
+  // float (ops::accumulate_sum_squares), all-reduces it and calls write_gradient_norm.
   virtual void compute_gradient_norm(double loss_scale);
   // The update at learning rate `lr`, its gradient scale grad_scale() (read on the device).
   virtual void optimizer_step(double lr);
@@ -144,11 +145,12 @@ class TrainStep {
   // and the update's gradient scale for AdamW (ops::GradScale over the scalars' tensor).
   const Tensor& loss_sum() const { return loss_sum_; }
   ops::GradScale grad_scale() const { return ops::GradScale(grad_scale_); }
-  // For steps that compute them on the host: the step's loss (replacing the sum); the norm `norm` of the gradients
-  // as backward made them (times the loss scale), which the scalars keep divided by `loss_scale`, with the
-  // gradient scale that follows (ops::clip_scale).
+  // For a step that computes its loss on the host: the step's loss (replacing the sum).
   void write_loss(double loss);
-  void write_gradient_norm(double norm, double loss_scale);
+  // From `sum_squares` (its first f32, on the model's device: the gradients' sum of squares as backward made them,
+  // times the loss scale squared), on the device: the norm divided by `loss_scale`, and the gradient scale that
+  // follows (ops::norm_and_scale).
+  void write_gradient_norm(const Tensor& sum_squares, double loss_scale);
 
   // What a micro-batch's backward multiplies the mean loss's gradient by: 1/accum_steps, times the loss scale.
   float loss_gradient_scale() const;

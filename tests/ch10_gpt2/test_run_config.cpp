@@ -4,6 +4,7 @@
 // and gpt2_step_bench build through it: their own tests run every rung end to end.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "ch07_memory/optimizer_in_backward.h"
 #include "ch10_gpt2/run_config.h"
 #include "ch10_gpt2/run_settings.h"
+#include "common/core/step_profile.h"
 #include "tests/common/expect_error.h"
 #include "tests/support/test_support.h"
 
@@ -295,6 +297,47 @@ TEST(RunConfig, FromALayoutRungsSettings) {
   EXPECT_EQ(run_config_from_settings(staircase::parse_settings({"--batch", "2", "--seq", "16"}), Device::cpu(), unnamed)
                 .model,
             unnamed);
+}
+
+// The steps whose gradients are sharded or freed as backward goes take their norm on the device like the plain
+// step: enqueue() runs no reduction that returns to the host (sum_squares), and the losses and norms are the plain
+// step's (the gradients are the same; the norm's sum of squares is added in another order, within f32 rounding).
+TEST(RunConfig, StepsWithShardedOrFreedGradientsReadNoNormBack) {
+  RunConfig plain = tiny_run();
+  plain.step.grad_clip = 0;  // the optimizer in backward cannot clip
+  const std::vector<MicroBatch> batches = random_batches(2, 200, 4);
+  struct Variant {
+    const char* name;
+    std::function<void(RunConfig&)> set;
+  };
+  const Variant variants[] = {{"plain", [](RunConfig&) {}},
+                              {"zero 2", [](RunConfig& c) { c.memory.zero = 2; }},
+                              {"zero 3", [](RunConfig& c) { c.memory.zero = 3; }},
+                              {"optimizer in backward", [](RunConfig& c) { c.memory.optimizer_in_backward = true; }}};
+  std::vector<TrainStepResult> reference;
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    RunConfig config = plain;
+    v.set(config);
+    TrainingRun run = build_run(config);
+    for (size_t s = 0; s < batches.size(); ++s) {
+      StepProfile profile;
+      run.step->enqueue([&] { return batches[s]; }, 1e-3);
+      profile.close();
+      const TrainStepResult r = run.step->report();
+      std::vector<std::string> ops;
+      for (const ProfileRow& row : profile.rows(ProfileKind::Op)) ops.push_back(row.name);
+      EXPECT_EQ(std::count(ops.begin(), ops.end(), "sum_squares"), 0) << "a norm read back in enqueue()";
+      if (reference.size() < batches.size()) {
+        reference.push_back(r);
+        continue;
+      }
+      EXPECT_GT(std::count(ops.begin(), ops.end(), "accumulate_sum_squares"), 0);
+      EXPECT_EQ(std::count(ops.begin(), ops.end(), "norm_and_scale"), 1);
+      EXPECT_FLOAT_EQ(static_cast<float>(r.loss), static_cast<float>(reference[s].loss)) << "step " << s;
+      EXPECT_NEAR(r.grad_norm, reference[s].grad_norm, 1e-6 * reference[s].grad_norm) << "step " << s;
+    }
+  }
 }
 
 TEST(RunConfig, OneProcessRefusesALayoutOfManyRanks) {

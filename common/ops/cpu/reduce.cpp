@@ -46,11 +46,29 @@ void accumulate_sum(const Tensor& total, const Tensor& x, double weight) {
   t = static_cast<float>(static_cast<double>(t) + weight * chunked_sum<false>(x));
 }
 
-void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, double loss_scale) {
-  const double norm = std::sqrt(chunked_sum<true>(grads)) / loss_scale;
+namespace {
+
+// out[0] = sqrt(sum_squares) / loss_scale, out[1] = clip_scale of it: the numbers of every gradient norm.
+void write_norm_and_scale(const Tensor& out, double sum_squares, double max_norm, double loss_scale) {
+  const double norm = std::sqrt(sum_squares) / loss_scale;
   float* o = out.data<float>();
   o[0] = static_cast<float>(norm);
   o[1] = clip_scale(norm, max_norm, loss_scale);
+}
+
+}  // namespace
+
+void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, double loss_scale) {
+  write_norm_and_scale(out, chunked_sum<true>(grads), max_norm, loss_scale);
+}
+
+void accumulate_sum_squares(const Tensor& total, const Tensor& x) {
+  float& t = total.data<float>()[0];
+  t = static_cast<float>(static_cast<double>(t) + chunked_sum<true>(x));
+}
+
+void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, double loss_scale) {
+  write_norm_and_scale(out, static_cast<double>(sum_squares.data<float>()[0]), max_norm, loss_scale);
 }
 
 }  // namespace lab::ops::cpu

@@ -106,4 +106,18 @@ void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_
              partials.numel(), max_norm, loss_scale);
 }
 
+void accumulate_sum_squares(const Tensor& total, const Tensor& x) {
+  const Tensor partials = partial_sums<true>(x);
+  LaunchScope scope(x);
+  LAB_LAUNCH(accumulate_sum_kernel, {1, 1, 0, scope.stream()}, total.data<float>(), partials.data<float>(),
+             partials.numel(), 1.0);
+}
+
+// The sum of squares is one "partial sum" for the kernel above: the norm is sqrt(double(sum_squares[0])).
+void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, double loss_scale) {
+  LaunchScope scope(out);
+  LAB_LAUNCH(norm_and_scale_kernel, {1, 1, 0, scope.stream()}, out.data<float>(), sum_squares.data<float>(), int64_t{1},
+             max_norm, loss_scale);
+}
+
 }  // namespace lab::ops::cuda

@@ -617,6 +617,29 @@ TEST_P(ReduceTest, SumAndSumOfSquaresMatchCpu) {
   EXPECT_NEAR(ops::sum_squares(x_gpu), squares, tol * squares);
 }
 
+// The reductions that stay on the device for the steps whose gradients are split across ranks: each partial sum
+// of squares added into an f32 total (in double, as sum_squares adds its blocks), and the norm and the update's
+// scale from that total in the host's double arithmetic, bit for bit.
+TEST_P(ReduceTest, SumsOfSquaresAddUpOnTheDeviceAndGiveTheHostsNormAndScale) {
+  const int64_t n = GetParam().n;
+  const Tensor x_gpu = on_gpu(random_normal({n}, rng_)), y_gpu = on_gpu(random_normal({n + 3}, rng_));
+  const Tensor total = Tensor::zeros({1}, DType::F32, kGpu);
+  ops::accumulate_sum_squares(total, x_gpu);
+  const auto after_x = static_cast<float>(ops::sum_squares(x_gpu));
+  EXPECT_EQ(total.to_floats()[0], after_x);
+  ops::accumulate_sum_squares(total, y_gpu);
+  const auto both = static_cast<float>(static_cast<double>(after_x) + ops::sum_squares(y_gpu));
+  EXPECT_EQ(total.to_floats()[0], both);
+  for (const double max_norm : {0.0, 1.0, 1e9}) {
+    const double loss_scale = 4.0;
+    const Tensor out = Tensor::zeros({2}, DType::F32, kGpu);
+    ops::norm_and_scale(out, total, max_norm, loss_scale);
+    const double norm = std::sqrt(static_cast<double>(both)) / loss_scale;
+    EXPECT_EQ(out.to_floats()[0], static_cast<float>(norm)) << max_norm;
+    EXPECT_EQ(out.to_floats()[1], ops::clip_scale(norm, max_norm, loss_scale)) << max_norm;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, ReduceTest,
                          ::testing::Values(ElementwiseCase{1}, ElementwiseCase{1000}, ElementwiseCase{262143},
                                            ElementwiseCase{(1 << 22) + 5}));
