@@ -15,8 +15,9 @@
 
 namespace lab::ch07 {
 
-// Micro-batches per optimizer step: total_batch_tokens / (micro_batch_rows x seq), or 1 when total_batch_tokens is
-// 0. InvalidArgument when it is not a whole multiple.
-int64_t micro_batches_per_step(int64_t total_batch_tokens, int64_t micro_batch_rows, int64_t seq);
+// Micro-batches per optimizer step on each of `ranks` data-parallel ranks: total_batch_tokens / (micro_batch_rows x
+// seq x ranks), or 1 when total_batch_tokens is 0. InvalidArgument, naming the flags, when it is not a whole
+// multiple.
+int64_t micro_batches_per_step(int64_t total_batch_tokens, int64_t micro_batch_rows, int64_t seq, int64_t ranks = 1);
 
 }  // namespace lab::ch07

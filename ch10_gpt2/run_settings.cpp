@@ -1,6 +1,7 @@
 // A rung's settings as a RunConfig, and one rung measured through build_run (see run_settings.h).
 #include "ch10_gpt2/run_settings.h"
 
+#include "ch07_memory/gradient_accumulation.h"
 #include "ch07_memory/memory_staircase.h"
 #include "common/comm/single_process.h"
 
@@ -8,12 +9,8 @@ namespace lab {
 
 int64_t micro_batches_per_rank_step(int64_t total_batch_tokens, int64_t batch, int64_t seq,
                                     const ch08::ParallelOptions& parallel) {
-  LAB_CHECK(batch > 0 && seq > 0, InvalidArgument, "micro-batch of ", batch, " x ", seq, " tokens");
-  const int64_t global_micro_tokens = batch * seq * parallel.layout.dp;
-  LAB_CHECK(total_batch_tokens >= 0 && total_batch_tokens % global_micro_tokens == 0, InvalidArgument,
-            "--total-batch-tokens ", total_batch_tokens, " is not a multiple of --batch x --seq x dp = ", batch, " x ",
-            seq, " x ", parallel.layout.dp, " = ", global_micro_tokens);
-  const int64_t micro_per_step = total_batch_tokens > 0 ? total_batch_tokens / global_micro_tokens : 1;
+  const int64_t micro_per_step =
+      ch07::micro_batches_per_step(total_batch_tokens, batch, seq, parallel.layout.dp);  // the accumulation rung's
   if (parallel.layout.pp == 1) return micro_per_step;
   LAB_CHECK(total_batch_tokens == 0 || micro_per_step == parallel.micro_batches, InvalidArgument,
             "--total-batch-tokens ", total_batch_tokens, " is ", micro_per_step,

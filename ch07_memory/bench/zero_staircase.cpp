@@ -2,22 +2,12 @@
 // against (see zero_staircase.h).
 #include "ch07_memory/bench/zero_staircase.h"
 
-#include <cmath>
 #include <cstdio>
 
 #include "ch10_gpt2/run_settings.h"
 #include "common/core/error.h"
 
 namespace lab::ch07 {
-
-namespace {
-
-int64_t rung_bucket_bytes(const staircase::Settings& settings) {
-  return static_cast<int64_t>(
-      std::llround(std::stod(setting_or(settings, "bucket-mb", "25")) * static_cast<double>(1 << 20)));
-}
-
-}  // namespace
 
 staircase::Staircase zero_staircase(const ZeroBenchConfig& config, int ranks) {
   const MemoryBenchConfig& c = config.memory;
@@ -77,12 +67,12 @@ ZeroStaircaseReport run_zero_staircase(comm::Communicator& group, const ZeroBenc
         return measured;
       },
       on_rung);
-  const GPT2Config model = config.model_config ? *config.model_config : GPT2Config::from_name(config.memory.model);
   for (const staircase::Rung& rung : stairs.rungs) {
-    const staircase::Settings settings = staircase::parse_settings(stairs.flags_for(rung));
-    const ZeroSetting setting{static_cast<int>(int_setting(settings, "zero")), group.size(),
-                              rung_bucket_bytes(settings), setting_or(settings, "zero-prefetch", "false") == "true"};
-    out.theory.push_back(zero_state_theory(model, out.parameters, setting));
+    const RunConfig run = run_config_from_settings(staircase::parse_settings(stairs.flags_for(rung)),
+                                                   config.memory.device, config.model_config);
+    const ZeroSetting setting{run.memory.zero, run.parallel.layout.dp, run.parallel.bucket_bytes,
+                              run.memory.zero_prefetch};
+    out.theory.push_back(zero_state_theory(run.model, out.parameters, setting));
   }
   return out;
 }
