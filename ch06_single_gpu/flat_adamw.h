@@ -1,6 +1,7 @@
 // AdamW over the flat parameter buffer in one pass: the AdamW lab's fastest versions (kernels/05_adamw), kept
 // here tested against the core's update. The trainer does not call them: its optimizer, in every precision and
-// with --kernels fused, is the core's lab::AdamW, which already updates the flat buffer in one pass (the lab's v3).
+// with --kernels fused, is the core's lab::AdamW, which already updates the flat buffer in one pass (the lab's v3)
+// and, under mixed precision, rounds the model's 16-bit copy of the weights in that pass too (common/ops/adamw.h).
 //
 // The update of each element is common/ops/adamw.h's (PyTorch semantics: decoupled weight decay, bias
 // correction, gradients multiplied by grad_scale first), and so is the weight decay: by ranges of the flat buffer

@@ -50,8 +50,8 @@ void OptimizerInBackwardStep::on_gradient_final(size_t index) {
   const ParamInfo& p = model().parameters().infos()[index];
   const Var& var = model().parameters().var(p.name);
   const Tensor& grad = var.grad();
-  ops::accumulate_sum_squares(sum_squares_, grad);  // on the device: backward goes on without a host read
-  optimizer().update(p.name, grad, lr_);
+  ops::accumulate_sum_squares(sum_squares_, grad);                // on the device: backward goes on without a host read
+  optimizer().update(p.name, grad, lr_, model().params_16bit());  // the 16-bit copy too (writes_16bit_copy())
   var.bind_grad(Tensor());  // the gradient's memory goes back now, not at the end of the step
   updated_[index] = true;
 }

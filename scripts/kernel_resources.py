@@ -68,7 +68,7 @@ BLOCK_THREADS = {
     "gelu_backward_pieces_kernel": 256,
     "layernorm_forward_kernel": 256,
     "layernorm_backward_dx_kernel": 256,
-    "layernorm_backward_dx_pieces_kernel": 256,
+    "layernorm_backward_pieces_kernel": 128,
     "column_partial_sums_kernel": 512,
     "column_piece_partial_sums_kernel": 512,
     "column_totals_kernel": 256,

@@ -74,8 +74,11 @@ class GPT2 {
   void set_matmul_dtype(DType dtype);
   DType matmul_dtype() const { return matmul_dtype_; }
   // Refills the 16-bit copy from the fp32 weights (one pass over the flat buffer): after every change to them,
-  // the optimizer's step (TrainStep does it) or loading weights. Nothing for fp32.
+  // the optimizer's step or loading weights. Nothing for fp32. (TrainStep has AdamW write the copy in its own pass
+  // where it can: AdamW::step_with_16bit_copy.)
   void refresh_matmul_weights();
+  // The 16-bit copy itself, parallel to the flat parameter buffer (undefined for fp32).
+  const Tensor& params_16bit() const { return params_16bit_; }
 
   const GPT2Config& config() const { return config_; }
   const ModelShard& shard() const { return shard_; }

@@ -3,8 +3,8 @@
 //   forward:   out = round(x) @ weight_16bit^T + bias       (out, bias fp32; round: to weight_16bit's dtype)
 //   backward:  dx += round(dout) @ weight_16bit;  dweight += round(dout)^T @ round(x);  dbias += sum dout
 //
-// weight_16bit is the bf16 or fp16 copy of the fp32 parameter `weight` (GPT2 keeps it in a flat buffer and
-// refreshes it after every optimizer step); the gradient goes to the fp32 parameter, and AdamW updates the fp32
+// weight_16bit is the bf16 or fp16 copy of the fp32 parameter `weight` (GPT2 keeps it in a flat buffer, which
+// every optimizer step rounds anew); the gradient goes to the fp32 parameter, and AdamW updates the fp32
 // master weights. Every product therefore sees exactly what a GPU's 16-bit GEMM sees (common/ops/linear.h).
 //
 // What is kept for backward: the handles of x, weight and bias, as in the fp32 layer. The input is rounded

@@ -17,7 +17,7 @@ std::vector<float> adamw_step_values(const AdamWHyper& hyper) {
 }
 
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  const GradScale& grad_scale, const std::vector<ElementRange>& decay) {
+                  const GradScale& grad_scale, const std::vector<ElementRange>& decay, const Tensor& params_16bit) {
   for (const Tensor* t : {&params, &grads, &m, &v}) {
     t->check_dtype(DType::F32, "adamw_update");
     LAB_CHECK(t->numel() == params.numel(), InvalidArgument, "adamw_update: buffers of different sizes (", t->numel(),
@@ -41,8 +41,15 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
     grad_scale.on_device.check_dtype(DType::F32, "adamw_update grad_scale");
     LAB_CHECK(grad_scale.on_device.numel() >= 1, InvalidArgument, "adamw_update: an empty grad_scale tensor");
   }
-  check_same_device({&params, &grads, &m, &v, &grad_scale.on_device, &hyper.step_values}, "adamw_update");
-  LAB_DISPATCH(params.device(), adamw_update, params, grads, m, v, hyper, grad_scale, decay);
+  if (params_16bit.defined()) {
+    LAB_CHECK(params_16bit.dtype() == DType::BF16 || params_16bit.dtype() == DType::F16, InvalidArgument,
+              "adamw_update: the parameters' 16-bit copy must be bf16 or f16, got ", dtype_name(params_16bit.dtype()));
+    LAB_CHECK(params_16bit.numel() == params.numel(), InvalidArgument, "adamw_update: a 16-bit copy of ",
+              params_16bit.numel(), " elements for ", params.numel(), " parameters");
+  }
+  check_same_device({&params, &grads, &m, &v, &grad_scale.on_device, &hyper.step_values, &params_16bit},
+                    "adamw_update");
+  LAB_DISPATCH(params.device(), adamw_update, params, grads, m, v, hyper, grad_scale, decay, params_16bit);
 }
 
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,

@@ -6,6 +6,11 @@
 // (and loss-scale removal) into the same pass over memory, as a number or read from device memory (GradScale).
 // params, grads, m, v: equal element counts, f32.
 //
+// Mixed precision keeps a 16-bit copy of the weights for its matmuls (GPT2::set_matmul_dtype), which every update
+// changes. Given that copy (params_16bit: bf16 or f16, params' element count), the update also writes each updated
+// parameter there, rounded to nearest even as ops::convert rounds it, in the same pass: the copy stays current
+// without a conversion pass of its own, which would read the 4-byte parameters again.
+//
 // The decayed ranges are how a whole model's flat buffer is updated in one pass although its 2-D weights
 // (decayed) and its biases and LayerNorm parameters (not decayed) alternate, as they do in backward order
 // (common/nn/parameters.h). The form without ranges decays every element.
@@ -48,16 +53,19 @@ struct AdamWHyper {
 enum AdamWStepValue : int64_t { kStepLr, kStepBiasCorrection1, kStepBiasCorrection2, kStepValues };
 std::vector<float> adamw_step_values(const AdamWHyper& hyper);
 
-// `decay`: sorted, disjoint ranges inside [0, params.numel()) (InvalidArgument otherwise).
+// `decay`: sorted, disjoint ranges inside [0, params.numel()) (InvalidArgument otherwise); `params_16bit`: undefined,
+// or the 16-bit copy (above) on params' device.
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  const GradScale& grad_scale, const std::vector<ElementRange>& decay);
+                  const GradScale& grad_scale, const std::vector<ElementRange>& decay,
+                  const Tensor& params_16bit = Tensor());
 // Every element decays with hyper.weight_decay.
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
                   const GradScale& grad_scale);
 
 namespace cpu {
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  const GradScale& grad_scale, const std::vector<ElementRange>& decay);
+                  const GradScale& grad_scale, const std::vector<ElementRange>& decay,
+                  const Tensor& params_16bit = Tensor());
 inline void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
                          const AdamWHyper& hyper, const GradScale& grad_scale) {
   cpu::adamw_update(params, grads, m, v, hyper, grad_scale, {{0, params.numel()}});
@@ -65,7 +73,8 @@ inline void adamw_update(const Tensor& params, const Tensor& grads, const Tensor
 }  // namespace cpu
 namespace cuda {
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  const GradScale& grad_scale, const std::vector<ElementRange>& decay);
+                  const GradScale& grad_scale, const std::vector<ElementRange>& decay,
+                  const Tensor& params_16bit = Tensor());
 inline void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
                          const AdamWHyper& hyper, const GradScale& grad_scale) {
   cuda::adamw_update(params, grads, m, v, hyper, grad_scale, {{0, params.numel()}});

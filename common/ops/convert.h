@@ -5,7 +5,7 @@
 // Rounding to 16 bits is to nearest, ties to even (common/core/dtype.h on the CPU, the CUDA intrinsics
 // __float2bfloat16_rn / __float2half_rn on the GPU: the same values); fp16 overflows to +-inf beyond 65504 and
 // NaN stays NaN. Widening is exact. Mixed precision (chapter 6) uses it to round GEMM inputs and to refresh the
-// low-precision copy of the weights after each optimizer step.
+// low-precision copy of the weights after an optimizer step that does not write it itself (common/ops/adamw.h).
 #pragma once
 
 #include "common/core/tensor.h"

@@ -102,13 +102,25 @@ void AdamW::stage_step(float lr) {
 }
 
 void AdamW::step(float lr, const ops::GradScale& grad_scale) {
+  whole_step(lr, grad_scale, Tensor());
+}
+
+void AdamW::step_with_16bit_copy(float lr, const ops::GradScale& grad_scale, const Tensor& params_16bit) {
+  LAB_CHECK(!sharded_ && !offloaded(), InvalidArgument, "AdamW::step_with_16bit_copy: a ",
+            sharded_ ? "sharded" : "offloaded", " optimizer does not update the whole buffer where its copy lives");
+  LAB_CHECK(params_16bit.defined(), InvalidArgument, "AdamW::step_with_16bit_copy: no 16-bit copy");
+  whole_step(lr, grad_scale, params_16bit);
+}
+
+void AdamW::whole_step(float lr, const ops::GradScale& grad_scale, const Tensor& params_16bit) {
   ++step_;
   if (offloaded()) {
     host_step(lr, grad_scale);
     return;
   }
   if (!sharded_) {  // the whole buffer in one pass
-    ops::adamw_update(params_.params(), params_.grads(), m_, v_, hyper(lr), grad_scale, params_.decay_ranges());
+    ops::adamw_update(params_.params(), params_.grads(), m_, v_, hyper(lr), grad_scale, params_.decay_ranges(),
+                      params_16bit);
     return;
   }
   int64_t state_offset = 0;
@@ -152,7 +164,7 @@ void AdamW::step(float lr, const ops::GradScale& grad_scale, const Tensor& owned
   }
 }
 
-void AdamW::update(const std::string& name, const Tensor& grad, float lr) {
+void AdamW::update(const std::string& name, const Tensor& grad, float lr, const Tensor& params_16bit) {
   LAB_CHECK(!sharded_ && !offloaded(), InvalidArgument, "AdamW::update('", name,
             "'): a sharded or offloaded optimizer updates whole steps only");
   LAB_CHECK(step_ >= 1, InvalidArgument, "AdamW::update('", name, "') before begin_step()");
@@ -160,7 +172,10 @@ void AdamW::update(const std::string& name, const Tensor& grad, float lr) {
             "'): the step values are staged on the device for whole steps only");
   const ParamInfo& p = params_.info(name);
   const ElementRange range{p.offset, p.offset + p.numel()};
-  update_range(range, flat_params(range), p.offset, grad.view(0, {p.numel()}), hyper(lr), 1.0f);
+  LAB_CHECK(!params_16bit.defined() || params_16bit.numel() == params_.numel(), InvalidArgument, "AdamW::update('",
+            name, "'): a 16-bit copy of ", params_16bit.numel(), " elements for ", params_.numel(), " parameters");
+  update_range(range, flat_params(range), p.offset, grad.view(0, {p.numel()}), hyper(lr), 1.0f,
+               params_16bit.defined() ? params_16bit.view(range.begin, {range.size()}) : Tensor());
 }
 
 Tensor AdamW::flat_params(const ElementRange& range) const {
@@ -168,11 +183,11 @@ Tensor AdamW::flat_params(const ElementRange& range) const {
 }
 
 void AdamW::update_range(const ElementRange& range, const Tensor& params, int64_t state_offset, const Tensor& grads,
-                         const ops::AdamWHyper& hyper, const ops::GradScale& grad_scale) {
+                         const ops::AdamWHyper& hyper, const ops::GradScale& grad_scale, const Tensor& copy) {
   if (range.size() == 0) return;
   const Shape shape{range.size()};
   ops::adamw_update(params, grads, m_.view(state_offset, shape), v_.view(state_offset, shape), hyper, grad_scale,
-                    decay_within(params_.decay_ranges(), range));
+                    decay_within(params_.decay_ranges(), range), copy);
 }
 
 Tensor AdamW::m(const std::string& name) const {

@@ -54,6 +54,11 @@ class AdamW {
   // the training step computed on the device (ops::GradScale). Reads the gradients of the owned ranges from the
   // store's flat gradient buffer.
   void step(float lr, const ops::GradScale& grad_scale = 1.0f);
+  // The same, also writing each updated parameter, rounded, into `params_16bit`: a 16-bit copy of the whole flat
+  // buffer (the model's, GPT2::params_16bit()), in the update's pass (ops/adamw.h), so that the copy needs no
+  // refresh of its own. InvalidArgument for a sharded or an offloaded optimizer (whose update does not see the
+  // whole buffer where the copy lives: refresh the copy after it).
+  void step_with_16bit_copy(float lr, const ops::GradScale& grad_scale, const Tensor& params_16bit);
   // The same with the owned ranges' gradients given as one buffer laid out as m and v (ZeRO-2's gradient shard).
   void step(float lr, const ops::GradScale& grad_scale, const Tensor& owned_grads);
   // The same with the owned ranges' parameters given as one buffer laid out as m and v too (ZeRO-3's parameter
@@ -62,8 +67,9 @@ class AdamW {
 
   // One parameter at a time: begin_step() starts the next step, update() applies it to the parameter `name`
   // with its gradient `grad` (InvalidArgument on a sharded optimizer).
+  // A defined `params_16bit`, the flat 16-bit copy as above, gets the parameter's rounded values too.
   void begin_step() { ++step_; }
-  void update(const std::string& name, const Tensor& grad, float lr);
+  void update(const std::string& name, const Tensor& grad, float lr, const Tensor& params_16bit = Tensor());
 
   // CUDA graphs (ch09_advanced/graphed_step.h): from the first call on, the update reads its learning rate and
   // bias corrections from a buffer on the parameters' device instead of taking them as numbers, so that an update
@@ -94,8 +100,11 @@ class AdamW {
  private:
   // Updates `params`, the parameters of the flat buffer's `range`, with `grads` (range.size() elements each) and
   // the moments at state_offset.
+  // `copy`: undefined, or the range's part of the 16-bit copy.
   void update_range(const ElementRange& range, const Tensor& params, int64_t state_offset, const Tensor& grads,
-                    const ops::AdamWHyper& hyper, const ops::GradScale& grad_scale);
+                    const ops::AdamWHyper& hyper, const ops::GradScale& grad_scale, const Tensor& copy = Tensor());
+  // step() and step_with_16bit_copy(), `params_16bit` undefined for step().
+  void whole_step(float lr, const ops::GradScale& grad_scale, const Tensor& params_16bit);
   // The flat buffer's `range` of the parameters.
   Tensor flat_params(const ElementRange& range) const;
   // The update's hyperparameters at learning rate `lr` and step step_, or with the staged step values.

@@ -62,7 +62,7 @@ void TrainStep::enqueue(const BatchSource& next_batch, double lr) {
   }
   if (!pending_.skipped) {
     optimizer_step(lr);
-    model_.refresh_matmul_weights();
+    if (!writes_16bit_copy()) model_.refresh_matmul_weights();
   }
   lap(pending_.optimizer_seconds);
 }
@@ -118,7 +118,14 @@ void TrainStep::compute_gradient_norm(double loss_scale) {
 }
 
 void TrainStep::optimizer_step(double lr) {
-  optimizer_.step(static_cast<float>(lr), grad_scale());
+  if (writes_16bit_copy())
+    optimizer_.step_with_16bit_copy(static_cast<float>(lr), grad_scale(), model_.params_16bit());
+  else
+    optimizer_.step(static_cast<float>(lr), grad_scale());
+}
+
+bool TrainStep::writes_16bit_copy() const {
+  return model_.params_16bit().defined() && !optimizer_.sharded() && !optimizer_.offloaded();
 }
 
 void TrainStep::write_loss(double loss) {

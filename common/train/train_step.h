@@ -42,7 +42,10 @@
 //
 // Mixed precision (chapter 6) lives in the model (GPT2::set_matmul_dtype: 16-bit matmul operands, fp32
 // everything else) and here:
-//   - after every optimizer step, enqueue() refreshes the model's 16-bit weight copy from the fp32 master weights;
+//   - every optimizer step leaves the model's 16-bit weight copy rounded from the fp32 master weights: AdamW writes
+//     it in its own pass where it updates the whole flat buffer on the model's device (the plain step, and the
+//     optimizer in backward parameter by parameter; writes_16bit_copy()), otherwise enqueue() refreshes it after
+//     the update (ZeRO's shards, the offloaded optimizer);
 //   - with loss scaling (fp16), forward_backward() scales the loss's gradient by the scale (through
 //     loss_gradient_scale(), which an override of forward_backward must use too), the norm is divided by
 //     it, and an inf/NaN norm (the norm is a sum of squares over the whole flat gradient buffer, on CPU and
@@ -138,8 +141,12 @@ class TrainStep {
   // gradient buffer; a step whose gradients are spread over ranks adds its partial sums of squares into a device
   // float (ops::accumulate_sum_squares), all-reduces it and calls write_gradient_norm.
   virtual void compute_gradient_norm(double loss_scale);
-  // The update at learning rate `lr`, its gradient scale grad_scale() (read on the device).
+  // The update at learning rate `lr`, its gradient scale grad_scale() (read on the device). With
+  // writes_16bit_copy(), it writes the model's 16-bit copy too (AdamW::step_with_16bit_copy).
   virtual void optimizer_step(double lr);
+  // Whether the optimizer writes the model's 16-bit weight copy in its update (mixed precision, an optimizer that is
+  // neither sharded nor offloaded), so that enqueue() need not refresh it after.
+  bool writes_16bit_copy() const;
 
   // The step's scalars: the loss sum ([1], the step's mean loss once every micro-batch has added its share),
   // and the update's gradient scale for AdamW (ops::GradScale over the scalars' tensor).

@@ -10,17 +10,19 @@ namespace lab {
 namespace {
 
 // Launches per block and outside the blocks at B = 2 (attention loops over the batch rows), fp32, the core's
-// kernels and attention. Per block, 49: 4 cublasLt matmul (the 4 linears forward, the bias added in the matmul's
+// kernels and attention. Per block, 47: 4 cublasLt matmul (the 4 linears forward, the bias added in the matmul's
 // epilogue), 8 cublasSgemm (the input's and the weight's gradient of each backward), 12 cublasSgemmStridedBatched
-// (attention: 2 products x 2 rows forward, 4 x 2 backward), 6 column_partial_sums_kernel + 6 column_totals_kernel
-// (the 4 bias gradients, the 2 LayerNorms' weight and bias gradients), 2 + 2 LayerNorm, 1 + 2 causal softmax,
-// 2 GELU, 4 residual. (53 before the bias moved into the matmul: a broadcast_bias_kernel per linear.)
-// Outside, 15: 2 embedding, 2 LayerNorm and 2 of its column sums (ln_f), the LM head's cublasLt matmul and 2
+// (attention: 2 products x 2 rows forward, 4 x 2 backward), 4 column_piece_partial_sums_kernel + 4
+// column_totals_kernel (the bias gradients), 2 LayerNorm forward, 2 layernorm_backward_pieces_kernel (dx, and the
+// partial sums of dw and db from the same loads) + 2 column_totals_kernel, 1 + 2 causal softmax, 2 GELU, 4 residual.
+// (53 before the bias moved into the matmul: a broadcast_bias_kernel per linear; 49 before the LayerNorm backward
+// took dw and db in dx's pass: a column_partial_sums_kernel of its own per LayerNorm.)
+// Outside, 14: 2 embedding, ln_f's forward, backward and column totals, the LM head's cublasLt matmul and 2
 // cublasSgemm, the fused classifier, the losses' sum and the gradient norm each as partial_sums_kernel and one
 // thread adding the partial sums on the device (accumulate_sum_kernel, norm_and_scale_kernel: the step reads nothing
 // back), AdamW.
-constexpr int64_t kLaunchesPerBlock = 49;
-constexpr int64_t kLaunchesOutside = 15;
+constexpr int64_t kLaunchesPerBlock = 47;
+constexpr int64_t kLaunchesOutside = 14;
 
 TEST(StepProfileCountsCuda, LaunchesPerStep) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
@@ -33,16 +35,18 @@ TEST(StepProfileCountsCuda, LaunchesPerStep) {
 }
 
 // The same step with bf16 matmuls and 16-bit activations end to end (ModelOptions::activations, gpt2_train's
-// --dtype bf16 --activations 16bit), the core attention (fp32 inside). Per block, 55: 12 cublasLt matmul bf16 (the
+// --dtype bf16 --activations 16bit), the core attention (fp32 inside). Per block, 53: 12 cublasLt matmul bf16 (the
 // 4 linears forward, each adding the bias's bf16 copy in its epilogue and storing the bf16 out itself, and 8
 // backward products), 5 convert_kernel around the fp32 core attention (qkv and the output forward; qkv, dout and the
-// gradient's add backward), 12 cublasSgemmStridedBatched, 6 + 6 column sums, 2 + 2 LayerNorm, 1 + 2 causal softmax,
-// 2 GELU, 5 residual (2 forward, 3 backward). Outside, 16: as in fp32, the LM head's 3 products as cublasLt matmul
-// bf16, and 1 convert_kernel (the weights' 16-bit copy, refreshed after AdamW). Before the bias moved into the
-// matmul's epilogue: 63 per block (4 broadcast_bias_kernel and 4 convert_kernel more: each linear's out computed in
-// fp32, then rounded) and 17 outside (the LM head computed its bf16 logits in fp32 and converted them).
-constexpr int64_t kBf16LaunchesPerBlock = 55;
-constexpr int64_t kBf16LaunchesOutside = 16;
+// gradient's add backward), 12 cublasSgemmStridedBatched, 4 + 4 bias column sums, 2 LayerNorm forward and 2 + 2
+// backward, 1 + 2 causal softmax, 2 GELU, 5 residual (2 forward, 3 backward). Outside, 14: as in fp32, with the LM
+// head's 3 products as cublasLt matmul bf16, and no conversion: AdamW writes the weights' 16-bit copy in its own
+// pass (adamw_kernel<Copy>). Before the bias moved into the matmul's epilogue: 63 per block (4 broadcast_bias_kernel
+// and 4 convert_kernel more: each linear's out computed in fp32, then rounded) and 17 outside (the LM head computed
+// its bf16 logits in fp32 and converted them); 55 and 16 before the LayerNorm backward took dw and db in dx's pass,
+// 15 outside before AdamW wrote the copy (a convert_kernel after it).
+constexpr int64_t kBf16LaunchesPerBlock = 53;
+constexpr int64_t kBf16LaunchesOutside = 14;
 
 TEST(StepProfileCountsCuda, LaunchesPerBf16StepWith16BitActivations) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";

@@ -1,9 +1,13 @@
 // CPU reference of common/ops/adamw.h: one fused, vectorised pass over each stretch of the flat buffers that
-// has one weight decay, the stretches in buffer order.
+// has one weight decay, the stretches in buffer order; with a 16-bit copy, the stretch's parameters are rounded into
+// it right after (the stretch is still in cache), with dtype.h's conversions, as ops::convert rounds.
 #include "common/ops/adamw.h"
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
+
+#include "common/core/dtype.h"
 
 namespace lab::ops::cpu {
 
@@ -31,10 +35,18 @@ void update(float* p, const float* g, float* mp, float* vp, int64_t begin, int64
   }
 }
 
+// copy[i] = p[i] rounded to the copy's 16-bit type, for i in [begin, end).
+void round_into(const Tensor& copy, const float* p, int64_t begin, int64_t end) {
+  auto* bits = static_cast<uint16_t*>(copy.raw());
+  const auto to_bits = copy.dtype() == DType::BF16 ? float_to_bf16_bits : float_to_f16_bits;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = begin; i < end; ++i) bits[i] = to_bits(p[i]);
+}
+
 }  // namespace
 
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hp,
-                  const GradScale& grad_scale, const std::vector<ElementRange>& decay) {
+                  const GradScale& grad_scale, const std::vector<ElementRange>& decay, const Tensor& params_16bit) {
   float* p = params.data<float>();
   const float* g = grads.data<float>();
   float* mp = m.data<float>();
@@ -47,13 +59,17 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
                     grad_scale.on_device.defined() ? grad_scale.on_device.data<float>()[0] : grad_scale.value,
                     step[kStepBiasCorrection1],
                     step[kStepBiasCorrection2]};
+  const auto update_and_round = [&](int64_t begin, int64_t end, float weight_decay) {
+    update(p, g, mp, vp, begin, end, k, weight_decay);
+    if (params_16bit.defined()) round_into(params_16bit, p, begin, end);
+  };
   int64_t at = 0;  // the first element not updated yet
   for (const ElementRange& r : decay) {
-    update(p, g, mp, vp, at, r.begin, k, 0.0f);
-    update(p, g, mp, vp, r.begin, r.end, k, hp.weight_decay);
+    update_and_round(at, r.begin, 0.0f);
+    update_and_round(r.begin, r.end, hp.weight_decay);
     at = r.end;
   }
-  update(p, g, mp, vp, at, params.numel(), k, 0.0f);
+  update_and_round(at, params.numel(), 0.0f);
 }
 
 }  // namespace lab::ops::cpu

@@ -6,6 +6,9 @@
 // (adamw_step_values); with hyper.step_values they are read from device memory instead, with the learning rate,
 // where the host wrote them before the launch (or before a CUDA graph's replay).
 //
+// With the parameters' 16-bit copy (adamw.h), the thread also stores its new parameter rounded to the copy's type:
+// 2 bytes more a parameter, where ops::convert's pass would read 4 and write 2 after the update.
+//
 // Weight decay by ranges (decay_table.cuh): the decayed ranges travel in the kernel's arguments (a table of up to
 // kRangesPerLaunch), and each thread finds by binary search whether its element lies in one. Parameters start
 // at multiples of 32 elements, so the 32 threads of a warp nearly always agree and read the same entries
@@ -15,6 +18,7 @@
 
 #include "common/ops/adamw.h"
 #include "common/ops/cuda/decay_table.cuh"
+#include "common/ops/cuda/dtype_dispatch.cuh"
 #include "common/ops/cuda/launch.cuh"
 
 namespace lab::ops::cuda {
@@ -28,9 +32,12 @@ struct AdamWConstants {
 
 // Elements [first, end) of the buffers.
 // The gradient scale is k.grad_scale, or *grad_scale when it points to one the step computed on the device; lr and
-// the bias corrections are k's, or step_values' when it points to them (AdamWStepValue order).
+// the bias corrections are k's, or step_values' when it points to them (AdamWStepValue order). copy: the 16-bit copy
+// of the parameters, or null.
+template <typename Copy>
 __global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, int64_t first, int64_t end,
-                             AdamWConstants k, const float* grad_scale, const float* step_values, DecayTable decay) {
+                             AdamWConstants k, const float* grad_scale, const float* step_values, DecayTable decay,
+                             Copy* copy) {
   const int64_t i = first + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= end) return;
   if (step_values) {
@@ -47,7 +54,21 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
   const float v_hat = vi / k.bias_correction2;
   const float p = params[i];
   const float weight_decay = decays(decay, i) ? k.weight_decay : 0.0f;
-  params[i] = p - k.lr * (m_hat / (sqrtf(v_hat) + k.eps) + weight_decay * p);
+  const float updated = p - k.lr * (m_hat / (sqrtf(v_hat) + k.eps) + weight_decay * p);
+  params[i] = updated;
+  if (copy) copy[i] = store_as<Copy>(updated);
+}
+
+// Launches adamw_kernel over [0, n) of the buffers, one launch per table of decayed ranges.
+template <typename Copy>
+void launch_adamw(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWConstants& k,
+                  const float* grad_scale, const float* step_values, const std::vector<ElementRange>& decay, Copy* copy,
+                  cudaStream_t stream) {
+  for_each_decay_stretch(decay, params.numel(), [&](int64_t first, int64_t end, const DecayTable& table) {
+    LAB_LAUNCH(adamw_kernel<Copy>, {grid_for(end - first, kBlockSize), kBlockSize, 0, stream}, params.data<float>(),
+               grads.data<float>(), m.data<float>(), v.data<float>(), first, end, k, grad_scale, step_values, table,
+               copy);
+  });
 }
 
 }  // namespace
@@ -55,7 +76,7 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
 // ---------------------------------------------------------------- launcher
 
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hyper,
-                  const GradScale& grad_scale, const std::vector<ElementRange>& decay) {
+                  const GradScale& grad_scale, const std::vector<ElementRange>& decay, const Tensor& params_16bit) {
   const int64_t n = params.numel();
   if (n == 0) return;
   const bool on_device = hyper.step_values.defined();
@@ -71,10 +92,12 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
   const float* device_scale = grad_scale.on_device.defined() ? grad_scale.on_device.data<float>() : nullptr;
   const float* step_values = on_device ? hyper.step_values.data<float>() : nullptr;
   LaunchScope scope(params);
-  for_each_decay_stretch(decay, n, [&](int64_t first, int64_t end, const DecayTable& table) {
-    LAB_LAUNCH(adamw_kernel, {grid_for(end - first, kBlockSize), kBlockSize, 0, scope.stream()}, params.data<float>(),
-               grads.data<float>(), m.data<float>(), v.data<float>(), first, end, k, device_scale, step_values, table);
-  });
+  if (params_16bit.defined() && params_16bit.dtype() == DType::F16)
+    launch_adamw(params, grads, m, v, k, device_scale, step_values, decay, device_data<F16>(params_16bit),
+                 scope.stream());
+  else  // bf16, or no copy (a null copy of either type)
+    launch_adamw(params, grads, m, v, k, device_scale, step_values, decay,
+                 params_16bit.defined() ? device_data<Bf16>(params_16bit) : nullptr, scope.stream());
 }
 
 }  // namespace lab::ops::cuda

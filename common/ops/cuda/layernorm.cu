@@ -7,10 +7,12 @@
 // makes two passes for the statistics (mean, then the variance around it: numerically safer than
 // E[x^2] - E[x]^2) and a third to write; the row stays in L1/L2 between passes.
 //
-// dw and db are column sums over all N rows, both in one pass over dout and x (column_sums.cuh: the rows
-// split over enough blocks to fill the GPU, partial sums, then a small kernel adds them in a fixed order:
-// deterministic, no atomics).
+// dw and db are column sums over all N rows. Rows of 16-byte pieces (GPT-2's) take them in the dx kernel's pass,
+// from the loads dx makes (layernorm_backward_pieces_kernel); other rows in a pass of their own over dout and x
+// (column_sums.cuh). Either way the rows split over enough blocks to fill the GPU, each writes partial sums, and a
+// small kernel adds them in a fixed order: deterministic, no atomics.
 #include <cstdint>
+#include <type_traits>
 
 #include "common/ops/cuda/column_sums.cuh"
 #include "common/ops/cuda/dtype_dispatch.cuh"
@@ -76,72 +78,127 @@ __global__ void layernorm_backward_dx_kernel(D* dx, const D* dout, const D* x, c
   }
 }
 
-// The same for rows that split into 16-byte pieces (C a multiple of 16 / sizeof(D), rows 16-byte aligned), at most
-// kPieces per lane: each lane loads its pieces of x and dout once, in 16-byte loads, and keeps them in registers
-// for the second half, where the loop above reads the row twice in loads of one element (2 bytes a lane in
-// 16 bits: on an H200 that kernel moved about 0.25 TB/s, 198 us a call at GPT-2's 8192 x 768 in bf16).
+// The whole backward for rows that split into 16-byte pieces (C a multiple of 16 / sizeof(D), rows 16-byte aligned),
+// at most kPieces per lane, in one pass over dout and x: dx as above, and dw, db from the same loads.
+//   - Block b, of kBackwardWarps warps, takes rows [b * rows_per_block, (b + 1) * rows_per_block), warp w every
+//     kBackwardWarps-th of them from the w-th. Each lane loads its pieces of a row of x and dout once, in 16-byte
+//     loads, and keeps them in registers for the second half, where the loop above reads the row twice in loads of
+//     one element (2 bytes a lane in 16 bits: on an H200 that kernel moved about 0.25 TB/s, 198 us a call at
+//     GPT-2's 8192 x 768 in bf16).
+//   - The lane also adds dout * xhat and dout of its pieces' columns into its warp's sums in shared memory, so dw
+//     and db need no second pass over dout and x (the column sums of WeightAndBiasTerms read both again). Each lane
+//     owns its slots, so no barrier is needed until the end; in registers the sums would double the kernel's
+//     registers and halve its resident warps.
+//   - At the end the block adds its warps' sums in warp order and writes one partial sum per column of each,
+//     partials[(k * gridDim.x + b) * C + c] with k = 0 for dw and 1 for db, which column_totals_kernel adds in
+//     block order. The rows per block depend only on N (column_split), so the bits of dw and db are the same on
+//     every GPU.
+constexpr int kBackwardWarps = 4;
+// About four such blocks per SM of an H100; at GPT-2's 8192 rows, 512 blocks of 16 rows (column_split keeps at least
+// kColumnRows a block).
+constexpr int64_t kBackwardBlocks = 528;
+
 template <typename D, int kPieces>
-__global__ void layernorm_backward_dx_pieces_kernel(D* dx, const D* dout, const D* x, const float* w, const float* mean,
-                                                    const float* rstd, int64_t N, int pieces) {
-  constexpr int kPer = Piece<D>::kElements;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  if (row >= N) return;
+__global__ void layernorm_backward_pieces_kernel(D* dx, float* partials, const D* dout, const D* x, const float* w,
+                                                 const float* mean, const float* rstd, int64_t N, int pieces,
+                                                 int64_t rows_per_block) {
+  constexpr int kPer = Piece<D>::kElements, kSlots = kPieces * kPer * kWarpSize;
+  // Warp w's sums of dw (k = 0) and db (k = 1); element e of lane i's p-th piece at slot (p * kPer + e) * 32 + i,
+  // so the lanes of a warp reach 32 banks. At most 48 KiB (kPieces = 6 in 16 bits).
+  __shared__ float warp_sums[kBackwardWarps][2][kSlots];
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize, lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  float(&dw_sum)[kSlots] = warp_sums[warp][0];
+  float(&db_sum)[kSlots] = warp_sums[warp][1];
+  for (int slot = lane; slot < kSlots; slot += kWarpSize) dw_sum[slot] = db_sum[slot] = 0.0f;
   const int64_t C = static_cast<int64_t>(pieces) * kPer;
-  const Piece<D>* xr = reinterpret_cast<const Piece<D>*>(x + row * C);
-  const Piece<D>* dr = reinterpret_cast<const Piece<D>*>(dout + row * C);
-  const float m = mean[row], s = rstd[row];
-  Piece<D> xv[kPieces] = {}, dv[kPieces] = {};  // only the pieces below `pieces` are read
-  float g_sum = 0.0f, gx_sum = 0.0f;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  const int64_t end = begin + rows_per_block < N ? begin + rows_per_block : N;
+  for (int64_t row = begin + warp; row < end; row += kBackwardWarps) {  // no early return: the barrier below
+    const Piece<D>* xr = reinterpret_cast<const Piece<D>*>(x + row * C);
+    const Piece<D>* dr = reinterpret_cast<const Piece<D>*>(dout + row * C);
+    const float m = mean[row], s = rstd[row];
+    Piece<D> xv[kPieces] = {}, dv[kPieces] = {};  // only the pieces below `pieces` are read
+    float g_sum = 0.0f, gx_sum = 0.0f;
 #pragma unroll
-  for (int p = 0; p < kPieces; ++p) {
-    const int piece = lane + p * kWarpSize;
-    if (piece >= pieces) continue;
-    xv[p] = xr[piece];
-    dv[p] = dr[piece];
+    for (int p = 0; p < kPieces; ++p) {
+      const int piece = lane + p * kWarpSize;
+      if (piece >= pieces) continue;
+      xv[p] = xr[piece];
+      dv[p] = dr[piece];
 #pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-      const float g = load(dv[p].e[e]) * w[piece * kPer + e];
-      g_sum += g;
-      gx_sum += g * (load(xv[p].e[e]) - m) * s;
+      for (int e = 0; e < kPer; ++e) {
+        const float g = load(dv[p].e[e]) * w[piece * kPer + e];
+        g_sum += g;
+        gx_sum += g * (load(xv[p].e[e]) - m) * s;
+      }
+    }
+    const float g_mean = warp_sum(g_sum) / static_cast<float>(C);
+    const float gx_mean = warp_sum(gx_sum) / static_cast<float>(C);
+    Piece<D>* dxr = reinterpret_cast<Piece<D>*>(dx + row * C);
+#pragma unroll
+    for (int p = 0; p < kPieces; ++p) {
+      const int piece = lane + p * kWarpSize;
+      if (piece >= pieces) continue;
+      Piece<D> out = dxr[piece];
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        const float xhat = (load(xv[p].e[e]) - m) * s;
+        const float d = load(dv[p].e[e]);
+        out.e[e] = store_as<D>(load(out.e[e]) + s * (d * w[piece * kPer + e] - g_mean - xhat * gx_mean));
+        const int slot = (p * kPer + e) * kWarpSize + lane;
+        dw_sum[slot] += d * xhat;
+        db_sum[slot] += d;
+      }
+      dxr[piece] = out;
     }
   }
-  const float g_mean = warp_sum(g_sum) / static_cast<float>(C);
-  const float gx_mean = warp_sum(gx_sum) / static_cast<float>(C);
-  Piece<D>* dxr = reinterpret_cast<Piece<D>*>(dx + row * C);
-#pragma unroll
-  for (int p = 0; p < kPieces; ++p) {
-    const int piece = lane + p * kWarpSize;
-    if (piece >= pieces) continue;
-    Piece<D> out = dxr[piece];
-#pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-      const float xhat = (load(xv[p].e[e]) - m) * s;
-      out.e[e] = store_as<D>(load(out.e[e]) + s * (load(dv[p].e[e]) * w[piece * kPer + e] - g_mean - xhat * gx_mean));
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {  // column c: element c % kPer of piece c / kPer
+    const int64_t piece = c / kPer;
+    const int64_t slot = ((piece / kWarpSize) * kPer + c % kPer) * kWarpSize + piece % kWarpSize;
+    float dw_total = 0.0f, db_total = 0.0f;
+    for (int v = 0; v < kBackwardWarps; ++v) {
+      dw_total += warp_sums[v][0][slot];
+      db_total += warp_sums[v][1][slot];
     }
-    dxr[piece] = out;
+    partials[static_cast<int64_t>(blockIdx.x) * C + c] = dw_total;
+    partials[(static_cast<int64_t>(gridDim.x) + blockIdx.x) * C + c] = db_total;
   }
 }
 
-// Launches the 16-byte-piece kernel when the rows allow it (kPieces up to 6 a lane: C up to 1536 in 16 bits, 768
-// in f32); false otherwise.
+// Launches the 16-byte-piece kernel, then the totals of its partial sums into dw and db, when the rows allow it
+// (kPieces up to 6 a lane: C up to 1536 in 16 bits, 768 in f32); false, with nothing queued, otherwise.
 template <typename D>
-bool launch_dx_in_pieces(D* dx, const D* dout, const D* x, const float* w, const float* mean, const float* rstd,
-                         int64_t N, int64_t C, cudaStream_t stream) {
+bool launch_backward_in_pieces(D* dx, float* dw, float* db, const D* dout, const D* x, const float* w,
+                               const float* mean, const float* rstd, int64_t N, int64_t C, Device device,
+                               cudaStream_t stream) {
   // A row's pieces; with C a whole number of pieces and aligned starts, every row starts aligned too.
   const int64_t pieces = pieces_of<D>(C, dx, dout, x);
   if (pieces == 0) return false;
   const int64_t per_lane = ceil_div(pieces, int64_t{kWarpSize});
-  const lab::cuda::LaunchConfig config{grid_for(N, kRowsPerBlock), kBlockSize, 0, stream};
+  if (per_lane > 6 || per_lane == 5) return false;
+  // One column block of all C columns; about kBackwardBlocks chunks of at least kColumnRows rows.
+  const ColumnSplit split = column_split(N, C, C, kBackwardBlocks);
+  MemoryScope workspace(MemCategory::Workspace);
+  const Tensor partials = Tensor::empty({2, split.row_chunks, C}, DType::F32, device);
+  const lab::cuda::LaunchConfig config{static_cast<unsigned int>(split.row_chunks), kBackwardWarps * kWarpSize, 0,
+                                       stream};
   const int n = static_cast<int>(pieces);
+  float* sums = partials.data<float>();
+  const int64_t rows = split.rows_per_chunk;
+  const auto launch = [&](auto pieces_per_lane) {  // a std::integral_constant
+    constexpr int kPieces = decltype(pieces_per_lane)::value;
+    LAB_LAUNCH((layernorm_backward_pieces_kernel<D, kPieces>), config, dx, sums, dout, x, w, mean, rstd, N, n, rows);
+  };
   switch (per_lane) {
-    case 1: LAB_LAUNCH((layernorm_backward_dx_pieces_kernel<D, 1>), config, dx, dout, x, w, mean, rstd, N, n); break;
-    case 2: LAB_LAUNCH((layernorm_backward_dx_pieces_kernel<D, 2>), config, dx, dout, x, w, mean, rstd, N, n); break;
-    case 3: LAB_LAUNCH((layernorm_backward_dx_pieces_kernel<D, 3>), config, dx, dout, x, w, mean, rstd, N, n); break;
-    case 4: LAB_LAUNCH((layernorm_backward_dx_pieces_kernel<D, 4>), config, dx, dout, x, w, mean, rstd, N, n); break;
-    case 6: LAB_LAUNCH((layernorm_backward_dx_pieces_kernel<D, 6>), config, dx, dout, x, w, mean, rstd, N, n); break;
-    default: return false;
+    case 1: launch(std::integral_constant<int, 1>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    case 3: launch(std::integral_constant<int, 3>{}); break;
+    case 4: launch(std::integral_constant<int, 4>{}); break;
+    default: launch(std::integral_constant<int, 6>{}); break;
   }
+  LAB_LAUNCH(column_totals_kernel<2>, {grid_for(C, kBlockSize), kBlockSize, 0, stream}, ColumnOutputs<2>{{dw, db}},
+             sums, split.row_chunks, C);
   return true;
 }
 
@@ -188,11 +245,13 @@ void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, co
   dispatch_float_dtype(x.dtype(), "layernorm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using D = typename DeviceType<T>::type;
-    if (!launch_dx_in_pieces(device_data<T>(dx), device_data<T>(dout), device_data<T>(x), w.data<float>(),
-                             mean.data<float>(), rstd.data<float>(), N, C, scope.stream()))
-      LAB_LAUNCH(layernorm_backward_dx_kernel<D>, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()},
-                 device_data<T>(dx), device_data<T>(dout), device_data<T>(x), w.data<float>(), mean.data<float>(),
-                 rstd.data<float>(), N, C);
+    if (launch_backward_in_pieces(device_data<T>(dx), dw.data<float>(), db.data<float>(), device_data<T>(dout),
+                                  device_data<T>(x), w.data<float>(), mean.data<float>(), rstd.data<float>(), N, C,
+                                  x.device(), scope.stream()))
+      return;
+    LAB_LAUNCH(layernorm_backward_dx_kernel<D>, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()},
+               device_data<T>(dx), device_data<T>(dout), device_data<T>(x), w.data<float>(), mean.data<float>(),
+               rstd.data<float>(), N, C);
     add_column_sums<2>(
         {{dw.data<float>(), db.data<float>()}},
         WeightAndBiasTerms<D>{device_data<T>(dout), device_data<T>(x), mean.data<float>(), rstd.data<float>(), C}, N, C,

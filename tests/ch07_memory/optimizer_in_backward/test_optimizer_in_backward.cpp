@@ -1,6 +1,7 @@
 // The optimizer-in-backward step against the ordinary step: the same losses, norms and weights after three
-// steps; its gradient peak is the tied embedding and one backward step's tensors, not the whole model; and the
-// combinations it cannot do (clipping, accumulation, fp16 loss scaling) are refused.
+// steps (also with bf16 matmuls, whose 16-bit weight copy the updates write); its gradient peak is the tied embedding
+// and one backward step's tensors, not the whole model; and the combinations it cannot do (clipping, accumulation, fp16
+// loss scaling) are refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,6 +67,26 @@ TEST(OptimizerInBackward, SameWeightsAsTheOrdinaryStepAfterThreeSteps) {
     const std::vector<float> m = adamw.m(p.name).to_floats(), m_ref = reference_adamw.m(p.name).to_floats();
     ASSERT_EQ(m, m_ref) << "first moment of " << p.name;
   }
+}
+
+// With bf16 matmuls the updates in backward also round each parameter into the model's 16-bit copy (the step
+// refreshes nothing after them), so the next step's forward reads the updated weights: the ordinary step's losses,
+// and a copy equal to the masters rounded.
+TEST(OptimizerInBackward, Bf16MatmulsReadTheUpdatedCopy) {
+  GPT2 reference(small_step_config(), Device::cpu()), model(small_step_config(), Device::cpu());
+  reference.init_weights(7);
+  model.init_weights(7);
+  reference.set_matmul_dtype(DType::BF16);
+  model.set_matmul_dtype(DType::BF16);
+  AdamW reference_adamw(reference.parameters(), step_test_adamw()), adamw(model.parameters(), step_test_adamw());
+  TrainStep ordinary(reference, reference_adamw, step_test_config(1, 0.0));
+  ch07::OptimizerInBackwardStep in_backward(model, adamw, step_test_config(1, 0.0));
+  const auto expected = train(ordinary, 3);
+  const auto got = train(in_backward, 3);
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(got[s].first, expected[s].first) << "loss of step " << s;
+  const std::vector<float> written = model.params_16bit().to_floats();
+  model.refresh_matmul_weights();
+  EXPECT_EQ(written, model.params_16bit().to_floats());
 }
 
 TEST(OptimizerInBackward, GradientPeakIsTheTiedEmbeddingAndOneBackwardStepNotTheModel) {

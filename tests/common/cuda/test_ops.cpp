@@ -288,8 +288,8 @@ TEST_P(LayerNormTest, RowsFarFromZeroMatchCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormTest,
                          ::testing::Values(LayerNormCase{1, 1}, LayerNormCase{5, 7}, LayerNormCase{9, 33},
-                                           LayerNormCase{33, 768}, LayerNormCase{257, 1600}, LayerNormCase{1000, 31},
-                                           LayerNormCase{4099, 96}));
+                                           LayerNormCase{3, 64}, LayerNormCase{33, 768}, LayerNormCase{257, 1600},
+                                           LayerNormCase{1000, 31}, LayerNormCase{4099, 96}));
 
 // ================================================================ elementwise: gelu, residual
 

@@ -2,10 +2,12 @@
 // uniform op applied stretch by stretch), refuses ranges that are not sorted, disjoint and inside the buffer,
 // and the optimizer over GPT-2's backward-ordered buffer makes, parameter by parameter, the update it makes
 // over the decay-first layout (the same math whatever the layout). With its step values staged on the device
-// (CUDA graphs' form: AdamW::stage_step), the optimizer makes the updates it makes from numbers, bit for bit.
+// (CUDA graphs' form: AdamW::stage_step), the optimizer makes the updates it makes from numbers, bit for bit. Given
+// the model's 16-bit copy, the update writes it as a refresh from the updated weights would, bit for bit.
 #include <gtest/gtest.h>
 
 #include "common/nn/gpt2.h"
+#include "common/ops/convert.h"
 #include "common/optim/adamw.h"
 #include "tests/common/expect_error.h"
 #include "tests/support/test_support.h"
@@ -132,6 +134,57 @@ TEST(AdamWRanges, StepValuesReadFromATensorGiveTheUpdateOfTheNumbers) {
   h.step_values = Tensor::zeros({2}, DType::F32);
   testing::expect_error([&] { ops::adamw_update(s.p, s.g, s.m, s.v, h, 1.0f); }, ErrorKind::InvalidArgument,
                         {"step_values has 2 elements"});
+}
+
+// Given the parameters' 16-bit copy, the update also writes them there, rounded as ops::convert rounds them (bit for
+// bit), and updates exactly as without it; a copy of another type or size is refused.
+TEST(AdamWRanges, TheUpdateWritesThe16BitCopyAsConvertRoundsIt) {
+  Rng rng(15);
+  for (const DType dtype : {DType::BF16, DType::F16}) {
+    const State plain = random_state(300, rng), with_copy = copy_of(plain);
+    const ops::AdamWHyper h{.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 4};
+    const Tensor copy = Tensor::zeros({300}, dtype);
+    ops::adamw_update(plain.p, plain.g, plain.m, plain.v, h, 0.5f, {{10, 200}});
+    ops::adamw_update(with_copy.p, with_copy.g, with_copy.m, with_copy.v, h, 0.5f, {{10, 200}}, copy);
+    EXPECT_EQ(with_copy.p.to_floats(), plain.p.to_floats()) << dtype_name(dtype);
+    EXPECT_EQ(with_copy.v.to_floats(), plain.v.to_floats()) << dtype_name(dtype);
+    const Tensor rounded = Tensor::empty({300}, dtype);
+    ops::convert(rounded, plain.p);
+    EXPECT_EQ(copy.to_floats(), rounded.to_floats()) << dtype_name(dtype);
+  }
+  const State s = random_state(8, rng);
+  const ops::AdamWHyper h{.step = 1};
+  testing::expect_error([&] { ops::adamw_update(s.p, s.g, s.m, s.v, h, 1.0f, {}, Tensor::zeros({8}, DType::F32)); },
+                        ErrorKind::InvalidArgument, {"must be bf16 or f16, got f32"});
+  testing::expect_error([&] { ops::adamw_update(s.p, s.g, s.m, s.v, h, 1.0f, {}, Tensor::zeros({9}, DType::BF16)); },
+                        ErrorKind::InvalidArgument, {"a 16-bit copy of 9 elements for 8 parameters"});
+}
+
+// The optimizer writes the model's 16-bit copy in its step, or parameter by parameter in update(), as the model's
+// refresh from the updated weights would; a sharded optimizer refuses (it does not update the whole buffer).
+TEST(AdamWRanges, StepWith16BitCopyLeavesTheModelsCopyAsARefreshWould) {
+  GPT2 model(GPT2Config::from_name("tiny"), Device::cpu());
+  model.init_weights(3);
+  model.set_matmul_dtype(DType::BF16);
+  Rng rng(16);
+  model.parameters().grads().copy_from(test::random_normal({model.parameters().numel()}, rng));
+  AdamW optimizer(model.parameters(), AdamWConfig{});
+  optimizer.step_with_16bit_copy(1e-2f, 0.5f, model.params_16bit());
+  const std::vector<float> written = model.params_16bit().to_floats();
+  model.refresh_matmul_weights();
+  EXPECT_EQ(written, model.params_16bit().to_floats());
+
+  optimizer.begin_step();
+  for (const ParamInfo& p : model.parameters().infos())
+    optimizer.update(p.name, model.parameters().grad(p.name), 1e-2f, model.params_16bit());
+  const std::vector<float> written_by_updates = model.params_16bit().to_floats();
+  model.refresh_matmul_weights();
+  EXPECT_EQ(written_by_updates, model.params_16bit().to_floats());
+  EXPECT_NE(written_by_updates, written);  // the second step changed the weights
+
+  AdamW sharded(model.parameters(), AdamWConfig{}, std::vector<ElementRange>{{0, 100}});
+  testing::expect_error([&] { sharded.step_with_16bit_copy(1e-2f, 1.0f, model.params_16bit()); },
+                        ErrorKind::InvalidArgument, {"sharded optimizer does not update the whole buffer"});
 }
 
 // The optimizer with its step values staged before each step trains as the one given numbers; a step without its

@@ -1,11 +1,13 @@
 // The CUDA AdamW kernel with weight decay by ranges against the CPU op: a few ranges, none, and more ranges
 // than one launch's table holds (several launches, each over its stretch of the buffer), at odd sizes; and the
-// step values read from device memory (what a CUDA graph's replay reads), rewritten between two launches.
+// step values read from device memory (what a CUDA graph's replay reads), rewritten between two launches; the
+// parameters' 16-bit copy written in the same pass, bit for bit what the CUDA conversion gives after the update.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "common/ops/adamw.h"
+#include "common/ops/convert.h"
 #include "tests/support/test_support.h"
 
 namespace lab {
@@ -75,6 +77,27 @@ TEST(AdamWRangesCuda, StepValuesReadFromDeviceMemoryGiveTheUpdateOfTheNumbers) {
     ops::adamw_update(p2, g, m2, v2, from_memory, 0.5f, decay);
     ASSERT_EQ(p2.to_floats(), p.to_floats()) << "step " << step;
     ASSERT_EQ(v2.to_floats(), v.to_floats()) << "step " << step;
+  }
+}
+
+TEST(AdamWRangesCuda, TheUpdateWritesThe16BitCopyAsConvertRoundsIt) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
+  const Device gpu = Device::cuda(0);
+  Rng rng(23);
+  const int64_t n = 5000;  // several decay tables' launches (every_other: 200 ranges)
+  const std::vector<ElementRange> decay = every_other(200, 11, 13);
+  for (const DType dtype : {DType::BF16, DType::F16}) {
+    const Tensor p = test::random_normal({n}, rng).to(gpu), g = test::random_normal({n}, rng).to(gpu);
+    const Tensor m = Tensor::zeros({n}, DType::F32, gpu), v = Tensor::zeros({n}, DType::F32, gpu);
+    const Tensor p2 = p.clone(), m2 = m.clone(), v2 = v.clone();
+    const Tensor copy = Tensor::zeros({n}, dtype, gpu);
+    const ops::AdamWHyper h{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 1};
+    ops::adamw_update(p, g, m, v, h, 0.5f, decay);
+    ops::adamw_update(p2, g, m2, v2, h, 0.5f, decay, copy);
+    ASSERT_EQ(p2.to_floats(), p.to_floats()) << dtype_name(dtype);
+    const Tensor rounded = Tensor::empty({n}, dtype, gpu);
+    ops::convert(rounded, p);
+    EXPECT_EQ(copy.to_floats(), rounded.to_floats()) << dtype_name(dtype);
   }
 }
 
