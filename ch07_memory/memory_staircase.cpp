@@ -59,6 +59,9 @@ staircase::Staircase memory_staircase(const MemoryBenchConfig& c) {
               {"optimizer-in-backward",
                "each parameter updated as soon as its gradient is final, the gradient freed at once",
                {"--batch", rows, "--recompute", "block", "--optimizer-in-backward"}},
+              {"flash-attention",
+               "chapter 9's flash attention: no probabilities kept, not even by the block re-run in backward",
+               {"--batch", rows, "--recompute", "block", "--optimizer-in-backward", "--attention", "flash"}},
           }};
 }
 

@@ -11,7 +11,9 @@
 //
 // The optimizer in backward refuses gradient accumulation (every gradient would stay alive across the
 // micro-batches), so the rungs above block recompute go back to the whole batch in one pass first
-// ("block-one-pass"): block recompute is what leaves room for it.
+// ("block-one-pass"): block recompute is what leaves room for it. The last rung is chapter 9's flash attention
+// (--attention flash), on top of everything: with block recompute, what it removes is the probabilities of the
+// block re-run during backward (its full effect without recompute is in ch07_memory_bench's theory tables).
 //
 // The measurement (measure_steps) is shared with the ZeRO staircase (zero_staircase.h), whose ranks time their
 // steps together.

@@ -96,7 +96,9 @@ std::string zero_table(const ch07::ZeroStaircaseReport& zero) {
 }
 
 // Theory for an 80 GB GPU at B=16, T=1024, bf16: each rung's total for every GPT-2 size, with what `attention`
-// keeps (the materialised probabilities, or chapter 9's flash attention: one log-sum-exp per head and token).
+// keeps (the materialised probabilities, or chapter 9's flash attention: one log-sum-exp per head and token), or
+// what the rung's own --attention keeps. A rung that sets --attention flash is left out of the flash table: it is
+// the row above it there.
 std::string gpu_projection_table(const staircase::Staircase& stairs, const ch07::MemoryBenchConfig& config,
                                  ch07::AttentionKept attention) {
   constexpr int64_t kRows = 16, kSeq = 1024;
@@ -108,12 +110,15 @@ std::string gpu_projection_table(const staircase::Staircase& stairs, const ch07:
   t.add(header);
   for (const staircase::Rung& rung : stairs.rungs) {
     const staircase::Settings s = staircase::parse_settings(stairs.flags_for(rung));
+    const bool flash = s.count("attention") && s.at("attention") == "flash";
+    if (flash && attention == ch07::AttentionKept::LogSumExp) continue;
+    const ch07::AttentionKept kept = flash ? ch07::AttentionKept::LogSumExp : attention;
     const int64_t micro_rows = kRows * std::stoll(s.at("batch")) / config.batch;
     const auto policy = ch07::parse_recompute_policy(s.count("recompute") ? s.at("recompute") : "none");
     std::vector<std::string> row = {rung.name, cat(micro_rows, " x ", kSeq)};
     for (const std::string& m : models) {
       const GPT2Config model = GPT2Config::from_name(m);
-      const ch07::MemoryTheory th = ch07::memory_theory(model, micro_rows, kSeq, policy, 2, attention);
+      const ch07::MemoryTheory th = ch07::memory_theory(model, micro_rows, kSeq, policy, 2, kept);
       // The optimizer in backward keeps the tied token embedding's gradient (alive through the whole backward)
       // instead of all of them (optimizer_in_backward.h).
       const int64_t grads_kept =
@@ -191,11 +196,12 @@ int run(int argc, char** argv) {
   ch07::MemoryBenchConfig& config = zero_config.memory;
   std::string device = "cpu", json_path;
   int64_t threads = 0;
-  Flags flags("ch07_memory_bench",
-              "Runs the memory staircase (original, gradient accumulation, selective and block recompute, the "
-              "optimizer in backward) in one process: peak bytes by category and step time of each rung, with "
-              "ratios to the rung before. Under mpirun with 2 or more ranks, also the ZeRO staircase (data "
-              "parallelism, ZeRO stages 1, 2, 3).");
+  Flags flags(
+      "ch07_memory_bench",
+      "Runs the memory staircase (original, gradient accumulation, selective and block recompute, the "
+      "optimizer in backward, flash attention) in one process: peak bytes by category and step time of each rung, with "
+      "ratios to the rung before. Under mpirun with 2 or more ranks, also the ZeRO staircase (data "
+      "parallelism, ZeRO stages 1, 2, 3).");
   flags.add_string("model", &config.model, "model size: d12, d24, d36, d48, small, tiny");
   flags.add_int("batch", &config.batch,
                 "rows per optimizer step (the original rung's batch; the ZeRO rungs' global batch)", 1, 1 << 16);

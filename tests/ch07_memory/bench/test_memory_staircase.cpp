@@ -1,6 +1,7 @@
 // The one-process memory staircase at a tiny size (seq 16, one timed step per rung): one change per rung, every
 // rung runs, and the optimizer in backward, on top of block recompute over the whole batch, holds about the tied
-// token embedding's gradient at its peak instead of the whole gradient buffer of the rung below it.
+// token embedding's gradient at its peak instead of the whole gradient buffer of the rung below it; flash attention
+// on top of it changes nothing but the activations.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -33,12 +34,15 @@ TEST(MemoryStaircase, OptimizerInBackwardSitsOnBlockRecomputeOverTheWholeBatch) 
   std::vector<std::string> names;
   for (const staircase::Rung& r : stairs.rungs) names.push_back(r.name);
   EXPECT_EQ(names, (std::vector<std::string>{"original", "accumulation", "selective", "block", "block-one-pass",
-                                             "optimizer-in-backward"}));
-  const staircase::Settings top = staircase::parse_settings(stairs.flags_for(stairs.rungs.back()));
+                                             "optimizer-in-backward", "flash-attention"}));
+  const staircase::Settings top = staircase::parse_settings(stairs.flags_for(stairs.rungs[5]));
   EXPECT_EQ(top.at("optimizer-in-backward"), "true");
   EXPECT_EQ(top.at("recompute"), "block");
   EXPECT_EQ(top.at("batch"), "4");      // one pass: the optimizer in backward cannot accumulate
   EXPECT_EQ(top.at("grad-clip"), "0");  // nor clip
+  const staircase::Settings flash = staircase::parse_settings(stairs.flags_for(stairs.rungs.back()));
+  EXPECT_EQ(flash.at("attention"), "flash");
+  EXPECT_EQ(flash.at("optimizer-in-backward"), "true");
 }
 
 TEST(MemoryStaircase, OptimizerInBackwardKeepsAboutTheTiedEmbeddingsGradient) {
@@ -69,6 +73,12 @@ TEST(MemoryStaircase, OptimizerInBackwardKeepsAboutTheTiedEmbeddingsGradient) {
   // The rest of the step is unchanged: the same parameters and moments.
   EXPECT_EQ(median_of(in_backward, "params_MiB"), params);
   EXPECT_EQ(median_of(in_backward, "optimizer_MiB"), median_of(one_pass, "optimizer_MiB"));
+  // Flash attention on top changes the activations only, and can only lower them (no probabilities kept; here the
+  // logits, not the block re-run in backward, set the peak, so it need not move).
+  const staircase::RungReport& flash = report.rungs[6];
+  for (const char* metric : {"params_MiB", "grads_MiB", "optimizer_MiB"})
+    EXPECT_EQ(median_of(flash, metric), median_of(in_backward, metric)) << metric;
+  EXPECT_LE(median_of(flash, "activations_MiB"), median_of(in_backward, "activations_MiB"));
 }
 
 }  // namespace
