@@ -188,13 +188,17 @@ def tracked_files():
 
 
 def refresh_copy(src):
-    """Makes `src` a copy of the working tree (only changed files are rewritten, keeping the build incremental)."""
+    """Makes `src` a copy of the working tree (only changed files are rewritten, keeping the build incremental).
+
+    A rewritten file gets the time of the copy, not the original's (shutil.copy, not copy2): an original edited
+    before the copy's last build would otherwise look older than its objects, and ninja would not rebuild them.
+    """
     wanted = set(tracked_files())
     for rel in wanted:
         target = src / rel
         if not target.exists() or not filecmp.cmp(ROOT / rel, target, shallow=False):
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, target)
+            shutil.copy(ROOT / rel, target)
     for path in src.rglob("*"):
         if path.is_file() and str(path.relative_to(src)) not in wanted:
             path.unlink()
