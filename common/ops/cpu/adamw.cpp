@@ -1,13 +1,12 @@
 // CPU reference of common/ops/adamw.h: one fused, vectorised pass over each stretch of the flat buffers that
-// has one weight decay, the stretches in buffer order; with a 16-bit copy, the stretch's parameters are rounded into
-// it right after (the stretch is still in cache), with dtype.h's conversions, as ops::convert rounds.
+// has one weight decay, the stretches in buffer order; with a 16-bit copy, each stretch's parameters are rounded
+// into it right after the stretch's update (by the CPU conversion itself, cpu::convert).
 #include "common/ops/adamw.h"
 
 #include <cmath>
-#include <cstdint>
 #include <vector>
 
-#include "common/core/dtype.h"
+#include "common/ops/convert.h"
 
 namespace lab::ops::cpu {
 
@@ -35,14 +34,6 @@ void update(float* p, const float* g, float* mp, float* vp, int64_t begin, int64
   }
 }
 
-// copy[i] = p[i] rounded to the copy's 16-bit type, for i in [begin, end).
-void round_into(const Tensor& copy, const float* p, int64_t begin, int64_t end) {
-  auto* bits = static_cast<uint16_t*>(copy.raw());
-  const auto to_bits = copy.dtype() == DType::BF16 ? float_to_bf16_bits : float_to_f16_bits;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = begin; i < end; ++i) bits[i] = to_bits(p[i]);
-}
-
 }  // namespace
 
 void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamWHyper& hp,
@@ -61,7 +52,8 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
                     step[kStepBiasCorrection2]};
   const auto update_and_round = [&](int64_t begin, int64_t end, float weight_decay) {
     update(p, g, mp, vp, begin, end, k, weight_decay);
-    if (params_16bit.defined()) round_into(params_16bit, p, begin, end);
+    if (params_16bit.defined())
+      cpu::convert(params_16bit.view(begin, {end - begin}), params.view(begin, {end - begin}));
   };
   int64_t at = 0;  // the first element not updated yet
   for (const ElementRange& r : decay) {
