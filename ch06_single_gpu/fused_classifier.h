@@ -9,7 +9,8 @@
 //   when dloss != 0 the logits are overwritten with the gradient of dloss * sum_n losses[n]:
 //     logits[n, v] = dloss * (softmax(logits[n, :vocab])[v] - [v == targets[n]])   for v < vocab
 //     logits[n, v] = 0                                                             for vocab <= v < Vp
-//   and when dloss == 0 they are left as they were.
+//   and when dloss == 0 they are left as they were; dloss is a number or dloss.value times a scale on the device
+//   (ops::GradScale), as there.
 // A target outside [0, vocab) is an error on the CPU; on CUDA (where checking would cost a host
 // synchronisation) it gives a NaN loss and a NaN gradient row, and nothing outside the row is touched.
 //
@@ -23,16 +24,20 @@
 #include <cstdint>
 
 #include "common/core/tensor.h"
+#include "common/ops/grad_scale.h"
 
 namespace lab::ch06 {
 
-void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss);
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                      const ops::GradScale& dloss);
 
 namespace cpu {
-void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss);
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                      const ops::GradScale& dloss);
 }  // namespace cpu
 namespace cuda {
-void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss);
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                      const ops::GradScale& dloss);
 }  // namespace cuda
 
 }  // namespace lab::ch06

@@ -67,7 +67,8 @@ ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const La
   return out;
 }
 
-Tensor fused_cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale) {
+Tensor fused_cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab,
+                           const ops::GradScale& grad_scale) {
   return ag::cross_entropy_through(fused_classifier, tape, logits, targets, vocab, grad_scale);
 }
 

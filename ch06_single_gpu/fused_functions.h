@@ -16,6 +16,7 @@
 #include "common/autograd/tape.h"
 #include "common/autograd/var.h"
 #include "common/nn/modules.h"
+#include "common/ops/grad_scale.h"
 
 namespace lab::ch06 {
 
@@ -34,6 +35,7 @@ struct ResidualNorm {
 ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const LayerNorm& ln);
 
 // ag::cross_entropy's contract (common/autograd/functions.h), word for word.
-Tensor fused_cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale);
+Tensor fused_cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab,
+                           const ops::GradScale& grad_scale);
 
 }  // namespace lab::ch06

@@ -56,8 +56,8 @@ void OptimizerInBackwardStep::on_gradient_final(size_t index) {
   updated_[index] = true;
 }
 
-void OptimizerInBackwardStep::compute_gradient_norm(double loss_scale) {
-  write_gradient_norm(sum_squares_, loss_scale);
+void OptimizerInBackwardStep::compute_gradient_norm() {
+  write_gradient_norm(sum_squares_);
 }
 
 void OptimizerInBackwardStep::optimizer_step(double) {

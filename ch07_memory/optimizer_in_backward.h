@@ -46,7 +46,7 @@ class OptimizerInBackwardStep : public TrainStep {
 
  protected:
   void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) override;
-  void compute_gradient_norm(double loss_scale) override;
+  void compute_gradient_norm() override;
   // The updates have run during backward: checks that every parameter got one.
   void optimizer_step(double lr) override;
 

@@ -18,12 +18,12 @@
 // The results are the eager step's: the same kernels in the same order on the same values (the tests compare
 // losses and weights bit for bit under the CUDA emulator).
 //
-// When not to use it: a step that decides something on the host, talks to other ranks or times its phases (fp16
-// loss scaling, data/tensor/pipeline parallelism, ZeRO, the optimizer in backward or offloaded: refused with the
-// reason TrainStep::capture_blocker gives); micro-batches whose shape changes between steps (refused: a new shape
-// needs a new capture); the CPU, which has no kernels to capture. Memory: the pool keeps the step's blocks
-// reserved between steps (the eager step's cache keeps them too), but work outside the step, such as an
-// evaluation, cannot use them and allocates its own.
+// When not to use it: a step that decides something on the host, talks to other ranks or times its phases
+// (data/tensor/pipeline parallelism, ZeRO, the optimizer in backward or offloaded: refused with the reason
+// TrainStep::capture_blocker gives; fp16's loss scaling decides on the device and is captured); micro-batches whose
+// shape changes between steps (refused: a new shape needs a new capture); the CPU, which has no kernels to capture.
+// Memory: the pool keeps the step's blocks reserved between steps (the eager step's cache keeps them too), but work
+// outside the step, such as an evaluation, cannot use them and allocates its own.
 #pragma once
 
 #include <cstdint>

@@ -19,11 +19,6 @@ std::optional<RunRefusal> run_refusal(const RunConfig& c) {
   if (c.cuda_graphs && !c.device.is_cuda())
     return refuse(ErrorKind::InvalidArgument,
                   cat("--cuda-graphs needs a CUDA device (--device ", c.device.str(), " has no kernels to capture)"));
-  // A pipeline stage runs its own backward passes (ch08's PipelineStage), which do not scale the loss yet.
-  if (fp16 && layout.pp > 1)
-    return refuse(ErrorKind::Unsupported, cat("--dtype fp16 with --pp ", layout.pp,
-                                              ": the pipeline's schedule does not scale the loss yet (bf16 needs no "
-                                              "scaling)"));
   // An update made inside backward cannot be skipped when the gradients overflow.
   if (fp16 && c.memory.optimizer_in_backward)
     return refuse(ErrorKind::Unsupported,

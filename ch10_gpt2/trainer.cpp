@@ -188,7 +188,7 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
   if (!options_.resume.empty()) {
     train_loader_->seek(resumed.loader_position);
     sample_rng_.set_state(resumed.rng);
-    if (run_.step->loss_scaler() && resumed.loss_scaler) run_.step->loss_scaler()->set_state(*resumed.loss_scaler);
+    if (run_.step->loss_scaler() && resumed.loss_scaler) run_.step->set_loss_scaler_state(*resumed.loss_scaler);
   }
   if (const std::string note =
           ch09::attention_note(run_config_.rungs.attention, device(), matmul_dtype(run_config_.math));

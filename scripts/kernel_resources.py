@@ -75,6 +75,7 @@ BLOCK_THREADS = {
     "partial_sums_kernel": 256,
     "accumulate_sum_kernel": 1,  # one thread adds the partial sums in block order (reduce.cu)
     "norm_and_scale_kernel": 1,
+    "update_loss_scale_kernel": 1,  # one thread moves the loss scale after the norm (loss_scale.cu)
     "residual_forward_kernel": 256,
     "residual_backward_kernel": 256,
     "widen_tokens_kernel": 256,

@@ -151,12 +151,12 @@ void ZeroStage2Step::reduce_bucket(size_t index) {
   reduced_[index] = true;
 }
 
-void ZeroStage2Step::compute_gradient_norm(double loss_scale) {
+void ZeroStage2Step::compute_gradient_norm() {
   // Each rank's shard's sum of squares, added over the ranks on the device: nothing is read back.
   const Tensor sum_squares = Tensor::zeros({1}, DType::F32, model().device());
   ops::accumulate_sum_squares(sum_squares, gradient_shard_);
   group_.all_reduce(sum_squares, comm::ReduceOp::Sum);
-  write_gradient_norm(sum_squares, loss_scale);
+  write_gradient_norm(sum_squares);
 }
 
 void ZeroStage2Step::optimizer_step(double lr) {

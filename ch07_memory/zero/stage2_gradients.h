@@ -65,7 +65,7 @@ class ZeroStage2Step : public TrainStep {
   void zero_grads() override;
   void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) override;
   void forward_backward(const MicroBatch& batch, TrainStepResult& result) override;
-  void compute_gradient_norm(double loss_scale) override;
+  void compute_gradient_norm() override;
   void optimizer_step(double lr) override;
 
  private:

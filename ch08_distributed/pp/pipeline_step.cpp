@@ -26,7 +26,7 @@ void PipelineStep::run_micro_batches(const BatchSource& next_batch, TrainStepRes
   comm::Communicator& pp = context_.pp();
   const Device device = model().device();
   pp.barrier();  // the stages start the schedule together, so that their spans compare
-  const StageStepStats s = stage_.run(next_batch, M, 1.0f / static_cast<float>(M), [this] {
+  const StageStepStats s = stage_.run(next_batch, M, loss_gradient_scale(), [this] {
     if (dp_reducer_) dp_reducer_->before_last_backward();
   });
   result.data_seconds += s.data_seconds;
@@ -65,8 +65,8 @@ void PipelineStep::reduce_gradients() {
   tied_embedding_.all_reduce_gradient(model());
 }
 
-void PipelineStep::compute_gradient_norm(double loss_scale) {
-  write_gradient_norm(tp::model_parallel_sum_squares(model(), context_), loss_scale);
+void PipelineStep::compute_gradient_norm() {
+  write_gradient_norm(tp::model_parallel_sum_squares(model(), context_));
 }
 
 }  // namespace lab::ch08::pp

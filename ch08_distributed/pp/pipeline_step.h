@@ -56,7 +56,7 @@ class PipelineStep : public TrainStep {
   // time is reported together as forward_seconds.
   void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) override;
   void reduce_gradients() override;
-  void compute_gradient_norm(double loss_scale) override;
+  void compute_gradient_norm() override;
 
  private:
   const comm::ParallelContext& context_;

@@ -29,7 +29,7 @@ Tensor new_boundary_tensor(const MicroBatch& batch, const GPT2& model) {
 
 }  // namespace
 
-StageStepStats PipelineStage::run(const BatchSource& next_batch, int micro_batches, float grad_scale,
+StageStepStats PipelineStage::run(const BatchSource& next_batch, int micro_batches, const ops::GradScale& grad_scale,
                                   const std::function<void()>& before_last_backward) {
   const Device device = model_.device();
   const std::vector<PipeAction> actions = pipeline_schedule(schedule_, link_.stage(), link_.stages(), micro_batches);

@@ -18,6 +18,7 @@
 #include "ch08_distributed/pp/schedule.h"
 #include "ch08_distributed/pp/stage_link.h"
 #include "common/nn/gpt2.h"
+#include "common/ops/grad_scale.h"
 #include "common/train/train_step.h"
 
 namespace lab::ch08::pp {
@@ -36,9 +37,10 @@ class PipelineStage {
   PipelineStage(GPT2& model, StageLink& link, PpSchedule schedule) : model_(model), link_(link), schedule_(schedule) {}
 
   // Runs the schedule for `micro_batches` micro-batches from `next_batch`; each backward adds grad_scale
-  // times its micro-batch's gradient into the model's gradient buffer. `before_last_backward`, when given,
+  // times its micro-batch's gradient into the model's gradient buffer (1/micro_batches, times fp16's loss scale,
+  // which lives on the device: TrainStep::loss_gradient_scale). `before_last_backward`, when given,
   // runs right before the step's last backward (data parallelism's overlapped all-reduce listens from there).
-  StageStepStats run(const BatchSource& next_batch, int micro_batches, float grad_scale,
+  StageStepStats run(const BatchSource& next_batch, int micro_batches, const ops::GradScale& grad_scale,
                      const std::function<void()>& before_last_backward = {});
 
   const GPT2& model() const { return model_; }

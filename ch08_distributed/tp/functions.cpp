@@ -76,7 +76,7 @@ Var vocab_parallel_embedding(Tape& tape, const Tensor& tokens, const Var& wte_sl
 }
 
 Tensor vocab_parallel_cross_entropy(Tape& tape, const Var& logits_slice, const Tensor& targets, int64_t vocab_start,
-                                    int64_t vocab, float grad_scale, comm::Communicator& tp_group) {
+                                    int64_t vocab, const ops::GradScale& grad_scale, comm::Communicator& tp_group) {
   const Tensor& lv = logits_slice.value();
   const int64_t S = lv.dim(-1), N = lv.numel() / S;
   const Tensor logits = lv.reshape({N, S});
@@ -93,8 +93,9 @@ Tensor vocab_parallel_cross_entropy(Tape& tape, const Var& logits_slice, const T
   tp_group.all_reduce(sums, comm::ReduceOp::Sum);
 
   const bool with_grad = tape.recording() && logits_slice.requires_grad();
-  LAB_CHECK(!with_grad || grad_scale != 0.0f, InvalidArgument, "cross_entropy: grad_scale must be non-zero");
-  const float dloss = with_grad ? grad_scale / static_cast<float>(N) : 0.0f;
+  LAB_CHECK(!with_grad || grad_scale.value != 0.0f, InvalidArgument, "cross_entropy: grad_scale must be non-zero");
+  const ops::GradScale dloss =
+      with_grad ? ops::GradScale(grad_scale.on_device, grad_scale.value / static_cast<float>(N)) : ops::GradScale(0.0f);
   const Tensor losses = new_activation({N}, lv);
   vocab_slice_loss_and_grad(logits, losses, rows, row_max, sum_exp, target_logit, vocab_start, vocab, dloss);
   if (with_grad) logits_slice.bind_grad(lv);  // the logits buffer now holds this rank's dlogits

@@ -21,6 +21,7 @@
 #include "common/autograd/tape.h"
 #include "common/autograd/var.h"
 #include "common/comm/communicator.h"
+#include "common/ops/grad_scale.h"
 
 namespace lab::ch08::tp {
 
@@ -35,6 +36,6 @@ Var vocab_parallel_embedding(Tape& tape, const Tensor& tokens, const Var& wte_sl
 // As ag::cross_entropy over the whole logits (the losses of every row, the same on every rank; the gradient
 // of grad_scale * mean(losses) written over this rank's logits when the tape records).
 Tensor vocab_parallel_cross_entropy(Tape& tape, const Var& logits_slice, const Tensor& targets, int64_t vocab_start,
-                                    int64_t vocab, float grad_scale, comm::Communicator& tp_group);
+                                    int64_t vocab, const ops::GradScale& grad_scale, comm::Communicator& tp_group);
 
 }  // namespace lab::ch08::tp

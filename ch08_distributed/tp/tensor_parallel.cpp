@@ -21,7 +21,8 @@ Var TensorParallelGroup::vocab_parallel_embedding(Tape& tape, const Tensor& toke
 }
 
 Tensor TensorParallelGroup::vocab_parallel_cross_entropy(Tape& tape, const Var& logits_slice, const Tensor& targets,
-                                                         int64_t vocab_start, int64_t vocab, float grad_scale) const {
+                                                         int64_t vocab_start, int64_t vocab,
+                                                         const ops::GradScale& grad_scale) const {
   return tp::vocab_parallel_cross_entropy(tape, logits_slice, targets, vocab_start, vocab, grad_scale, tp_group_);
 }
 

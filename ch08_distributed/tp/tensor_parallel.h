@@ -16,6 +16,7 @@
 #include "common/comm/parallel_context.h"
 #include "common/nn/gpt2.h"
 #include "common/nn/tensor_parallel.h"
+#include "common/ops/grad_scale.h"
 
 namespace lab::ch08::tp {
 
@@ -31,7 +32,7 @@ class TensorParallelGroup final : public TensorParallelFunctions {
   Var vocab_parallel_embedding(Tape& tape, const Tensor& tokens, const Var& wte_slice, const Var& wpe,
                                int64_t vocab_start) const override;
   Tensor vocab_parallel_cross_entropy(Tape& tape, const Var& logits_slice, const Tensor& targets, int64_t vocab_start,
-                                      int64_t vocab, float grad_scale) const override;
+                                      int64_t vocab, const ops::GradScale& grad_scale) const override;
 
  private:
   comm::Communicator& tp_group_;

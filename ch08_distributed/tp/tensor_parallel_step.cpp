@@ -5,8 +5,8 @@
 
 namespace lab::ch08::tp {
 
-void TensorParallelStep::compute_gradient_norm(double loss_scale) {
-  write_gradient_norm(model_parallel_sum_squares(model(), context_), loss_scale);
+void TensorParallelStep::compute_gradient_norm() {
+  write_gradient_norm(model_parallel_sum_squares(model(), context_));
 }
 
 }  // namespace lab::ch08::tp

@@ -25,7 +25,7 @@ class TensorParallelStep : public dist::DataParallelStep {
   }
 
  protected:
-  void compute_gradient_norm(double loss_scale) override;
+  void compute_gradient_norm() override;
 
  private:
   const comm::ParallelContext& context_;

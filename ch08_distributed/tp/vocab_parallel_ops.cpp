@@ -60,14 +60,15 @@ void vocab_slice_sum_exp(const Tensor& logits_slice, const Tensor& row_max, int6
 
 void vocab_slice_loss_and_grad(const Tensor& logits_slice, const Tensor& losses, const Tensor& targets,
                                const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit,
-                               int64_t vocab_start, int64_t vocab, float dloss) {
+                               int64_t vocab_start, int64_t vocab, const ops::GradScale& dloss) {
   check_logits_and_targets(logits_slice, targets, vocab_start, vocab, "vocab_slice_loss_and_grad");
   const int64_t N = logits_slice.dim(0);
   check_row_stat(losses, N, "losses");
   check_row_stat(row_max, N, "row_max");
   check_row_stat(sum_exp, N, "sum_exp");
   check_row_stat(target_logit, N, "target_logit");
-  ops::check_same_device({&logits_slice, &losses, &targets, &row_max, &sum_exp, &target_logit},
+  dloss.check("vocab_slice_loss_and_grad dloss");
+  ops::check_same_device({&logits_slice, &losses, &targets, &row_max, &sum_exp, &target_logit, &dloss.on_device},
                          "vocab_slice_loss_and_grad");
   LAB_DISPATCH(logits_slice.device(), vocab_slice_loss_and_grad, logits_slice, losses, targets, row_max, sum_exp,
                target_logit, vocab_start, vocab, dloss);

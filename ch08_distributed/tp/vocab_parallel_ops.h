@@ -21,7 +21,8 @@
 //   2. sum_exp[n]      = sum over this slice's real columns of exp(logits - row_max)
 //        -> all-reduce sum_exp (sum)
 //   3. losses[n]       = log(sum_exp[n]) + row_max[n] - target_logit[n]; when dloss != 0 the slice is
-//      overwritten with its gradient dloss (softmax - onehot(target)) on real columns, 0 on padding
+//      overwritten with its gradient dloss (softmax - onehot(target)) on real columns, 0 on padding; dloss is a
+//      number, or its value times a scale on the device (ops::GradScale: fp16's loss scale)
 //   A target outside [0, vocab) is InvalidArgument on the CPU and a NaN loss and gradient row on CUDA.
 //
 // Bias (x [..., K] seen as [N, K] with K = bias's element count, bias [K]):
@@ -32,6 +33,7 @@
 #include <cstdint>
 
 #include "common/core/tensor.h"
+#include "common/ops/grad_scale.h"
 
 namespace lab::ch08::tp {
 
@@ -44,7 +46,7 @@ void vocab_slice_sum_exp(const Tensor& logits_slice, const Tensor& row_max, int6
                          const Tensor& sum_exp);
 void vocab_slice_loss_and_grad(const Tensor& logits_slice, const Tensor& losses, const Tensor& targets,
                                const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit,
-                               int64_t vocab_start, int64_t vocab, float dloss);
+                               int64_t vocab_start, int64_t vocab, const ops::GradScale& dloss);
 
 void add_bias(const Tensor& x, const Tensor& bias);
 void add_bias_grad(const Tensor& dbias, const Tensor& dout);
@@ -58,7 +60,7 @@ void vocab_slice_sum_exp(const Tensor& logits_slice, const Tensor& row_max, int6
                          const Tensor& sum_exp);
 void vocab_slice_loss_and_grad(const Tensor& logits_slice, const Tensor& losses, const Tensor& targets,
                                const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit,
-                               int64_t vocab_start, int64_t vocab, float dloss);
+                               int64_t vocab_start, int64_t vocab, const ops::GradScale& dloss);
 void add_bias(const Tensor& x, const Tensor& bias);
 void add_bias_grad(const Tensor& dbias, const Tensor& dout);
 }  // namespace cpu
@@ -71,7 +73,7 @@ void vocab_slice_sum_exp(const Tensor& logits_slice, const Tensor& row_max, int6
                          const Tensor& sum_exp);
 void vocab_slice_loss_and_grad(const Tensor& logits_slice, const Tensor& losses, const Tensor& targets,
                                const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit,
-                               int64_t vocab_start, int64_t vocab, float dloss);
+                               int64_t vocab_start, int64_t vocab, const ops::GradScale& dloss);
 void add_bias(const Tensor& x, const Tensor& bias);
 void add_bias_grad(const Tensor& dbias, const Tensor& dout);
 }  // namespace cuda

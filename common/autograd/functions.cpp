@@ -221,12 +221,13 @@ Var batched_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
   return out;
 }
 
-Tensor cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale) {
+Tensor cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab,
+                     const ops::GradScale& grad_scale) {
   return cross_entropy_through(ops::fused_classifier, tape, logits, targets, vocab, grad_scale);
 }
 
 Tensor cross_entropy_through(ops::ClassifierFn classifier, Tape& tape, const Var& logits, const Tensor& targets,
-                             int64_t vocab, float grad_scale) {
+                             int64_t vocab, const ops::GradScale& grad_scale) {
   const MemoryOpScope op("cross_entropy");
   const Tensor& lv = logits.value();
   const int64_t Vp = lv.dim(-1), N = lv.numel() / Vp;
@@ -236,8 +237,9 @@ Tensor cross_entropy_through(ops::ClassifierFn classifier, Tape& tape, const Var
     losses = Tensor::empty({N}, DType::F32, lv.device());  // f32 whatever the logits' dtype
   }
   const bool with_grad = tape.recording() && logits.requires_grad();
-  LAB_CHECK(!with_grad || grad_scale != 0.0f, InvalidArgument, "cross_entropy: grad_scale must be non-zero");
-  const float dloss = with_grad ? grad_scale / static_cast<float>(N) : 0.0f;
+  LAB_CHECK(!with_grad || grad_scale.value != 0.0f, InvalidArgument, "cross_entropy: grad_scale must be non-zero");
+  const ops::GradScale dloss =
+      with_grad ? ops::GradScale(grad_scale.on_device, grad_scale.value / static_cast<float>(N)) : ops::GradScale(0.0f);
   classifier(lv.reshape({N, Vp}), losses, targets.reshape({N}), vocab, dloss);
   if (with_grad) logits.bind_grad(lv);  // the logits buffer now holds dlogits
   return losses;

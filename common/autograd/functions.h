@@ -8,6 +8,7 @@
 #include "common/autograd/tape.h"
 #include "common/autograd/var.h"
 #include "common/ops/classifier.h"
+#include "common/ops/grad_scale.h"
 
 namespace lab::ag {
 
@@ -44,12 +45,14 @@ Var batched_attention(Tape& tape, const Var& qkv, int n_head, DType storage);
 // Cross-entropy of logits [..., Vp] (the first `vocab` columns real; f32, bf16 or f16) against targets with one entry
 // per leading position (N of them), returning the per-row losses [N] (f32). When the tape records, the gradient of
 // grad_scale * mean(losses) is computed in the same pass and written over the logits, which become their own gradient
-// buffer: the logits' value is no longer available afterwards. This is the last function of a forward pass; backward()
-// starts here.
-Tensor cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale);
+// buffer: the logits' value is no longer available afterwards. grad_scale is a number, or its value times a scale
+// on the device (ops::GradScale: fp16's loss scale, which the training step keeps there); it must not be 0. This is the
+// last function of a forward pass; backward() starts here.
+Tensor cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab,
+                     const ops::GradScale& grad_scale);
 // The same through `classifier` (another implementation of ops::fused_classifier's contract, such as chapter 6's
 // promoted kernel) instead of the core's op.
 Tensor cross_entropy_through(ops::ClassifierFn classifier, Tape& tape, const Var& logits, const Tensor& targets,
-                             int64_t vocab, float grad_scale);
+                             int64_t vocab, const ops::GradScale& grad_scale);
 
 }  // namespace lab::ag

@@ -232,7 +232,7 @@ Var GPT2::head_logits(Tape& tape, const Var& x) const {
   return options_.root ? options_.root(tape, ModelOptions::RootPart::Head, compute) : compute();
 }
 
-Tensor GPT2::head_loss(Tape& tape, const Var& x, const Tensor& targets, float grad_scale) const {
+Tensor GPT2::head_loss(Tape& tape, const Var& x, const Tensor& targets, const ops::GradScale& grad_scale) const {
   const Var logits = head_logits(tape, x);
   if (options_.tensor_parallel)
     return options_.tensor_parallel->vocab_parallel_cross_entropy(tape, logits, targets, vocab_start(),
@@ -251,7 +251,7 @@ Var GPT2::logits(Tape& tape, const Tensor& tokens) const {
   return head_logits(tape, forward_blocks(tape, embed(tape, tokens)));
 }
 
-Tensor GPT2::loss(Tape& tape, const Tensor& tokens, const Tensor& targets, float grad_scale) const {
+Tensor GPT2::loss(Tape& tape, const Tensor& tokens, const Tensor& targets, const ops::GradScale& grad_scale) const {
   LAB_CHECK(targets.shape() == tokens.shape(), InvalidArgument, "targets ", shape_str(targets.shape()),
             " do not match tokens ", shape_str(tokens.shape()));
   return head_loss(tape, forward_blocks(tape, embed(tape, tokens)), targets, grad_scale);

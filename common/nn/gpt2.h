@@ -18,6 +18,7 @@
 #include "common/nn/config.h"
 #include "common/nn/modules.h"
 #include "common/nn/shard.h"
+#include "common/ops/grad_scale.h"
 
 namespace lab {
 
@@ -55,13 +56,13 @@ class GPT2 {
   Var logits(Tape& tape, const Tensor& tokens) const;
   // Per-position cross-entropy losses [B*T] against targets [B,T]. When the tape records, backward()
   // afterwards accumulates the gradient of grad_scale * mean(loss) into the flat gradient buffer.
-  Tensor loss(Tape& tape, const Tensor& tokens, const Tensor& targets, float grad_scale = 1.0f) const;
+  Tensor loss(Tape& tape, const Tensor& tokens, const Tensor& targets, const ops::GradScale& grad_scale = 1.0f) const;
 
   // ---- the same pass in the three parts a pipeline stage runs: embed (first stage), its blocks, and the
   // head (last stage); loss() is head_loss(forward_blocks(embed(tokens))).
   Var embed(Tape& tape, const Tensor& tokens) const;   // [B,T] tokens -> [B,T,C]
   Var forward_blocks(Tape& tape, const Var& x) const;  // this shard's blocks, [B,T,C] -> [B,T,C]
-  Tensor head_loss(Tape& tape, const Var& x, const Tensor& targets, float grad_scale = 1.0f) const;
+  Tensor head_loss(Tape& tape, const Var& x, const Tensor& targets, const ops::GradScale& grad_scale = 1.0f) const;
 
   // ---- mixed precision (chapter 6)
   // bf16 or f16: every matmul (each Linear and the tied LM head) reads its input rounded to `dtype` and a

@@ -8,6 +8,7 @@
 #include "common/autograd/functions.h"
 #include "common/nn/parameters.h"
 #include "common/nn/tensor_parallel.h"
+#include "common/ops/grad_scale.h"
 
 namespace lab {
 
@@ -51,7 +52,7 @@ struct ModelOptions {
   using BlockFn = std::function<Var(Tape&, const Block&, const Var& x, const ModelOptions&)>;
   // ag::cross_entropy's contract: per-row losses of logits [..., Vp], the logits' gradient written over them.
   using CrossEntropyFn =
-      std::function<Tensor(Tape&, const Var& logits, const Tensor& targets, int64_t vocab, float grad_scale)>;
+      std::function<Tensor(Tape&, const Var& logits, const Tensor& targets, int64_t vocab, const ops::GradScale&)>;
 
   AttentionFn attention = ag::attention;
   MlpFn mlp;      // empty: c_proj(gelu(c_fc(x))); a tensor-parallel shard takes none (it needs f and g)

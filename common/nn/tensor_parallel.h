@@ -17,6 +17,7 @@
 
 #include "common/autograd/tape.h"
 #include "common/autograd/var.h"
+#include "common/ops/grad_scale.h"
 
 namespace lab {
 
@@ -45,7 +46,8 @@ class TensorParallelFunctions {
   // are real. Returns the per-row losses (the same on every rank); when the tape records, the gradient of
   // grad_scale * mean(losses) with respect to this rank's columns is written over them.
   virtual Tensor vocab_parallel_cross_entropy(Tape& tape, const Var& logits_slice, const Tensor& targets,
-                                              int64_t vocab_start, int64_t vocab, float grad_scale) const = 0;
+                                              int64_t vocab_start, int64_t vocab,
+                                              const ops::GradScale& grad_scale) const = 0;
 };
 
 }  // namespace lab

@@ -37,10 +37,7 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
               params.numel(), ")");
     previous_end = r.end;
   }
-  if (grad_scale.on_device.defined()) {
-    grad_scale.on_device.check_dtype(DType::F32, "adamw_update grad_scale");
-    LAB_CHECK(grad_scale.on_device.numel() >= 1, InvalidArgument, "adamw_update: an empty grad_scale tensor");
-  }
+  grad_scale.check("adamw_update grad_scale");
   if (params_16bit.defined()) {
     LAB_CHECK(params_16bit.dtype() == DType::BF16 || params_16bit.dtype() == DType::F16, InvalidArgument,
               "adamw_update: the parameters' 16-bit copy must be bf16 or f16, got ", dtype_name(params_16bit.dtype()));

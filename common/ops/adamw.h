@@ -4,6 +4,9 @@
 //   p -= lr * ( (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps) + wd * p )
 // where wd is hyper.weight_decay inside the decayed ranges and 0 elsewhere. grad_scale folds gradient clipping
 // (and loss-scale removal) into the same pass over memory, as a number or read from device memory (GradScale).
+// A grad_scale that is not finite skips the update: params, m, v and the 16-bit copy are left as they were. That is
+// how a training step under loss scaling tells the update that it found inf/NaN gradients
+// (ops::update_loss_scale) without the host deciding.
 // params, grads, m, v: equal element counts, f32.
 //
 // Mixed precision keeps a 16-bit copy of the weights for its matmuls (GPT2::set_matmul_dtype), which every update
@@ -22,18 +25,9 @@
 
 #include "common/core/tensor.h"
 #include "common/ops/element_range.h"
+#include "common/ops/grad_scale.h"
 
 namespace lab::ops {
-
-// What the gradients are multiplied by before the update (clipping, and the removal of a loss scale): a number
-// from the host, or the first element of an f32 tensor on the buffers' device that the training step computed
-// there, which the update reads itself, so that the step does not read it back to the host first.
-struct GradScale {
-  GradScale(float scale = 1.0f) : value(scale) {}  // implicit: a plain number is the common case
-  explicit GradScale(Tensor scale) : on_device(std::move(scale)) {}
-  float value = 1.0f;
-  Tensor on_device;  // when defined, its element 0 is the scale, and `value` is not used
-};
 
 struct AdamWHyper {
   float lr = 3e-4f;

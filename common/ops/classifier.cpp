@@ -21,8 +21,11 @@ void check_classifier_arguments(const Tensor& logits, const Tensor& losses, cons
   check_same_device({&logits, &losses, &targets}, "fused_classifier");
 }
 
-void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss) {
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                      const GradScale& dloss) {
   check_classifier_arguments(logits, losses, targets, vocab);
+  dloss.check("fused_classifier dloss");
+  check_same_device({&logits, &dloss.on_device}, "fused_classifier");
   LAB_DISPATCH(logits.device(), fused_classifier, logits, losses, targets, vocab, dloss);
 }
 

@@ -32,12 +32,13 @@ void accumulate_sum(const Tensor& total, const Tensor& x, double weight) {
   LAB_DISPATCH(x.device(), accumulate_sum, total, x, weight);
 }
 
-void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, double loss_scale) {
+void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, const GradScale& loss_scale) {
   grads.check_dtype(DType::F32, "gradient_norm_and_scale");
   out.check_dtype(DType::F32, "gradient_norm_and_scale out");
   LAB_CHECK(out.numel() >= 2, InvalidArgument, "gradient_norm_and_scale: out holds ", out.numel(), " elements, not 2");
-  LAB_CHECK(loss_scale > 0, InvalidArgument, "gradient_norm_and_scale: loss scale ", loss_scale);
-  check_same_device({&grads, &out}, "gradient_norm_and_scale");
+  LAB_CHECK(loss_scale.value > 0, InvalidArgument, "gradient_norm_and_scale: loss scale ", loss_scale.value);
+  loss_scale.check("gradient_norm_and_scale loss scale");
+  check_same_device({&grads, &out, &loss_scale.on_device}, "gradient_norm_and_scale");
   LAB_DISPATCH(grads.device(), gradient_norm_and_scale, out, grads, max_norm, loss_scale);
 }
 
@@ -49,13 +50,14 @@ void accumulate_sum_squares(const Tensor& total, const Tensor& x) {
   LAB_DISPATCH(x.device(), accumulate_sum_squares, total, x);
 }
 
-void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, double loss_scale) {
+void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, const GradScale& loss_scale) {
   sum_squares.check_dtype(DType::F32, "norm_and_scale sum of squares");
   out.check_dtype(DType::F32, "norm_and_scale out");
   LAB_CHECK(sum_squares.numel() >= 1, InvalidArgument, "norm_and_scale: an empty sum of squares");
   LAB_CHECK(out.numel() >= 2, InvalidArgument, "norm_and_scale: out holds ", out.numel(), " elements, not 2");
-  LAB_CHECK(loss_scale > 0, InvalidArgument, "norm_and_scale: loss scale ", loss_scale);
-  check_same_device({&sum_squares, &out}, "norm_and_scale");
+  LAB_CHECK(loss_scale.value > 0, InvalidArgument, "norm_and_scale: loss scale ", loss_scale.value);
+  loss_scale.check("norm_and_scale loss scale");
+  check_same_device({&sum_squares, &out, &loss_scale.on_device}, "norm_and_scale");
   LAB_DISPATCH(out.device(), norm_and_scale, out, sum_squares, max_norm, loss_scale);
 }
 

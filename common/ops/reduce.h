@@ -18,19 +18,21 @@
 //                                               already on the device (its first f32): the steps whose gradients
 //                                               are split across ranks add their partial sums there (an
 //                                               all-reduce of one float) instead of on the host
-// total and out are f32 tensors of at least one and two elements, on the device of x and grads.
+// total and out are f32 tensors of at least one and two elements, on the device of x and grads. The loss scale is a
+// number, or one the training step keeps on the device (fp16's dynamic loss scaling), read by the kernel.
 #pragma once
 
 #include "common/core/tensor.h"
+#include "common/ops/grad_scale.h"
 
 namespace lab::ops {
 
 double sum_squares(const Tensor& x);
 double sum(const Tensor& x);
 void accumulate_sum(const Tensor& total, const Tensor& x, double weight);
-void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, double loss_scale);
+void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, const GradScale& loss_scale);
 void accumulate_sum_squares(const Tensor& total, const Tensor& x);
-void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, double loss_scale);
+void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, const GradScale& loss_scale);
 
 // Global-norm clipping's factor: min(1, max_norm / (norm + 1e-6)); 1 when max_norm <= 0 (clipping off) or the norm
 // is NaN.
@@ -48,17 +50,17 @@ namespace cpu {
 double sum_squares(const Tensor& x);
 double sum(const Tensor& x);
 void accumulate_sum(const Tensor& total, const Tensor& x, double weight);
-void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, double loss_scale);
+void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, const GradScale& loss_scale);
 void accumulate_sum_squares(const Tensor& total, const Tensor& x);
-void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, double loss_scale);
+void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, const GradScale& loss_scale);
 }  // namespace cpu
 namespace cuda {
 double sum_squares(const Tensor& x);
 double sum(const Tensor& x);
 void accumulate_sum(const Tensor& total, const Tensor& x, double weight);
-void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, double loss_scale);
+void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, const GradScale& loss_scale);
 void accumulate_sum_squares(const Tensor& total, const Tensor& x);
-void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, double loss_scale);
+void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, const GradScale& loss_scale);
 }  // namespace cuda
 
 }  // namespace lab::ops

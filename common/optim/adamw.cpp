@@ -131,9 +131,8 @@ void AdamW::whole_step(float lr, const ops::GradScale& grad_scale, const Tensor&
 }
 
 void AdamW::host_step(float lr, const ops::GradScale& device_or_host_scale) {
-  const ops::GradScale grad_scale = device_or_host_scale.on_device.defined()
-                                        ? ops::GradScale(device_or_host_scale.on_device.view(0, {1}).item())
-                                        : device_or_host_scale;
+  const ops::GradScale grad_scale(device_or_host_scale.read());
+  if (!std::isfinite(grad_scale.value)) return;  // a skipped step (ops/adamw.h): nothing to move either way
   if (!master_current_) {
     master_.copy_from(params_.params());
     master_current_ = true;

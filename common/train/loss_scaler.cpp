@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/core/error.h"
+#include "common/ops/loss_scale.h"
 
 namespace lab {
 
@@ -14,22 +15,15 @@ DynamicLossScaler::DynamicLossScaler(const LossScalerConfig& config) : config_(c
             config.growth_factor);
   LAB_CHECK(config.backoff_factor > 0 && config.backoff_factor < 1, InvalidArgument,
             "loss scaling: backoff_factor must be in (0, 1), got ", config.backoff_factor);
-  LAB_CHECK(config.growth_interval >= 1, InvalidArgument, "loss scaling: growth_interval must be >= 1, got ",
+  LAB_CHECK(config.growth_interval >= 1 && config.growth_interval <= ops::kMaxGrowthInterval, InvalidArgument,
+            "loss scaling: growth_interval must be in [1, 2^24] (the step counts it on the device, in f32), got ",
             config.growth_interval);
   state_.scale = config.init_scale;
 }
 
 void DynamicLossScaler::update(bool gradients_finite) {
-  if (!gradients_finite) {
-    state_.scale *= config_.backoff_factor;
-    state_.clean_steps = 0;
-    ++state_.skipped_steps;
-    return;
-  }
-  if (++state_.clean_steps == config_.growth_interval) {
-    state_.scale *= config_.growth_factor;
-    state_.clean_steps = 0;
-  }
+  ops::advance_loss_scale(state_.scale, state_.clean_steps, state_.skipped_steps, gradients_finite,
+                          config_.growth_factor, config_.backoff_factor, config_.growth_interval);
 }
 
 void DynamicLossScaler::set_state(const LossScalerState& state) {

@@ -9,6 +9,10 @@
 // larger one fits. The scale thus settles just below the largest that does not overflow.
 //
 // bf16 has fp32's exponent range and needs no scaling.
+//
+// A training step keeps the scale and its counts on the device and moves them there (ops::update_loss_scale, the
+// same rule as update() below), so that it need not read the gradient norm back to decide; this class is the rule on
+// the host, its configuration, and the state that the step reports after each step and checkpoints keep.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +23,7 @@ struct LossScalerConfig {
   double init_scale = 65536.0;  // 2^16, GradScaler's default
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
-  int64_t growth_interval = 2000;  // steps without overflow before the scale grows
+  int64_t growth_interval = 2000;  // steps without overflow before the scale grows (at most 2^24)
 };
 
 // What a checkpoint keeps, so that a resumed run continues with the same scale.
@@ -31,7 +35,8 @@ struct LossScalerState {
 
 class DynamicLossScaler {
  public:
-  // InvalidArgument unless init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1 and growth_interval >= 1.
+  // InvalidArgument unless init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1 and 1 <= growth_interval <=
+  // 2^24.
   explicit DynamicLossScaler(const LossScalerConfig& config = {});
 
   // The scale the next backward multiplies the loss's gradient by.

@@ -9,26 +9,28 @@
 //   run_micro_batches()  the loop over micro-batches (accumulation). ch08 pipeline parallelism replaces the
 //                        whole loop with its schedule (GPipe: all forwards, then all backwards; 1F1B).
 //   forward_backward()   one micro-batch's forward and backward. ch06 fp16 multiplies the loss's gradient
-//                        by the loss scale here; ch08 overlapped data parallelism starts each gradient bucket's
-//                        all-reduce from inside backward (hooks on the tape) and waits for them in
-//                        reduce_gradients(); ch07 recompute is a model option and needs nothing here.
+//                        by the loss scale here (a scale on the device, which the classifier reads); ch08 overlapped
+//                        data parallelism starts each gradient bucket's all-reduce from inside backward (hooks on the
+//                        tape) and waits for them in reduce_gradients(); ch07 recompute is a model option and needs
+//                        nothing here.
 //   reduce_gradients()   after the last backward. ch08 data parallelism: all-reduce the gradient buffer
 //                        (naive per tensor, or flat buckets); ch07 ZeRO-2: reduce-scatter. One process: nothing.
 //   compute_gradient_norm()  the global norm clipping uses and the update's gradient scale, into the step's
 //                        scalars on the device. ch08 tensor and pipeline parallelism, ZeRO-2, the optimizer in
-//                        backward: sum the squares across ranks (or as backward went), on the host
+//                        backward: sum the squares across ranks (or as backward went) into a device float
 //                        (write_gradient_norm); ch06 loss scaling: the norm of the unscaled gradients.
 //   optimizer_step()     the update, its gradient scale read from the step's scalars. ch06 mixed precision:
-//                        unscale, skip the step on inf/NaN (and count it), update fp32 master weights and copy
-//                        them down; ch07 ZeRO-1: update this rank's shard, then all-gather; CPU offload;
-//                        optimizer in backward: the update already happened, nothing is left to do.
+//                        unscale, skip the step on inf/NaN (the scaler marks the gradient scale, and the update
+//                        reads the mark), update fp32 master weights and copy them down; ch07 ZeRO-1: update this
+//                        rank's shard, then all-gather; CPU offload; optimizer in backward: the update already
+//                        happened, nothing is left to do.
 //
 // Enqueued, then reported: enqueue() queues the whole step on the device and reads nothing back. The step's
 // scalars, the loss summed over the micro-batches, the gradient norm and the update's gradient scale (clipping
 // and the loss scale's removal), live in one small f32 tensor on the model's device, written by the ops that
-// compute them and read by AdamW there (ops::GradScale); report() reads them, once, and waits for the step.
-// run() is the two. What still reads back inside enqueue(): fp16's loss scaling (whether to skip the update is
-// decided on the host), the pipeline's loss and the offloaded optimizer (its update runs on the CPU). The steps
+// compute them and read by AdamW there (ops::GradScale); so does fp16's loss scaler (its scale, its step counts and
+// whether this step was skipped). report() reads them, once, and waits for the step. run() is the two. What still
+// reads back inside enqueue(): the pipeline's loss and the offloaded optimizer (its update runs on the CPU). The steps
 // whose gradients are spread over ranks (ZeRO-2 and 3, tensor and pipeline parallelism) add their partial sums of
 // squares on the device and all-reduce that one float there (write_gradient_norm). On the CPU the losses and weights
 // are bitwise those of reading back, as the same double arithmetic runs in the same order. A step that reads nothing
@@ -49,10 +51,13 @@
 //   - with loss scaling (fp16), forward_backward() scales the loss's gradient by the scale (through
 //     loss_gradient_scale(), which an override of forward_backward must use too), the norm is divided by
 //     it, and an inf/NaN norm (the norm is a sum of squares over the whole flat gradient buffer, on CPU and
-//     CUDA, so any non-finite gradient makes it non-finite) skips optimizer_step(); otherwise the 1/scale is
-//     folded into the gradient scale that optimizer_step() passes to AdamW.
-//     A skipped step leaves weights and optimizer state (AdamW's step count included) untouched; the caller's
-//     step counter moves on (its batches were consumed), as with PyTorch's GradScaler.
+//     CUDA, so any non-finite gradient makes it non-finite) skips the update; otherwise the 1/scale is
+//     folded into the gradient scale that optimizer_step() passes to AdamW. All of it on the device: the scale
+//     lives there, ops::update_loss_scale moves it after the norm and marks a skipped step's gradient scale NaN,
+//     which AdamW reads as "update nothing". So an fp16 step, too, reads nothing back and can be captured.
+//     A skipped step leaves weights and optimizer state (AdamW's step count included: report() takes back the
+//     count the update made) untouched; the caller's step counter moves on (its batches were consumed), as with
+//     PyTorch's GradScaler. With loss scaling, report() must follow each enqueue() (the next one checks).
 #pragma once
 
 #include <functional>
@@ -62,6 +67,7 @@
 #include "common/bench/timer.h"
 #include "common/core/tensor.h"
 #include "common/nn/gpt2.h"
+#include "common/ops/grad_scale.h"
 #include "common/optim/adamw.h"
 #include "common/train/loss_scaler.h"
 
@@ -119,11 +125,14 @@ class TrainStep {
   // Dynamic loss scaling (fp16) from the next step on, with a fresh scaler of `scaling`; nullopt: none (the
   // default).
   void set_loss_scaling(const std::optional<LossScalerConfig>& scaling);
-  // The loss scaler, null without loss scaling (checkpoints save and restore its state).
-  DynamicLossScaler* loss_scaler() { return loss_scaler_ ? &*loss_scaler_ : nullptr; }
+  // The loss scaler, null without loss scaling: its state as of the last report() (checkpoints save it).
+  const DynamicLossScaler* loss_scaler() const { return loss_scaler_ ? &*loss_scaler_ : nullptr; }
+  // A checkpoint's scaler state, for the next step on (the host's copy and the device's); InvalidArgument without
+  // loss scaling or for a bad state.
+  void set_loss_scaler_state(const LossScalerState& state);
 
   // Why enqueue() cannot be captured in a CUDA graph (ch09_advanced/graphed_step.h), as the end of a sentence
-  // such as "fp16 loss scaling decides on the host whether to skip the update"; empty when it can: it then makes
+  // such as "timing the phases synchronises the device between them"; empty when it can: it then makes
   // no host read, no synchronisation and no host-side decision that a replay would have to repeat. A step that
   // overrides a part with one of those says so here.
   virtual std::string capture_blocker() const;
@@ -136,11 +145,11 @@ class TrainStep {
   // Adds the micro-batch's mean loss / accum_steps into loss_sum().
   virtual void forward_backward(const MicroBatch& batch, TrainStepResult& result);
   virtual void reduce_gradients() {}
-  // Writes the norm of the gradients divided by `loss_scale`, and the update's gradient scale (clipping at
-  // config().grad_clip, times 1 / loss_scale), into the step's scalars. By default on the device from the flat
+  // Writes the norm of the gradients divided by the loss scale, and the update's gradient scale (clipping at
+  // config().grad_clip, times 1 / the loss scale), into the step's scalars. By default on the device from the flat
   // gradient buffer; a step whose gradients are spread over ranks adds its partial sums of squares into a device
   // float (ops::accumulate_sum_squares), all-reduces it and calls write_gradient_norm.
-  virtual void compute_gradient_norm(double loss_scale);
+  virtual void compute_gradient_norm();
   // The update at learning rate `lr`, its gradient scale grad_scale() (read on the device). With
   // writes_16bit_copy(), it writes the model's 16-bit copy too (AdamW::step_with_16bit_copy).
   virtual void optimizer_step(double lr);
@@ -155,12 +164,15 @@ class TrainStep {
   // For a step that computes its loss on the host: the step's loss (replacing the sum).
   void write_loss(double loss);
   // From `sum_squares` (its first f32, on the model's device: the gradients' sum of squares as backward made them,
-  // times the loss scale squared), on the device: the norm divided by `loss_scale`, and the gradient scale that
+  // times the loss scale squared), on the device: the norm divided by the loss scale, and the gradient scale that
   // follows (ops::norm_and_scale).
-  void write_gradient_norm(const Tensor& sum_squares, double loss_scale);
+  void write_gradient_norm(const Tensor& sum_squares);
 
-  // What a micro-batch's backward multiplies the mean loss's gradient by: 1/accum_steps, times the loss scale.
-  float loss_gradient_scale() const;
+  // What a micro-batch's backward multiplies the mean loss's gradient by: 1/accum_steps, times the loss scale (which
+  // lives on the device: the classifier reads it there).
+  ops::GradScale loss_gradient_scale() const;
+  // The loss scale: 1 without loss scaling, else the scaler's scale on the device.
+  ops::GradScale loss_scale() const;
 
   // With time_phases: synchronises the device and adds the time since the last lap to `phase_seconds`.
   void lap(double& phase_seconds);
@@ -171,10 +183,15 @@ class TrainStep {
   GPT2& model_;
   AdamW& optimizer_;
   TrainStepConfig config_;
-  std::optional<DynamicLossScaler> loss_scaler_;
+  std::optional<DynamicLossScaler> loss_scaler_;  // the host's copy of the scaler, as of the last report()
+  bool reported_ = true;                          // report() came after the last enqueue()
   bench::Timer phase_timer_;
-  // The scalars, [loss sum, gradient norm, gradient scale] on the model's device, and views of them.
-  Tensor scalars_, loss_sum_, grad_norm_, grad_scale_;
+  // Writes the host scaler's state into the device's.
+  void write_scaler_state();
+
+  // The scalars, [loss sum, gradient norm, gradient scale] then the loss scaler's state (ops::LossScaleSlot) on the
+  // model's device, and views of them.
+  Tensor scalars_, step_scalars_, scaler_state_, loss_sum_, grad_scale_;
   // The enqueued step's result so far, and its clock.
   TrainStepResult pending_;
   bench::Timer step_timer_;

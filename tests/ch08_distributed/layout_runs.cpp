@@ -38,10 +38,19 @@ RunResult train(GPT2& model, TrainStep& step, const RunSettings& run, int64_t gl
     const TrainStepResult r = step.run(source, kLearningRate);
     result.losses.push_back(r.loss);
     result.grad_norms.push_back(r.grad_norm);
+    result.loss_scales.push_back(r.loss_scale);
+    result.skipped.push_back(r.skipped);
   }
   for (const ParamInfo& p : model.parameters().infos())
     result.weights[p.name] = model.parameters().value(p.name).to(Device::cpu());
   return result;
+}
+
+// fp16 matmuls and loss scaling, when the run asks for them.
+void apply_fp16(const RunSettings& run, GPT2& model, TrainStep& step) {
+  if (!run.fp16) return;
+  model.set_matmul_dtype(DType::F16);
+  step.set_loss_scaling(run.fp16);
 }
 
 }  // namespace
@@ -79,6 +88,7 @@ RunResult run_single_process(const GPT2Config& config, const RunSettings& run, i
   RunSettings whole = run;
   whole.batch = run.batch * dp;
   TrainStep step(model, optimizer, whole.step_config());
+  apply_fp16(run, model, step);
   return train(model, step, whole, whole.batch, 0);
 }
 
@@ -94,6 +104,7 @@ LayoutRun run_layout(comm::Communicator& world, const LayoutCase& layout_case, c
   options.micro_batches = run.micro_batches;
   options.pp_schedule = layout_case.schedule;
   r.step = ch08::make_train_step(*r.context, options, *r.model, *r.optimizer, run.step_config());
+  apply_fp16(run, *r.model, *r.step);
   const int64_t dp = layout_case.layout.dp;
   r.result = train(*r.model, *r.step, run, dp * run.batch, r.context->coords().dp * run.batch);
   return r;

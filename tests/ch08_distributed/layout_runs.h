@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "common/comm/parallel_context.h"
 #include "common/nn/gpt2.h"
 #include "common/optim/adamw.h"
+#include "common/train/loss_scaler.h"
 #include "common/train/train_step.h"
 
 namespace lab::testing {
@@ -41,7 +43,8 @@ struct RunSettings {
   int64_t micro_batches = 4;
   int steps = 5;
   uint64_t seed = 1234;
-  TrainStepConfig step_config() const;  // micro_batches accumulated, clipping at kGradClip
+  std::optional<LossScalerConfig> fp16;  // when set: fp16 matmuls and dynamic loss scaling with this scaler
+  TrainStepConfig step_config() const;   // micro_batches accumulated, clipping at kGradClip
 };
 
 // The tokens [rows, seq + 1] of micro-batch `micro` of step `step`: rows of the global batch.
@@ -49,6 +52,8 @@ Tensor global_tokens(const RunSettings& run, int64_t rows, int step, int micro);
 
 struct RunResult {
   std::vector<double> losses, grad_norms;  // per step
+  std::vector<double> loss_scales;         // per step, under fp16 (0 otherwise)
+  std::vector<bool> skipped;               // per step: loss scaling found inf/NaN gradients
   std::map<std::string, Tensor> weights;   // this rank's parameters at the end (CPU)
 };
 

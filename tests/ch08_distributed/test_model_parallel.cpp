@@ -5,7 +5,8 @@
 // dp 2 x pp 2, tp 4 and pp 4 on 4 ranks (a layout that does not fit the job is skipped). The vocabulary (300,
 // padded to 384) is padded to 512 under tp, so tp 4's last slice is all padding. Also: 1F1B's live
 // micro-batches within P - stage while GPipe holds all M, the measured bubble, whole tensors gathered from
-// the shards, and a weights file loaded into every shard.
+// the shards, and a weights file loaded into every shard. And fp16 with loss scaling from a scale that overflows
+// (dp 1 layouts): the same steps skipped and the same scales as the single process, the losses within 1e-4.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "ch08_distributed/tp/tensor_parallel.h"
 #include "ch08_distributed/tp/whole_tensors.h"
 #include "common/nn/gpt2_weights.h"
+#include "common/train/loss_scaler.h"
 #include "tests/ch08_distributed/layout_runs.h"
 #include "tests/common/comm/mpi_test.h"
 #include "tests/support/test_support.h"
@@ -80,6 +82,57 @@ TEST_P(ModelParallelLayouts, MatchTheSingleProcessRun) {
   if (world_->rank() == 0)
     std::printf("%s: loss %.6f -> %.6f (one process %.6f -> %.6f), worst weight error %.2e\n", c.name().c_str(),
                 got.losses.front(), got.losses.back(), reference.losses.front(), reference.losses.back(), worst);
+}
+
+// fp16 with dynamic loss scaling: the scale lives on each rank's device, the last pipeline stage's classifier (or
+// every tensor-parallel rank's slice of it) reads it there, and every rank gets the same all-reduced norm, so every
+// rank skips the same overflowing steps as the single process and moves its scale the same way. 2^24 overflows
+// fp16 at first; the scale then halves until it fits and grows after every 2 clean steps.
+TEST_P(ModelParallelLayouts, MatchTheSingleProcessRunInFp16WithLossScaling) {
+  const GPT2Config config = testing::layout_test_config();
+  testing::RunSettings run;
+  run.steps = 8;
+  run.fp16 = LossScalerConfig{16777216.0, 2.0, 0.5, 2};
+  const LayoutCase& c = GetParam();
+  // A data-parallel rank's loss is the mean over its own rows: its gradients before the average are dp times the
+  // single process's and overflow fp16 at a scale dp times smaller, so its skips are not the single process's.
+  if (c.layout.dp > 1) GTEST_SKIP() << "dp " << c.layout.dp << ": the overflows differ from the single process's";
+  const testing::RunResult reference = testing::run_single_process(config, run, c.layout.dp);
+  const testing::LayoutRun r = testing::run_layout(*world_, c, config, run);
+  const testing::RunResult& got = r.result;
+  EXPECT_EQ(got.skipped, reference.skipped);
+  EXPECT_EQ(got.loss_scales, reference.loss_scales);
+  const auto skips = std::count(reference.skipped.begin(), reference.skipped.end(), true);
+  EXPECT_GE(skips, 1) << "no step overflowed: the test does not exercise the skip";
+  EXPECT_LT(skips, run.steps) << "every step overflowed: the test does not exercise the update";
+  for (int s = 0; s < run.steps; ++s) {
+    EXPECT_NEAR(got.losses[s], reference.losses[s], 1e-4 * reference.losses[s]) << "step " << s;
+    if (!reference.skipped[s]) {
+      EXPECT_NEAR(got.grad_norms[s], reference.grad_norms[s], 1e-3 * reference.grad_norms[s]) << "step " << s;
+    }
+  }
+  // fp16 rounds each matmul operand to 11 bits, and the layouts add partial products in another order, so a rounding
+  // can fall the other way; AdamW's normalised step turns a gradient element near zero whose sign then differs into
+  // a weight that differs by up to 2 lr a step. So the weights are held to the mean of their differences (a missed
+  // or an extra update moves every weight by about lr), and to being finite (a NaN update applied).
+  double total_error = 0, worst = 0;
+  int64_t count = 0;
+  for (const auto& [name, weights] : got.weights) {
+    const std::vector<float> w = weights.to_floats();
+    const std::vector<float> e = testing::slice_for(*r.model, name, reference.weights.at(name)).to_floats();
+    for (size_t i = 0; i < w.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(w[i])) << name << "[" << i << "]";
+      total_error += std::fabs(static_cast<double>(w[i]) - e[i]);
+      worst = std::max(worst, std::fabs(static_cast<double>(w[i]) - e[i]));
+    }
+    count += static_cast<int64_t>(w.size());
+  }
+  const double mean_error = total_error / static_cast<double>(count);
+  EXPECT_LT(mean_error, kWeightTolerance);
+  if (world_->rank() == 0)
+    std::printf("%s fp16: %lld of %d steps skipped, scale %.0f -> %.0f, weight error mean %.2e, worst %.2e\n",
+                c.name().c_str(), static_cast<long long>(skips), run.steps, reference.loss_scales.front(),
+                reference.loss_scales.back(), mean_error, worst);
 }
 
 // The whole tensors gathered on rank 0 from every rank's shard are the single-process run's.

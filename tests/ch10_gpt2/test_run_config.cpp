@@ -57,12 +57,6 @@ TEST(RunConfig, EveryRefusalHasItsKindAndLine) {
        "--dtype tf32 needs a GPU"},
       {"graphs on the CPU", [](RunConfig& c) { c.cuda_graphs = true; }, ErrorKind::InvalidArgument,
        "--cuda-graphs needs a CUDA device"},
-      {"fp16 in a pipeline",
-       [](RunConfig& c) {
-         c.math = MathMode::FP16;
-         c.parallel.layout = {1, 1, 2};
-       },
-       ErrorKind::Unsupported, "--dtype fp16 with --pp 2"},
       {"fp16 with the optimizer in backward",
        [](RunConfig& c) {
          c.math = MathMode::FP16;

@@ -7,15 +7,18 @@
 
 namespace lab::ch06 {
 
-void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss) {
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                      const ops::GradScale& dloss) {
   ops::check_classifier_arguments(logits, losses, targets, vocab);
+  dloss.check("fused_classifier dloss");
+  ops::check_same_device({&logits, &dloss.on_device}, "fused_classifier");
   LAB_DISPATCH(logits.device(), fused_classifier, logits, losses, targets, vocab, dloss);
 }
 
 // The core's fused loop (three passes over each row, which stays in L2 between them): the lab's CPU loop with
 // the online pass measured no faster (kernels/04_classifier/README.md).
 void cpu::fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
-                           float dloss) {
+                           const ops::GradScale& dloss) {
   ops::cpu::fused_classifier(logits, losses, targets, vocab, dloss);
 }
 

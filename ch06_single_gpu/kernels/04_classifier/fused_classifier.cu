@@ -94,7 +94,8 @@ __device__ void keep_packed(Piece<D> (&kept)[kKeptPieces]) {
 
 template <typename D>
 __global__ void __launch_bounds__(kThreads)
-    fused_classifier_pieces_kernel(D* logits, float* losses, const int32_t* targets, int Vp, int vocab, float dloss) {
+    fused_classifier_pieces_kernel(D* logits, float* losses, const int32_t* targets, int Vp, int vocab, float dloss,
+                                   const float* dloss_factor) {
   constexpr int kPer = Piece<D>::kElements;
   __shared__ MaxSum scratch[ops::cuda::kWarpSize];
   Piece<D>* row = reinterpret_cast<Piece<D>*>(logits + static_cast<int64_t>(blockIdx.x) * Vp);
@@ -121,6 +122,7 @@ __global__ void __launch_bounds__(kThreads)
 
   if (threadIdx.x == 0) losses[blockIdx.x] = valid ? logf(s.sum) + s.max - target_logit : CUDART_NAN_F;
   if (dloss == 0.0f) return;
+  if (dloss_factor) dloss *= *dloss_factor;  // a scale the training step keeps on the device (ops::GradScale)
   const float scale = dloss / s.sum;
 #pragma unroll
   for (int i = 0; i < kKeptPieces; ++i) {
@@ -141,7 +143,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---------------------------------------------------------------- launcher
 
-void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss) {
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                      const ops::GradScale& dloss) {
   const int64_t N = logits.dim(0), Vp = logits.dim(1);
   if (N == 0) return;
   ops::dispatch_float_dtype(logits.dtype(), "fused_classifier", [&](auto tag) {
@@ -154,7 +157,8 @@ void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& 
     }
     LaunchScope scope(logits);
     LAB_LAUNCH(fused_classifier_pieces_kernel<D>, {grid_for(N, 1), kThreads, 0, scope.stream()}, device_data<S>(logits),
-               losses.data<float>(), targets.data<int32_t>(), static_cast<int>(Vp), static_cast<int>(vocab), dloss);
+               losses.data<float>(), targets.data<int32_t>(), static_cast<int>(Vp), static_cast<int>(vocab),
+               dloss.value, dloss.on_device.defined() ? dloss.on_device.data<float>() : nullptr);
   });
 }
 

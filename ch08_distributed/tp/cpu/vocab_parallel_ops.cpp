@@ -94,8 +94,9 @@ void vocab_slice_sum_exp(const Tensor& logits_slice, const Tensor& row_max, int6
 
 void vocab_slice_loss_and_grad(const Tensor& logits_slice, const Tensor& losses, const Tensor& targets,
                                const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit,
-                               int64_t vocab_start, int64_t vocab, float dloss) {
+                               int64_t vocab_start, int64_t vocab, const ops::GradScale& dloss_scale) {
   check_targets(targets, vocab);
+  const float dloss = dloss_scale.read();
   const int64_t N = logits_slice.dim(0), S = logits_slice.dim(1);
   const int64_t real = real_columns(S, vocab_start, vocab);
   float* lp = logits_slice.data<float>();

@@ -88,13 +88,14 @@ __global__ void sum_exp_kernel(const float* logits, const float* row_max, int64_
 
 __global__ void loss_and_grad_kernel(float* logits, float* losses, const int32_t* targets, const float* row_max,
                                      const float* sum_exp, const float* target_logit, int64_t S, int64_t vocab_start,
-                                     int64_t vocab, float dloss) {
+                                     int64_t vocab, float dloss, const float* dloss_factor) {
   const int64_t n = blockIdx.x;
   const float mx = row_max[n], sum = sum_exp[n];
   const int64_t target = targets[n];
   const bool valid = target >= 0 && target < vocab;
   if (threadIdx.x == 0) losses[n] = valid ? logf(sum) + mx - target_logit[n] : CUDART_NAN_F;
   if (dloss == 0.0f) return;
+  if (dloss_factor) dloss *= *dloss_factor;  // a scale the training step keeps on the device (ops::GradScale)
   float* row = logits + n * S;
   const int64_t real = real_columns(S, vocab_start, vocab);
   const int64_t t = target - vocab_start;
@@ -153,13 +154,14 @@ void vocab_slice_sum_exp(const Tensor& logits_slice, const Tensor& row_max, int6
 
 void vocab_slice_loss_and_grad(const Tensor& logits_slice, const Tensor& losses, const Tensor& targets,
                                const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit,
-                               int64_t vocab_start, int64_t vocab, float dloss) {
+                               int64_t vocab_start, int64_t vocab, const ops::GradScale& dloss) {
   const int64_t N = logits_slice.dim(0), S = logits_slice.dim(1);
   if (N == 0) return;
   LaunchScope scope(logits_slice);
   LAB_LAUNCH(loss_and_grad_kernel, {grid_for(N, 1), kRowThreads, 0, scope.stream()}, logits_slice.data<float>(),
              losses.data<float>(), targets.data<int32_t>(), row_max.data<float>(), sum_exp.data<float>(),
-             target_logit.data<float>(), S, vocab_start, vocab, dloss);
+             target_logit.data<float>(), S, vocab_start, vocab, dloss.value,
+             dloss.on_device.defined() ? dloss.on_device.data<float>() : nullptr);
 }
 
 void add_bias(const Tensor& x, const Tensor& bias) {

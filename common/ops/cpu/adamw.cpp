@@ -47,9 +47,10 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
                     hp.beta2,
                     step[kStepLr],
                     hp.eps,
-                    grad_scale.on_device.defined() ? grad_scale.on_device.data<float>()[0] : grad_scale.value,
+                    grad_scale.read(),
                     step[kStepBiasCorrection1],
                     step[kStepBiasCorrection2]};
+  if (!std::isfinite(k.grad_scale)) return;  // a skipped step (adamw.h)
   const auto update_and_round = [&](int64_t begin, int64_t end, float weight_decay) {
     update(p, g, mp, vp, begin, end, k, weight_decay);
     if (params_16bit.defined())

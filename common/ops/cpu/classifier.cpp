@@ -40,7 +40,9 @@ float row_loss_and_gradient(float* row, int64_t Vp, int64_t vocab, int64_t t, fl
 
 }  // namespace
 
-void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab, float dloss) {
+void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                      const GradScale& dloss_scale) {
+  const float dloss = dloss_scale.read();
   const int64_t N = logits.dim(0), Vp = logits.dim(1);
   const int32_t* tgt = targets.data<int32_t>();
   for (int64_t n = 0; n < N; ++n)

@@ -58,8 +58,8 @@ void write_norm_and_scale(const Tensor& out, double sum_squares, double max_norm
 
 }  // namespace
 
-void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, double loss_scale) {
-  write_norm_and_scale(out, chunked_sum<true>(grads), max_norm, loss_scale);
+void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, const GradScale& loss_scale) {
+  write_norm_and_scale(out, chunked_sum<true>(grads), max_norm, loss_scale.read());
 }
 
 void accumulate_sum_squares(const Tensor& total, const Tensor& x) {
@@ -67,8 +67,8 @@ void accumulate_sum_squares(const Tensor& total, const Tensor& x) {
   t = static_cast<float>(static_cast<double>(t) + chunked_sum<true>(x));
 }
 
-void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, double loss_scale) {
-  write_norm_and_scale(out, static_cast<double>(sum_squares.data<float>()[0]), max_norm, loss_scale);
+void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, const GradScale& loss_scale) {
+  write_norm_and_scale(out, static_cast<double>(sum_squares.data<float>()[0]), max_norm, loss_scale.read());
 }
 
 }  // namespace lab::ops::cpu

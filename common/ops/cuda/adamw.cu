@@ -20,6 +20,7 @@
 #include "common/ops/cuda/decay_table.cuh"
 #include "common/ops/cuda/dtype_dispatch.cuh"
 #include "common/ops/cuda/launch.cuh"
+#include "common/ops/loss_scale.h"
 
 namespace lab::ops::cuda {
 
@@ -31,7 +32,8 @@ struct AdamWConstants {
 };
 
 // Elements [first, end) of the buffers.
-// The gradient scale is k.grad_scale, or *grad_scale when it points to one the step computed on the device; lr and
+// The gradient scale is k.grad_scale, times *grad_scale when it points to one the step computed on the device (not
+// finite: the step is skipped, and every thread leaves its element as it was); lr and
 // the bias corrections are k's, or step_values' when it points to them (AdamWStepValue order). copy: the 16-bit copy
 // of the parameters, or null.
 template <typename Copy>
@@ -45,7 +47,9 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
     k.bias_correction1 = step_values[kStepBiasCorrection1];
     k.bias_correction2 = step_values[kStepBiasCorrection2];
   }
-  const float g = grads[i] * (grad_scale ? *grad_scale : k.grad_scale);
+  const float scale = grad_scale ? k.grad_scale * *grad_scale : k.grad_scale;
+  if (!finite_value(scale)) return;
+  const float g = grads[i] * scale;
   const float mi = k.beta1 * m[i] + (1.0f - k.beta1) * g;
   const float vi = k.beta2 * v[i] + (1.0f - k.beta2) * g * g;
   m[i] = mi;

@@ -46,8 +46,11 @@ __global__ void accumulate_sum_kernel(float* total, const float* partials, int64
 }
 
 // out[0] = the norm, out[1] = the update's gradient scale (reduce.h's clip_scale, in the same double arithmetic).
+// The loss scale is loss_scale_value, times *loss_scale_on_device when given (in f32, as GradScale::read()).
 __global__ void norm_and_scale_kernel(float* out, const float* partials, int64_t blocks, double max_norm,
-                                      double loss_scale) {
+                                      float loss_scale_value, const float* loss_scale_on_device) {
+  const double loss_scale =
+      loss_scale_on_device ? loss_scale_value * *loss_scale_on_device : static_cast<double>(loss_scale_value);
   const double norm = sqrt(sum_in_order(partials, blocks)) / loss_scale;
   out[0] = static_cast<float>(norm);
   double coefficient = 1.0;
@@ -72,6 +75,10 @@ Tensor partial_sums(const Tensor& x) {
   LAB_LAUNCH((partial_sums_kernel<kSquare>), {static_cast<unsigned int>(blocks), kBlockSize, 0, scope.stream()},
              partials.data<float>(), x.data<float>(), n);
   return partials;
+}
+
+const float* on_device(const GradScale& scale) {
+  return scale.on_device.defined() ? scale.on_device.data<float>() : nullptr;
 }
 
 template <bool kSquare>
@@ -99,11 +106,11 @@ void accumulate_sum(const Tensor& total, const Tensor& x, double weight) {
              partials.numel(), weight);
 }
 
-void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, double loss_scale) {
+void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_norm, const GradScale& loss_scale) {
   const Tensor partials = partial_sums<true>(grads);
   LaunchScope scope(grads);
   LAB_LAUNCH(norm_and_scale_kernel, {1, 1, 0, scope.stream()}, out.data<float>(), partials.data<float>(),
-             partials.numel(), max_norm, loss_scale);
+             partials.numel(), max_norm, loss_scale.value, on_device(loss_scale));
 }
 
 void accumulate_sum_squares(const Tensor& total, const Tensor& x) {
@@ -114,10 +121,10 @@ void accumulate_sum_squares(const Tensor& total, const Tensor& x) {
 }
 
 // The sum of squares is one "partial sum" for the kernel above: the norm is sqrt(double(sum_squares[0])).
-void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, double loss_scale) {
+void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, const GradScale& loss_scale) {
   LaunchScope scope(out);
   LAB_LAUNCH(norm_and_scale_kernel, {1, 1, 0, scope.stream()}, out.data<float>(), sum_squares.data<float>(), int64_t{1},
-             max_norm, loss_scale);
+             max_norm, loss_scale.value, on_device(loss_scale));
 }
 
 }  // namespace lab::ops::cuda

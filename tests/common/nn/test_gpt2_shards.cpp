@@ -11,6 +11,7 @@
 #include "common/io/safetensors.h"
 #include "common/nn/gpt2.h"
 #include "common/nn/gpt2_weights.h"
+#include "common/ops/grad_scale.h"
 #include "tests/common/expect_error.h"
 #include "tests/support/test_support.h"
 
@@ -36,7 +37,8 @@ struct NoCommunication final : TensorParallelFunctions {
   Var copy_to_tp_ranks(Tape&, const Var&) const override { unused(); }
   Var reduce_from_tp_ranks(Tape&, const Var&, const Var&) const override { unused(); }
   Var vocab_parallel_embedding(Tape&, const Tensor&, const Var&, const Var&, int64_t) const override { unused(); }
-  Tensor vocab_parallel_cross_entropy(Tape&, const Var&, const Tensor&, int64_t, int64_t, float) const override {
+  Tensor vocab_parallel_cross_entropy(Tape&, const Var&, const Tensor&, int64_t, int64_t,
+                                      const ops::GradScale&) const override {
     unused();
   }
   [[noreturn]] static void unused() { fail(ErrorKind::Internal, "this test runs no tensor-parallel communication"); }

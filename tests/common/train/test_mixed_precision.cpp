@@ -20,6 +20,7 @@
 #include "common/train/training_loop.h"
 #include "common/util/rng.h"
 #include "tests/common/expect_error.h"
+#include "tests/common/train/loss_scaling_cases.h"
 #include "tests/support/test_support.h"
 
 namespace lab {
@@ -98,25 +99,7 @@ class MarkovText {
   std::array<std::array<int32_t, 4>, kVocab> successors_{};
 };
 
-// A step that puts +inf into one gradient element after backward at one chosen step: the test hook for an
-// overflow (reduce_gradients runs after the last backward and before the norm).
-class OverflowAt : public TrainStep {
- public:
-  OverflowAt(GPT2& model, AdamW& optimizer, TrainStepConfig config, int64_t step)
-      : TrainStep(model, optimizer, config), overflow_step_(step) {}
-
- protected:
-  void reduce_gradients() override {
-    if (steps_++ != overflow_step_) return;
-    const Tensor grads = model().parameters().grad("h.0.mlp.c_fc.weight");
-    std::vector<float> values = grads.to_floats();
-    values[7] = std::numeric_limits<float>::infinity();
-    grads.copy_from(Tensor::from_floats(values, grads.shape()));
-  }
-
- private:
-  int64_t overflow_step_, steps_ = 0;
-};
+using test::OverflowAt;
 
 struct TinyModel {
   GPT2 model{tiny_config(), Device::cpu()};

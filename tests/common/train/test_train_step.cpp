@@ -143,9 +143,9 @@ class RecordingStep : public TrainStep {
     calls.push_back("reduce_gradients");
     model().parameters().grads().zero_();
   }
-  void compute_gradient_norm(double loss_scale) override {
+  void compute_gradient_norm() override {
     calls.push_back("compute_gradient_norm");
-    TrainStep::compute_gradient_norm(loss_scale);
+    TrainStep::compute_gradient_norm();
   }
   void optimizer_step(double lr) override {
     calls.push_back("optimizer_step");
