@@ -412,9 +412,11 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
                        : "",
               loss_scaling.c_str(), format_duration(eta).c_str());
   if (options_.memory_report && step == start_step_) {
-    const ch07::MemoryTheory theory = run_memory_theory(run_config_, options_.batch, options_.seq);
-    std::printf("memory of step %lld on %s (theory: one micro-batch, every rung's share):\n%s",
-                static_cast<long long>(step + 1), device().str().c_str(),
+    // The theory of this rank, the one that prints: its shard and its stage's micro-batches under --tp and --pp.
+    const comm::ParallelCoords& rank = context_->coords();
+    const ch07::MemoryTheory theory = run_memory_theory(run_config_, options_.batch, options_.seq, rank);
+    std::printf("memory of step %lld on %s (theory: %s, every rung's share):\n%s", static_cast<long long>(step + 1),
+                device().str().c_str(), run_memory_theory_scope(run_config_, rank).c_str(),
                 ch07::memory_report(memory, theory, device().is_cpu() ? ch07::process_memory() : ch07::ProcessMemory{})
                     .c_str());
   }

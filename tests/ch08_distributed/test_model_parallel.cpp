@@ -49,15 +49,7 @@ std::vector<LayoutCase> layouts() {
           {{1, 1, 4}, PpSchedule::GPipe}};
 }
 
-class ModelParallelLayouts : public ::testing::TestWithParam<LayoutCase> {
- protected:
-  void SetUp() override {
-    if (GetParam().layout.ranks() != testing::mpi_world().size())
-      GTEST_SKIP() << GetParam().name() << " needs " << GetParam().layout.ranks() << " ranks";
-    world_ = testing::fresh_communicator();
-  }
-  std::unique_ptr<comm::Communicator> world_;
-};
+using ModelParallelLayouts = testing::LayoutTest<LayoutCase>;
 
 TEST_P(ModelParallelLayouts, MatchTheSingleProcessRun) {
   const GPT2Config config = testing::layout_test_config();

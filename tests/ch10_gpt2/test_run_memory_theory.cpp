@@ -2,17 +2,27 @@
 // a training step of a tiny GPT-2 on the CPU: parameters, gradients and optimizer state exactly where theory is
 // exact (the plain run, mixed precision's 16-bit copy, the recompute policies), the tied embedding's gradient
 // under the optimizer in backward, and ZeRO's shards (one rank: the stage's formula, at most the formula with
-// what is whole beside it); the activations at their peak from the stored ones up to what backward adds.
+// what is whole beside it); the activations at their peak from the stored ones up to what backward adds. The
+// tensor- and pipeline-parallel ranks' share without processes: every rank's parameters those of its shard as
+// common/nn/shard.h cuts it, every stage's micro-batches in flight those its schedule keeps, the stages'
+// activations those of the whole model with a boundary activation received by each stage but the first, and the
+// block that block recompute runs again one block of the rank's shard (test_run_memory_theory_mpi.cpp measures
+// the ranks).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
+#include "ch08_distributed/pp/schedule.h"
 #include "ch10_gpt2/run_memory_theory.h"
+#include "common/nn/gpt2.h"
 #include "tests/ch10_gpt2/run_memory_check.h"
+#include "tests/support/test_support.h"
 
 namespace lab {
 namespace {
 
+using test::kTheoryRows;
+using test::kTheorySeq;
 using test::measure_step_memory;
 using test::StepMemory;
 using test::tiny_theory_run;
@@ -88,6 +98,103 @@ TEST(RunMemoryTheory, ZeroStagesOnOneRankHoldTheFormulaAndAtMostWhatIsWholeBesid
     std::printf("zero %d: measured %lld bytes, theory %lld\n", stage, static_cast<long long>(measured),
                 static_cast<long long>(theory));
   }
+}
+
+// The parameters of rank (tp rank, stage) as the model builds its shard: the whole model's parameters that the
+// shard holds, each at its tensor-parallel shape.
+int64_t shard_parameters(const GPT2Config& config, int tp, int tp_rank, int stage, int stages) {
+  const ModelShard shard = ModelShard::of_rank(config, tp_rank, tp, stage, stages);
+  int64_t n = 0;
+  for (const GPT2Parameter& p : gpt2_parameters(config, config.padded_vocab_for(tp)))
+    if (shard_holds(shard, config, p)) n += shape_numel(tp_shard_shape(p.shape, tp_split_of(p.name), tp));
+  return n;
+}
+
+// 4 blocks of 4 heads (tp up to 4, pp up to 4, 3 stages of unequal blocks); the vocabulary 300 is padded to 384,
+// and to 512 under tp 2 and 4.
+GPT2Config layout_theory_model() {
+  return test::tiny_gpt2_config(300, 4, 4, 32, 16);
+}
+
+TEST(RunMemoryTheory, EveryRankOfALayoutHoldsItsShardsParameters) {
+  for (const int tp : {1, 2, 4})
+    for (const int pp : {1, 2, 3, 4})
+      for (int stage = 0; stage < pp; ++stage)
+        for (int tp_rank = 0; tp_rank < tp; ++tp_rank) {
+          SCOPED_TRACE(cat("tp rank ", tp_rank, " of ", tp, ", stage ", stage, " of ", pp));
+          RunConfig config = tiny_theory_run(Device::cpu());
+          config.model = layout_theory_model();
+          config.parallel.layout = {1, tp, pp};
+          const ch07::MemoryTheory t = run_memory_theory(config, kTheoryRows, kTheorySeq, {0, tp_rank, stage});
+          const int64_t held = shard_parameters(config.model, tp, tp_rank, stage, pp);
+          EXPECT_EQ(t.parameters, held);
+          EXPECT_EQ(t.of(MemCategory::Params), 4 * held);
+          EXPECT_EQ(t.of(MemCategory::Grads), 4 * held);
+          EXPECT_EQ(t.of(MemCategory::Optimizer), 8 * held);
+          config.math = MathMode::BF16;  // the matmuls' 16-bit copy of the rank's flat buffer
+          EXPECT_EQ(run_memory_theory(config, kTheoryRows, kTheorySeq, {0, tp_rank, stage}).of(MemCategory::Params),
+                    6 * held);
+        }
+}
+
+TEST(RunMemoryTheory, EveryStageHoldsTheMicroBatchesItsScheduleKeepsInFlight) {
+  RunConfig config = tiny_theory_run(Device::cpu());
+  for (const ch08::PpSchedule schedule : {ch08::PpSchedule::GPipe, ch08::PpSchedule::OneFOneB})
+    for (int stages = 1; stages <= 4; ++stages)
+      for (int64_t micro_batches = 1; micro_batches <= 8; ++micro_batches)
+        for (int stage = 0; stage < stages; ++stage) {
+          config.parallel.layout = {1, 1, stages};
+          config.parallel.pp_schedule = schedule;
+          config.parallel.micro_batches = micro_batches;
+          const int expected = stages == 1 ? 1
+                                           : ch08::pp::peak_live_micro_batches(ch08::pp::pipeline_schedule(
+                                                 schedule, stage, stages, static_cast<int>(micro_batches)));
+          EXPECT_EQ(micro_batches_in_flight(config, stage), expected)
+              << ch08::pp_schedule_name(schedule) << ", stage " << stage << " of " << stages << ", " << micro_batches
+              << " micro-batches";
+        }
+}
+
+// Per token of a micro-batch, the stages of a pipeline keep what the whole model keeps, plus the boundary
+// activation [C] that each stage but the first receives; every recompute policy.
+TEST(RunMemoryTheory, ThePipelinesStagesKeepTheWholeModelsActivationsAndTheirBoundaries) {
+  for (const auto policy :
+       {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block}) {
+    SCOPED_TRACE(ch07::recompute_policy_name(policy));
+    RunConfig config = tiny_theory_run(Device::cpu());
+    config.model = layout_theory_model();
+    config.rungs.recompute = policy;
+    const ch07::MemoryTheory whole = run_memory_theory(config, kTheoryRows, kTheorySeq);
+    for (const int pp : {2, 3, 4}) {
+      config.parallel.layout = {1, 1, pp};
+      int64_t per_token = 0;
+      for (int stage = 0; stage < pp; ++stage) {
+        const ch07::MemoryTheory t = run_memory_theory(config, kTheoryRows, kTheorySeq, {0, 0, stage});
+        per_token += t.activation_bytes_per_token;
+        EXPECT_EQ(t.recomputed_block_bytes, whole.recomputed_block_bytes);
+      }
+      EXPECT_EQ(per_token, whole.activation_bytes_per_token + (pp - 1) * config.model.n_embd * 4) << pp << " stages";
+    }
+  }
+}
+
+// Block recompute runs one block of the rank's shard again during its backward: what the same rank's block keeps
+// without recompute (test_run_memory_theory_mpi measures that one exactly), at its tensor-parallel width.
+TEST(RunMemoryTheory, BlockRecomputeRecomputesOneBlockOfTheRanksShard) {
+  for (const int tp : {1, 2, 4})
+    for (const int pp : {1, 2}) {
+      SCOPED_TRACE(cat("tp ", tp, ", pp ", pp));
+      RunConfig config = tiny_theory_run(Device::cpu());
+      config.model = layout_theory_model();
+      config.parallel.layout = {1, tp, pp};
+      const ch07::MemoryTheory none = run_memory_theory(config, kTheoryRows, kTheorySeq);
+      config.rungs.recompute = ch07::RecomputePolicy::Block;
+      const ch07::MemoryTheory block = run_memory_theory(config, kTheoryRows, kTheorySeq);
+      EXPECT_EQ(block.recomputed_block_bytes,
+                kTheoryRows * kTheorySeq *
+                    (none.activation_elements_per_token_per_block * 4 + none.attention_bytes_per_token_per_block));
+      EXPECT_EQ(block.activation_elements_per_token_per_block, config.model.n_embd);  // the block's input, whole
+    }
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 // uninterrupted run logs (tp 2 -> one process, one process -> tp 2, pp 2 -> one process, tp 2 x pp 2 -> dp 2),
 // and a --save under tp writes one checkpoint that holds the whole model. ZeRO stage 3 over dp 2 (chapter 7) logs
 // the one process's losses and sample too (with --zero-prefetch), and its checkpoints resume in one process and
-// the reverse.
+// the reverse. --memory-report under pp 2 prints rank 0's theory, its stage's.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -74,6 +74,26 @@ TEST(TrainerLayouts, ZeroStage3WithPrefetchLogsTheLossesOfOneProcessWithTheWhole
   const std::string dir = testing::scratch_directory();
   testing::expect_strategy_matches_one_process(
       dir, "cpu", {{"zero3", 2, "--batch 2 --dp 2 --zero 3 --zero-prefetch"}, {"one_process", 1, "--batch 4"}});
+}
+
+// --memory-report under a pipeline prints the theory of the rank that prints: rank 0, tp rank 0 of 1 and stage 0
+// of 2, which holds the embeddings and, under 1F1B, 2 of the 4 micro-batches at once; its parameters, gradients and
+// optimizer state are what the allocator counts (peak/theory 1.000).
+TEST(TrainerLayouts, MemoryReportIsTheTheoryOfTheRankThatPrints) {
+  const std::string dir = testing::scratch_directory();
+  const LaunchResult r = testing::run_layout(dir, "pp2_memory", "cpu", {"pp2", 2, "--batch 2 --pp 2 --micro-batches 4"},
+                                             1, "--memory-report");
+  const std::string& out = r.out[0];
+  EXPECT_NE(out.find("memory of step 1 on cpu (theory: its shard on tp rank 0 of 1 and stage 0 of 2, 2 of 4 "
+                     "micro-batches in flight (1f1b), every rung's share):"),
+            std::string::npos)
+      << out;
+  for (const std::string category : {"params", "grads", "optimizer"}) {
+    const size_t at = out.find("\n" + category + " ");
+    ASSERT_NE(at, std::string::npos) << category << " missing from the report:\n" << out;
+    const std::string line = out.substr(at + 1, out.find('\n', at + 1) - at - 1);
+    EXPECT_EQ(line.substr(line.size() - 5), "1.000") << line;
+  }
 }
 
 // `from` trains 2 of 4 steps and saves; `to` resumes the checkpoint and trains steps 3 and 4, which log the
