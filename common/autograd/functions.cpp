@@ -238,8 +238,7 @@ Tensor cross_entropy_through(ops::ClassifierFn classifier, Tape& tape, const Var
   }
   const bool with_grad = tape.recording() && logits.requires_grad();
   LAB_CHECK(!with_grad || grad_scale.value != 0.0f, InvalidArgument, "cross_entropy: grad_scale must be non-zero");
-  const ops::GradScale dloss =
-      with_grad ? ops::GradScale(grad_scale.on_device, grad_scale.value / static_cast<float>(N)) : ops::GradScale(0.0f);
+  const ops::GradScale dloss = with_grad ? grad_scale.divided_by(static_cast<float>(N)) : ops::GradScale(0.0f);
   classifier(lv.reshape({N, Vp}), losses, targets.reshape({N}), vocab, dloss);
   if (with_grad) logits.bind_grad(lv);  // the logits buffer now holds dlogits
   return losses;

@@ -4,7 +4,8 @@
 
 namespace lab::ops {
 
-void check_classifier_arguments(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab) {
+void check_classifier_arguments(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                                const GradScale& dloss) {
   logits.check_ndim(2, "classifier logits");
   LAB_CHECK(logits.dtype() == DType::F32 || logits.dtype() == DType::BF16 || logits.dtype() == DType::F16,
             InvalidArgument, "fused_classifier: logits is ", dtype_name(logits.dtype()),
@@ -18,14 +19,13 @@ void check_classifier_arguments(const Tensor& logits, const Tensor& losses, cons
   LAB_CHECK(targets.numel() == N, InvalidArgument, "fused_classifier: ", targets.numel(), " targets for ", N, " rows");
   LAB_CHECK(targets.dtype() == DType::I32, InvalidArgument, "fused_classifier: targets is ",
             dtype_name(targets.dtype()), "; it must be i32");
-  check_same_device({&logits, &losses, &targets}, "fused_classifier");
+  dloss.check("fused_classifier dloss");
+  check_same_device({&logits, &losses, &targets, &dloss.on_device}, "fused_classifier");
 }
 
 void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
                       const GradScale& dloss) {
-  check_classifier_arguments(logits, losses, targets, vocab);
-  dloss.check("fused_classifier dloss");
-  check_same_device({&logits, &dloss.on_device}, "fused_classifier");
+  check_classifier_arguments(logits, losses, targets, vocab, dloss);
   LAB_DISPATCH(logits.device(), fused_classifier, logits, losses, targets, vocab, dloss);
 }
 

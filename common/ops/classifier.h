@@ -24,9 +24,10 @@ void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& 
 // An implementation of fused_classifier's contract (this one, or another such as chapter 6's promoted kernel).
 using ClassifierFn = void (*)(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
                               const GradScale& dloss);
-// The checks fused_classifier makes before it dispatches (shapes, dtypes, vocab, one device), for other
+// The checks fused_classifier makes before it dispatches (shapes, dtypes, vocab, dloss, one device), for other
 // implementations of the same contract.
-void check_classifier_arguments(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab);
+void check_classifier_arguments(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                                const GradScale& dloss);
 
 namespace cpu {
 void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,

@@ -27,6 +27,10 @@ struct GradScale {
   float read() const;
   // InvalidArgument unless on_device is undefined or an f32 tensor of at least one element; `what` names the op.
   void check(const char* what) const;
+  // The device scalar's address for a kernel to read, or null when the scale is `value` alone.
+  const float* device_pointer() const { return on_device.defined() ? on_device.data<float>() : nullptr; }
+  // The same scale divided by `divisor` (its value divided, the device scalar kept): 1/N of it, for a mean.
+  GradScale divided_by(float divisor) const { return GradScale(on_device, value / divisor); }
 };
 
 }  // namespace lab::ops

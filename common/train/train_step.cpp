@@ -174,9 +174,9 @@ ops::GradScale TrainStep::loss_scale() const {
 }
 
 ops::GradScale TrainStep::loss_gradient_scale() const {
-  const float per_micro_batch = static_cast<float>(1.0 / static_cast<double>(config_.accum_steps));
-  if (!loss_scaler_) return per_micro_batch;
-  return ops::GradScale(scaler_state_.view(ops::kLossScale, {1}), per_micro_batch);
+  ops::GradScale scale = loss_scale();
+  scale.value = static_cast<float>(1.0 / static_cast<double>(config_.accum_steps));
+  return scale;
 }
 
 void TrainStep::lap(double& phase_seconds) {

@@ -9,9 +9,7 @@ namespace lab::ch06 {
 
 void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
                       const ops::GradScale& dloss) {
-  ops::check_classifier_arguments(logits, losses, targets, vocab);
-  dloss.check("fused_classifier dloss");
-  ops::check_same_device({&logits, &dloss.on_device}, "fused_classifier");
+  ops::check_classifier_arguments(logits, losses, targets, vocab, dloss);
   LAB_DISPATCH(logits.device(), fused_classifier, logits, losses, targets, vocab, dloss);
 }
 

@@ -158,7 +158,7 @@ void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& 
     LaunchScope scope(logits);
     LAB_LAUNCH(fused_classifier_pieces_kernel<D>, {grid_for(N, 1), kThreads, 0, scope.stream()}, device_data<S>(logits),
                losses.data<float>(), targets.data<int32_t>(), static_cast<int>(Vp), static_cast<int>(vocab),
-               dloss.value, dloss.on_device.defined() ? dloss.on_device.data<float>() : nullptr);
+               dloss.value, dloss.device_pointer());
   });
 }
 

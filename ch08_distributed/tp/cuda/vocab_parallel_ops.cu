@@ -160,8 +160,7 @@ void vocab_slice_loss_and_grad(const Tensor& logits_slice, const Tensor& losses,
   LaunchScope scope(logits_slice);
   LAB_LAUNCH(loss_and_grad_kernel, {grid_for(N, 1), kRowThreads, 0, scope.stream()}, logits_slice.data<float>(),
              losses.data<float>(), targets.data<int32_t>(), row_max.data<float>(), sum_exp.data<float>(),
-             target_logit.data<float>(), S, vocab_start, vocab, dloss.value,
-             dloss.on_device.defined() ? dloss.on_device.data<float>() : nullptr);
+             target_logit.data<float>(), S, vocab_start, vocab, dloss.value, dloss.device_pointer());
 }
 
 void add_bias(const Tensor& x, const Tensor& bias) {

@@ -93,7 +93,7 @@ void adamw_update(const Tensor& params, const Tensor& grads, const Tensor& m, co
                          grad_scale.value,
                          step[kStepBiasCorrection1],
                          step[kStepBiasCorrection2]};
-  const float* device_scale = grad_scale.on_device.defined() ? grad_scale.on_device.data<float>() : nullptr;
+  const float* device_scale = grad_scale.device_pointer();
   const float* step_values = on_device ? hyper.step_values.data<float>() : nullptr;
   LaunchScope scope(params);
   if (params_16bit.defined() && params_16bit.dtype() == DType::F16)

@@ -68,7 +68,7 @@ void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& 
     using S = typename decltype(tag)::type;
     LAB_LAUNCH(fused_classifier_kernel<typename DeviceType<S>::type>, {grid_for(N, 1), kThreads, 0, scope.stream()},
                device_data<S>(logits), losses.data<float>(), targets.data<int32_t>(), Vp, vocab, dloss.value,
-               dloss.on_device.defined() ? dloss.on_device.data<float>() : nullptr);
+               dloss.device_pointer());
   });
 }
 

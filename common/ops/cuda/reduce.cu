@@ -77,10 +77,6 @@ Tensor partial_sums(const Tensor& x) {
   return partials;
 }
 
-const float* on_device(const GradScale& scale) {
-  return scale.on_device.defined() ? scale.on_device.data<float>() : nullptr;
-}
-
 template <bool kSquare>
 double reduce_to_host(const Tensor& x) {
   if (x.numel() == 0) return 0.0;
@@ -110,7 +106,7 @@ void gradient_norm_and_scale(const Tensor& out, const Tensor& grads, double max_
   const Tensor partials = partial_sums<true>(grads);
   LaunchScope scope(grads);
   LAB_LAUNCH(norm_and_scale_kernel, {1, 1, 0, scope.stream()}, out.data<float>(), partials.data<float>(),
-             partials.numel(), max_norm, loss_scale.value, on_device(loss_scale));
+             partials.numel(), max_norm, loss_scale.value, loss_scale.device_pointer());
 }
 
 void accumulate_sum_squares(const Tensor& total, const Tensor& x) {
@@ -124,7 +120,7 @@ void accumulate_sum_squares(const Tensor& total, const Tensor& x) {
 void norm_and_scale(const Tensor& out, const Tensor& sum_squares, double max_norm, const GradScale& loss_scale) {
   LaunchScope scope(out);
   LAB_LAUNCH(norm_and_scale_kernel, {1, 1, 0, scope.stream()}, out.data<float>(), sum_squares.data<float>(), int64_t{1},
-             max_norm, loss_scale.value, on_device(loss_scale));
+             max_norm, loss_scale.value, loss_scale.device_pointer());
 }
 
 }  // namespace lab::ops::cuda
