@@ -4,7 +4,8 @@
 #include "ch06_single_gpu/fused_residual_layernorm.h"
 #include "ch06_single_gpu/matmul_bias_gelu.h"
 #include "common/autograd/function_support.h"
-#include "common/ops/gelu.h"
+#include "common/core/memory.h"
+#include "common/nn/low_precision_linear.h"
 #include "common/ops/linear.h"
 
 namespace lab::ch06 {
@@ -13,31 +14,48 @@ using ag::any_requires_grad;
 using ag::new_activation;
 
 Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x) {
-  // Mixed precision (16-bit matmul operands): the MLP's products are the mixed-precision linears, as in the
-  // reference model; the epilogue-fused GEMM here takes fp32 operands.
-  if (mlp.c_fc.weight_16bit.defined()) return mlp_forward(tape, mlp, x, ModelOptions{});
-  const Var& w = mlp.c_fc.weight;
-  const Var& b = mlp.c_fc.bias;
-  Shape shape = x.value().shape();
-  shape.back() = w.value().dim(0);
-  const bool with_grad = tape.recording() && any_requires_grad({&x, &w, &b});
-  Var hidden(new_activation(shape, x.value()), with_grad);
-  const Tensor pre_gelu = with_grad ? new_activation(shape, x.value()) : Tensor();
-  matmul_bias_gelu(hidden.value(), pre_gelu, x.value(), w.value(), b.defined() ? b.value() : Tensor());
-  if (with_grad)
-    tape.record(
-        [=] {
-          Tensor dpre;
-          {
-            MemoryScope scope(MemCategory::Workspace);
-            dpre = Tensor::zeros(pre_gelu.shape(), pre_gelu.dtype(), pre_gelu.device());
-          }
-          ops::gelu_backward(dpre, pre_gelu, hidden.grad());
-          ops::linear_backward(x.grad_or_none(), w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(), dpre,
-                               x.value(), w.value());
-        },
-        {x, w, b});
-  return mlp.c_proj.forward(tape, hidden);
+  const MemoryOpScope op("fused_mlp");
+  const Linear& fc = mlp.c_fc;
+  const Linear& proj = mlp.c_proj;
+  // The products read 16-bit operands under mixed precision (the weights' 16-bit copies), fp32 ones otherwise.
+  const DType operands = fc.weight_16bit.defined() ? fc.weight_16bit.dtype() : DType::F32;
+  const Tensor w_fc = fc.weight_16bit.defined() ? fc.weight_16bit : fc.weight.value();
+  const Tensor w_proj = proj.weight_16bit.defined() ? proj.weight_16bit : proj.weight.value();
+  const Tensor& xv = x.value();
+  const int64_t C = xv.dim(-1), rows = xv.numel() / C, hidden_width = w_fc.dim(0);
+  Shape hidden_shape = xv.shape();
+  hidden_shape.back() = hidden_width;
+  const bool with_grad = tape.recording() && any_requires_grad({&x, &fc.weight, &fc.bias, &proj.weight, &proj.bias});
+  // hidden, GELU's input and the output have x's dtype: f32, or the 16-bit activations' (ModelOptions::activations).
+  const Tensor hidden = new_activation(hidden_shape, xv);
+  const Tensor pre_gelu = with_grad ? new_activation(hidden_shape, xv) : Tensor();
+  matmul_bias_gelu(hidden, pre_gelu, matmul_operand(xv, operands), w_fc,
+                   bias_for_output(fc.bias, fc.bias_16bit, hidden.dtype()));
+  Var out(new_activation(xv.shape(), xv), with_grad);
+  ops::linear_forward(out.value(), matmul_operand(hidden, operands), w_proj,
+                      bias_for_output(proj.bias, proj.bias_16bit, xv.dtype()));
+  if (!with_grad) return out;
+  const Var w_fc_var = fc.weight, b_fc = fc.bias, w_proj_var = proj.weight, b_proj = proj.bias;
+  tape.record(
+      "fused_mlp", {xv, hidden, pre_gelu, out.value()},
+      [=] {
+        const Tensor& dout = out.grad();
+        // c_proj's weight and bias gradients; its input's gradient is never stored (next).
+        ops::linear_backward(Tensor(), w_proj_var.grad_or_none(), b_proj.defined() ? b_proj.grad_or_none() : Tensor(),
+                             dout, matmul_operand(hidden, operands), w_proj);
+        // GELU's input gradient in one GEMM: (dout @ c_proj's weight) * gelu'(pre_gelu), written once.
+        Tensor dpre;
+        {
+          MemoryScope scope(MemCategory::Workspace);
+          dpre = Tensor::empty({rows, hidden_width}, pre_gelu.dtype(), pre_gelu.device());
+        }
+        matmul_epilogue(dpre, pre_gelu.reshape({rows, hidden_width}), matmul_operand(dout, operands).reshape({rows, C}),
+                        w_proj, /*b_transposed=*/false, Tensor(), Epilogue::GeluGrad);
+        ops::linear_backward(x.grad_or_none(), w_fc_var.grad_or_none(), b_fc.defined() ? b_fc.grad_or_none() : Tensor(),
+                             dpre, matmul_operand(xv, operands), w_fc);
+      },
+      {x, w_fc_var, b_fc, w_proj_var, b_proj});
+  return out;
 }
 
 ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const LayerNorm& ln) {

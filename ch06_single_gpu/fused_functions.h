@@ -2,7 +2,8 @@
 // ops), so that a GPT-2 can run them in its forward and backward: what --kernels fused plugs into the model.
 //
 //   fused_mlp             c_proj(gelu(c_fc(x))) with c_fc's GEMM, bias and GELU as one op
-//                         (ch06::matmul_bias_gelu: the cuBLASLt epilogue on CUDA), c_proj a plain linear
+//                         (ch06::matmul_bias_gelu: the cuBLASLt epilogue on CUDA), and in backward GELU's
+//                         backward in the epilogue of the GEMM that gives its output's gradient (cuBLASLt's DGELU)
 //   residual_layernorm    h = a + b and layernorm(h) as one op (ch06::fused_residual_layernorm)
 //   fused_cross_entropy   ag::cross_entropy through ch06::fused_classifier (online softmax on CUDA, the logits in
 //                         any float dtype)
@@ -10,7 +11,7 @@
 // Each computes what the reference functions compute, to rounding: the fused model's tests hold the logits,
 // loss and every gradient to the reference model's (tests/ch06_single_gpu/fused_model/). The fused kernels of
 // residual_layernorm take f32 activations: with 16-bit activations (ModelOptions::activations) it runs the
-// reference functions, as fused_mlp does with 16-bit matmuls; fused_cross_entropy takes 16-bit logits as they are.
+// reference functions; fused_mlp and fused_cross_entropy take 16-bit activations as they are.
 #pragma once
 
 #include "common/autograd/tape.h"
@@ -20,9 +21,17 @@
 
 namespace lab::ch06 {
 
-// The MLP's output for x [..., C]; c_fc's pre-GELU values are kept for the backward (as the reference keeps
-// c_fc's output), so the GELU's backward needs no recomputation of the GEMM. A model with 16-bit matmul operands
-// (GPT2::set_matmul_dtype) runs the reference MLP: the fused GEMM takes fp32 operands here.
+// The MLP's output for x [..., C], one differentiable function for both layers:
+//   forward   hidden = gelu(x @ c_fc^T + b) and its input pre_gelu from one GEMM (the GELU_AUX_BIAS epilogue),
+//             then out = hidden @ c_proj^T + b (the core's linear, bias in its epilogue)
+//   backward  c_proj's weight and bias gradients; then dpre = (dout @ c_proj) * gelu'(pre_gelu) from one GEMM (the
+//             DGELU epilogue): the gradient of hidden is never written, read back, or zeroed; then c_fc's backward
+// It keeps what the reference MLP keeps: x, hidden (c_proj's input) and pre_gelu (c_fc's output). Under mixed
+// precision (GPT2::set_matmul_dtype) the products read the weights' 16-bit copies and x, hidden and dout rounded to
+// their type, as low_precision_linear.h does; with 16-bit activations these are already in it, hidden, pre_gelu
+// and out are stored in 16 bits, and each layer's 16-bit out adds the 16-bit copy of its bias. Against the
+// reference, the epilogues round differently: GELU is applied to the unrounded sum, and dpre is the fp32 product
+// times gelu' rounded once, where the reference rounds dout @ c_proj to 16 bits first (a 16-bit ulp or so apart).
 Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x);
 
 struct ResidualNorm {

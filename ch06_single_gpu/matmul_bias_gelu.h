@@ -15,12 +15,15 @@
 //         then its GELU while the block is still in cache. On a CPU whose cache holds all of out, this only
 //         ties with the unfused passes (measured: ch06_single_gpu/kernels/01_matmul/README.md).
 //
-// dtypes: inp and weight f32 or bf16 (the same); out, pre_gelu and bias f32 or the inputs' dtype (all the
-// same). fp32 inputs follow the TF32 switch of common/cuda/cublas.h on CUDA; bf16 inputs accumulate in fp32.
+// dtypes: inp and weight f32, bf16 or f16 (the same); out, pre_gelu and bias f32 or the inputs' dtype (all the
+// same). fp32 inputs follow the TF32 switch of common/cuda/cublas.h on CUDA; 16-bit inputs accumulate in fp32.
 // GELU is the tanh approximation (common/ops/gelu.h); cuBLASLt's may differ from the CPU's in the last bits.
 //
 // matmul_epilogue() is the general form both the op and the matmul lab use: any of the epilogues, and B in
-// either layout.
+// either layout. Its GeluGrad epilogue is GELU's backward on a GEMM (cuBLASLt's DGELU): the product that gives the
+// gradient of a GELU's output, multiplied by GELU's derivative at the input pre_gelu kept, so that the gradient
+// of GELU's input is written once and the output's gradient is never stored (the fused MLP's backward,
+// ch06_single_gpu/fused_functions.h).
 #pragma once
 
 #include "common/core/tensor.h"
@@ -30,12 +33,13 @@ namespace lab::ch06 {
 void matmul_bias_gelu(const Tensor& out, const Tensor& pre_gelu, const Tensor& inp, const Tensor& weight,
                       const Tensor& bias);
 
-enum class Epilogue { None, Bias, Gelu, BiasGelu };
-const char* epilogue_name(Epilogue epilogue);  // "none", "bias", "gelu", "bias+gelu"
+enum class Epilogue { None, Bias, Gelu, BiasGelu, GeluGrad };
+const char* epilogue_name(Epilogue epilogue);  // "none", "bias", "gelu", "bias+gelu", "dgelu"
 
 // out[M,N] = epilogue(a[M,K] @ op(b)), row-major, where op(b) is b[K,N], or b^T for b[N,K] when b_transposed
 // (the layout of a Linear's weight). bias[N] is read by the Bias epilogues (and must be undefined for the
-// others); pre_gelu[M,N] (optional, GELU epilogues only) receives the value before the GELU. K > 0.
+// others); pre_gelu[M,N] (optional, Gelu and BiasGelu) receives the value before the GELU. K > 0.
+// GeluGrad: out = (a @ op(b)) * gelu'(pre_gelu), pre_gelu (required) read, no bias.
 void matmul_epilogue(const Tensor& out, const Tensor& pre_gelu, const Tensor& a, const Tensor& b, bool b_transposed,
                      const Tensor& bias, Epilogue epilogue);
 

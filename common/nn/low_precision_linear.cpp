@@ -6,10 +6,7 @@
 
 namespace lab {
 
-namespace {
-
-// x rounded to `dtype`, a temporary (workspace) that the product reads; x itself when it has that dtype.
-Tensor rounded(const Tensor& x, DType dtype) {
+Tensor matmul_operand(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   MemoryScope scope(MemCategory::Workspace);
   const Tensor low = Tensor::empty(x.shape(), dtype, x.device());
@@ -17,7 +14,10 @@ Tensor rounded(const Tensor& x, DType dtype) {
   return low;
 }
 
-}  // namespace
+Tensor bias_for_output(const Var& bias, const Tensor& bias_16bit, DType out_dtype) {
+  if (!bias.defined()) return Tensor();
+  return bias_16bit.defined() && bias_16bit.dtype() == out_dtype ? bias_16bit : bias.value();
+}
 
 Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& weight_16bit, const Var& bias,
                          const Tensor& bias_16bit) {
@@ -34,16 +34,13 @@ Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tens
   }
   Var out(out_value, requires_grad);
   // A 16-bit out adds the bias's 16-bit copy when there is one (see the header).
-  const bool bias_in_16bit = bias.defined() && bias_16bit.defined() && out_value.dtype() == bias_16bit.dtype();
-  ops::linear_forward(out.value(), rounded(x.value(), weight_16bit.dtype()), weight_16bit,
-                      bias_in_16bit    ? bias_16bit
-                      : bias.defined() ? bias.value()
-                                       : Tensor());
+  ops::linear_forward(out.value(), matmul_operand(x.value(), weight_16bit.dtype()), weight_16bit,
+                      bias_for_output(bias, bias_16bit, out_value.dtype()));
   if (out.requires_grad())
     tape.record(
         [=] {
           ops::linear_backward(x.grad_or_none(), weight.grad_or_none(), bias.defined() ? bias.grad_or_none() : Tensor(),
-                               out.grad(), rounded(x.value(), weight_16bit.dtype()), weight_16bit);
+                               out.grad(), matmul_operand(x.value(), weight_16bit.dtype()), weight_16bit);
         },
         {x, weight, bias});
   return out;

@@ -26,4 +26,12 @@ namespace lab {
 Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& weight_16bit, const Var& bias,
                          const Tensor& bias_16bit = Tensor());
 
+// The two choices above, for a layer that runs its products itself (chapter 6's fused MLP):
+//   matmul_operand   x as a product with `dtype` operands reads it: x itself when it has that dtype, otherwise x
+//                    rounded to it (a workspace temporary)
+//   bias_for_output  the bias an output of `out_dtype` adds: bias_16bit when it has out's 16-bit type, the fp32
+//                    bias otherwise (undefined when there is none)
+Tensor matmul_operand(const Tensor& x, DType dtype);
+Tensor bias_for_output(const Var& bias, const Tensor& bias_16bit, DType out_dtype);
+
 }  // namespace lab

@@ -9,8 +9,7 @@
 
 namespace lab::test {
 
-StepCounts count_one_step(Device device, int64_t layers, DType dtype) {
-  ModelOptions options;
+StepCounts count_one_step(Device device, int64_t layers, DType dtype, ModelOptions options) {
   options.activations = dtype;
   GPT2 model(tiny_gpt2_config(97, layers, 2, 32, 16), device, options);
   model.init_weights(1);

@@ -7,6 +7,7 @@
 
 #include "common/core/device.h"
 #include "common/core/dtype.h"
+#include "common/nn/modules.h"
 
 namespace lab::test {
 
@@ -19,6 +20,7 @@ struct StepCounts {
 // 2 heads, batch 2 x 16 tokens, on `device`, after one untimed step (so that nothing is allocated or created for
 // the first time inside the profile). `dtype` f32: fp32 throughout; bf16 or f16: matmuls in that type and the
 // activations in it end to end (ModelOptions::activations, gpt2_train's --activations 16bit).
-StepCounts count_one_step(Device device, int64_t layers, DType dtype = DType::F32);
+// `options`: the model's hooks (the core's by default; chapter 6's fused kernels, say), its activations set here.
+StepCounts count_one_step(Device device, int64_t layers, DType dtype = DType::F32, ModelOptions options = {});
 
 }  // namespace lab::test

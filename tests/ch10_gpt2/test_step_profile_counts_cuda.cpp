@@ -3,6 +3,7 @@
 // shows up here. The op count is the CPU's (test_step_profile_counts.cpp).
 #include <gtest/gtest.h>
 
+#include "ch06_single_gpu/fused_model.h"
 #include "common/core/device.h"
 #include "tests/ch10_gpt2/step_profile_counts.h"
 
@@ -54,6 +55,25 @@ TEST(StepProfileCountsCuda, LaunchesPerBf16StepWith16BitActivations) {
     const test::StepCounts counts = test::count_one_step(Device::cuda(), layers, DType::BF16);
     EXPECT_EQ(counts.kernels, kBf16LaunchesOutside + kBf16LaunchesPerBlock * layers) << layers << " blocks:\n"
                                                                                      << counts.kernel_table;
+  }
+}
+
+// The same bf16 step with chapter 6's fused kernels (--kernels fused). Per block, 51: the 53 above less the GELU
+// kernel forward and backward. The MLP's first GEMM applies bias and GELU in its epilogue (cublasLt matmul+gelu
+// bf16, keeping GELU's input as its aux output), and in backward the GEMM that gives the GELU output's gradient
+// applies GELU's derivative in its epilogue instead (cublasLt matmul+dgelu bf16), so 10 cublasLt matmul bf16 are
+// left. (With 16-bit activations the fused residual + LayerNorm runs the core's ops, and the fused classifier is
+// the core's launch count.) Outside, 14, as above.
+constexpr int64_t kFusedBf16LaunchesPerBlock = 51;
+constexpr int64_t kFusedBf16LaunchesOutside = 14;
+
+TEST(StepProfileCountsCuda, LaunchesPerBf16StepWithFusedKernels) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
+  for (const int64_t layers : {1, 2}) {
+    const test::StepCounts counts =
+        test::count_one_step(Device::cuda(), layers, DType::BF16, ch06::with_kernels({}, ch06::Kernels::Fused));
+    EXPECT_EQ(counts.kernels, kFusedBf16LaunchesOutside + kFusedBf16LaunchesPerBlock * layers) << layers << " blocks:\n"
+                                                                                               << counts.kernel_table;
   }
 }
 

@@ -10,8 +10,8 @@ namespace {
 bool has_bias(Epilogue e) {
   return e == Epilogue::Bias || e == Epilogue::BiasGelu;
 }
-bool has_gelu(Epilogue e) {
-  return e == Epilogue::Gelu || e == Epilogue::BiasGelu;
+bool uses_pre_gelu(Epilogue e) {
+  return e == Epilogue::Gelu || e == Epilogue::BiasGelu || e == Epilogue::GeluGrad;
 }
 
 }  // namespace
@@ -22,6 +22,7 @@ const char* epilogue_name(Epilogue epilogue) {
     case Epilogue::Bias: return "bias";
     case Epilogue::Gelu: return "gelu";
     case Epilogue::BiasGelu: return "bias+gelu";
+    case Epilogue::GeluGrad: return "dgelu";
   }
   return "?";
 }
@@ -36,8 +37,8 @@ void matmul_epilogue(const Tensor& out, const Tensor& pre_gelu, const Tensor& a,
   LAB_CHECK(K > 0, InvalidArgument, op, ": a ", shape_str(a.shape()), " has an empty inner dimension");
   b.check_shape(b_transposed ? Shape{N, K} : Shape{K, N}, "matmul_epilogue b");
   out.check_shape({M, N}, "matmul_epilogue out");
-  LAB_CHECK(a.dtype() == DType::F32 || a.dtype() == DType::BF16, InvalidArgument, op, ": a is ", dtype_name(a.dtype()),
-            "; f32 or bf16 inputs");
+  LAB_CHECK(a.dtype() == DType::F32 || a.dtype() == DType::BF16 || a.dtype() == DType::F16, InvalidArgument, op,
+            ": a is ", dtype_name(a.dtype()), "; f32, bf16 or f16 inputs");
   b.check_dtype(a.dtype(), "matmul_epilogue b (a's dtype)");
   LAB_CHECK(out.dtype() == DType::F32 || out.dtype() == a.dtype(), InvalidArgument, op, ": out is ",
             dtype_name(out.dtype()), " for ", dtype_name(a.dtype()), " inputs; f32 or the inputs' dtype");
@@ -47,8 +48,10 @@ void matmul_epilogue(const Tensor& out, const Tensor& pre_gelu, const Tensor& a,
     bias.check_shape({N}, "matmul_epilogue bias");
     bias.check_dtype(out.dtype(), "matmul_epilogue bias (out's dtype)");
   }
+  LAB_CHECK(epilogue != Epilogue::GeluGrad || pre_gelu.defined(), InvalidArgument, op,
+            ": the dgelu epilogue reads GELU's input, pre_gelu, which is missing");
   if (pre_gelu.defined()) {
-    LAB_CHECK(has_gelu(epilogue), InvalidArgument, op, ": pre_gelu is only written by the GELU epilogues, not by ",
+    LAB_CHECK(uses_pre_gelu(epilogue), InvalidArgument, op, ": pre_gelu is only used by the GELU epilogues, not by ",
               epilogue_name(epilogue));
     pre_gelu.check_shape({M, N}, "matmul_epilogue pre_gelu");
     pre_gelu.check_dtype(out.dtype(), "matmul_epilogue pre_gelu (out's dtype)");

@@ -1,4 +1,5 @@
-// CPU path of ch06_single_gpu/matmul_bias_gelu.h: the epilogue fused by blocks of rows.
+// CPU path of ch06_single_gpu/matmul_bias_gelu.h: the epilogue fused by blocks of rows (GELU's backward, the
+// dgelu epilogue, too: each block's product, then gelu'(pre_gelu) times it into out).
 //
 // Unfused, the GEMM writes all of out (M x N floats, 50 MB for GPT-2's c_fc at B*T = 4096), and the bias and
 // GELU passes then read it back and write it again. Here each thread takes a block of rows at a time: it
@@ -14,6 +15,7 @@
 #include <algorithm>
 
 #include "ch06_single_gpu/matmul_bias_gelu.h"
+#include "common/core/memory.h"
 #include "common/ops/cpu/gemm.h"
 #include "common/ops/gelu.h"
 
@@ -28,8 +30,14 @@ void fused_f32(const Tensor& out, const Tensor& pre_gelu, const Tensor& a, const
                const Tensor& bias, Epilogue epilogue) {
   const int64_t M = a.dim(0), K = a.dim(1), N = out.dim(1);
   const bool gelu = epilogue == Epilogue::Gelu || epilogue == Epilogue::BiasGelu;
-  // The GEMM writes where the value before the GELU is kept: pre_gelu when the caller wants it.
-  const Tensor& product = pre_gelu.defined() ? pre_gelu : out;
+  const bool gelu_grad = epilogue == Epilogue::GeluGrad;
+  // The GEMM writes where the value before the GELU is kept: pre_gelu when the caller wants it. GELU's backward
+  // reads pre_gelu: its product goes to a workspace, which GELU's backward reads block by block into out.
+  Tensor product = pre_gelu.defined() ? pre_gelu : out;
+  if (gelu_grad) {
+    MemoryScope scope(MemCategory::Workspace);
+    product = Tensor::empty(out.shape(), DType::F32);
+  }
   const int64_t blocks = (M + kBlockRows - 1) / kBlockRows;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -41,6 +49,11 @@ void fused_f32(const Tensor& out, const Tensor& pre_gelu, const Tensor& a, const
     ops::cpu::sgemm(false, b_transposed, rows, N, K, 1.0f, a.data<float>() + r0 * K, K, b.data<float>(),
                     b_transposed ? K : N, bias.defined() ? 1.0f : 0.0f, d, N);
     if (gelu) ops::cpu::gelu_forward(out.view(r0 * N, {rows, N}), dst);
+    if (gelu_grad) {  // gelu_backward adds to its dx: onto zeros, out's rows get gelu'(pre) * product
+      const Tensor dx = out.view(r0 * N, {rows, N});
+      std::fill_n(dx.data<float>(), rows * N, 0.0f);
+      ops::cpu::gelu_backward(dx, pre_gelu.view(r0 * N, {rows, N}), dst);
+    }
   }
 }
 
@@ -52,17 +65,20 @@ void matmul_epilogue(const Tensor& out, const Tensor& pre_gelu, const Tensor& a,
     fused_f32(out, pre_gelu, a, b, b_transposed, bias, epilogue);
     return;
   }
-  // bf16 inputs: the products in fp32 on fp32 copies (exact: bf16 values are floats), outputs rounded once.
+  // 16-bit inputs: the products in fp32 on fp32 copies (exact: bf16 and fp16 values are floats), outputs rounded
+  // once.
   const auto as_f32 = [](const Tensor& t) {
     return t.defined() && t.dtype() != DType::F32 ? t.to_dtype(DType::F32) : t;
   };
   const auto f32_out = [](const Tensor& t) {
     return t.defined() && t.dtype() != DType::F32 ? Tensor::empty(t.shape(), DType::F32) : t;
   };
-  const Tensor out32 = f32_out(out), pre32 = f32_out(pre_gelu);
+  const bool pre_gelu_read = epilogue == Epilogue::GeluGrad;
+  const Tensor out32 = f32_out(out), pre32 = pre_gelu_read ? as_f32(pre_gelu) : f32_out(pre_gelu);
   fused_f32(out32, pre32, as_f32(a), as_f32(b), b_transposed, as_f32(bias), epilogue);
-  for (const auto& [dst, src] : {std::pair{&out, &out32}, std::pair{&pre_gelu, &pre32}})
-    if (dst->defined() && dst->dtype() != DType::F32) dst->copy_from(src->to_dtype(dst->dtype()));
+  if (out.dtype() != DType::F32) out.copy_from(out32.to_dtype(out.dtype()));
+  if (pre_gelu.defined() && !pre_gelu_read && pre_gelu.dtype() != DType::F32)
+    pre_gelu.copy_from(pre32.to_dtype(pre_gelu.dtype()));
 }
 
 }  // namespace lab::ch06::cpu

@@ -13,8 +13,9 @@
 //       one kernel, then a small kernel adding the partial sums
 //   v3  the GEMM's epilogue (the problem then includes the GEMM): cuBLASLt's GELU_AUX_BIAS epilogue applies
 //       bias and GELU to each tile of the product while it is in registers (ch06::matmul_bias_gelu, the
-//       matmul lab's promoted op). Its backward (CUBLASLT_EPILOGUE_DGELU_BGRAD) is not in this lab: the
-//       emulation build's cuBLASLt does not have it, so it could not be validated here.
+//       matmul lab's promoted op). Its backward is a GEMM's too (CUBLASLT_EPILOGUE_DGELU on the product that
+//       gives GELU's input gradient): --kernels fused's MLP runs it (ch06_single_gpu/fused_functions.h), and
+//       this lab, which times bias + GELU without a GEMM, has no row for it.
 // CPU versions (bias_gelu_cpu.cpp): separate passes over memory against one fused pass.
 #pragma once
 

@@ -85,7 +85,8 @@ bool fp32_accumulation(cublasComputeType_t type) {
          type == CUBLAS_COMPUTE_32F_FAST_16F || type == CUBLAS_COMPUTE_32F_FAST_16BF;
 }
 
-// The epilogue's pieces: bias or not, aux output or not, which activation; false when not supported.
+// The epilogue's pieces: bias or not, aux matrix or not (an output, but DGELU's input), which activation; false
+// when not supported.
 struct EpilogueParts {
   bool bias = false;
   bool aux = false;
@@ -102,6 +103,7 @@ bool epilogue_parts(uint32_t epilogue, EpilogueParts* out) {
     case CUBLASLT_EPILOGUE_GELU_BIAS: *out = {true, false, Activation::Gelu}; return true;
     case CUBLASLT_EPILOGUE_GELU_AUX: *out = {false, true, Activation::Gelu}; return true;
     case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: *out = {true, true, Activation::Gelu}; return true;
+    case CUBLASLT_EPILOGUE_DGELU: *out = {false, true, Activation::GeluGrad}; return true;
     default: return false;
   }
 }

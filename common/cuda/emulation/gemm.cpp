@@ -167,21 +167,31 @@ void micro_kernel(int64_t depth, const float* a, const float* b, float* tile, in
   }
 }
 
+// cuBLASLt documents its GELU epilogues by name only, and its results are not the tanh formula's to the last bit:
+// on an H100 (CUDA 13.0) its GELU differed from it by up to 3.7e-6 of the output's scale. The stand-in computes
+// the tanh formula and keeps 18 fractional bits of the tanh (an error of up to 2^-19, the same order), so code
+// that expects an epilogue to match another GELU (or its derivative) exactly fails here too.
+constexpr float kSqrt2OverPi = 0.7978845608028654f, kGeluCubic = 0.044715f;
+
+float coarse_gelu_tanh(float x) {
+  constexpr float kTanhStep = 0x1p-18f;
+  return std::nearbyint(std::tanh(kSqrt2OverPi * (x + kGeluCubic * x * x * x)) / kTanhStep) * kTanhStep;
+}
+
 float activate(Activation activation, float x) {
   switch (activation) {
     case Activation::None: return x;
     case Activation::Relu: return x > 0.0f ? x : 0.0f;
-    case Activation::Gelu: {
-      // cuBLASLt documents its GELU epilogue by name only, and its results are not the tanh formula's to the
-      // last bit: on an H100 (CUDA 13.0) they differed from it by up to 3.7e-6 of the output's scale. The
-      // stand-in computes the tanh formula and keeps 18 fractional bits of the tanh (an error of up to 2^-19,
-      // the same order), so code that expects the epilogue to match another GELU exactly fails here too.
-      constexpr float kSqrt2OverPi = 0.7978845608028654f, kTanhStep = 0x1p-18f;
-      const float t = std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x));
-      return 0.5f * x * (1.0f + std::nearbyint(t / kTanhStep) * kTanhStep);
-    }
+    case Activation::Gelu: return 0.5f * x * (1.0f + coarse_gelu_tanh(x));
+    case Activation::GeluGrad: break;  // needs the aux value: gelu_derivative
   }
   return x;
+}
+
+// d gelu(x) / dx for the tanh approximation: 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+float gelu_derivative(float x) {
+  const float t = coarse_gelu_tanh(x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
 }
 
 // Per OS thread, reused from task to task.
@@ -225,6 +235,10 @@ void run_tile(const GemmProblem& p, int64_t batch, int64_t i0, int64_t rows, int
       if (product_rounded) v = round_to(type, v);
       if (c) v += p.beta * load(c, type, row + col * p.ldc);
       if (bias) v += load(bias, e.bias_type, row);
+      if (e.activation == Activation::GeluGrad) {
+        store(d, type, row + col * p.d.ld, v * gelu_derivative(load(aux, type, row + col * e.aux_ld)));
+        continue;
+      }
       if (aux) store(aux, type, row + col * e.aux_ld, v);
       store(d, type, row + col * p.d.ld, activate(e.activation, v));
     }

@@ -42,14 +42,16 @@ struct GemmOutput {
   int64_t batch_stride = 0;
 };
 
-enum class Activation { None, Relu, Gelu };  // GELU: the tanh approximation
+// GELU: the tanh approximation. GeluGrad: the product times GELU's derivative at the aux value (cuBLASLt's DGELU,
+// the backward of a GELU epilogue), which the aux matrix then gives instead of receiving.
+enum class Activation { None, Relu, Gelu, GeluGrad };
 
 struct GemmEpilogue {
   const void* bias = nullptr;  // one value per row of D, of `bias_type`; none when null
   Element bias_type = Element::F32;
   int64_t bias_batch_stride = 0;
   Activation activation = Activation::None;
-  void* aux = nullptr;  // when set, receives the values before the activation (D's type)
+  void* aux = nullptr;  // when set, receives the values before the activation (D's type); read by GeluGrad
   int64_t aux_ld = 0;
   int64_t aux_batch_stride = 0;
 };

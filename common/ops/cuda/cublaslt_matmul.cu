@@ -54,14 +54,40 @@ uint32_t alignment_of(const LtMatrices& m) {
   return alignment_of(reinterpret_cast<uintptr_t>(m.data) | static_cast<uint64_t>(m.stride) * element_bytes(m.type));
 }
 
-// The bias epilogue, when `bias` has data: set before the heuristic, which reads the pointer's alignment.
-void set_bias(cublasLtMatmulDesc_t desc, const LtBias& bias) {
-  if (bias.data == nullptr) return;
-  const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-  const int32_t type = bias.type;
+// cuBLASLt's epilogue for a bias (or none) and `aux`'s activation.
+cublasLtEpilogue_t lt_epilogue(const LtMatmul& mm) {
+  const bool bias = mm.bias.data != nullptr, aux = mm.epilogue.data != nullptr;
+  switch (mm.epilogue.activation) {
+    case LtActivation::None: return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    case LtActivation::Gelu:
+      if (aux) return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+      return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    case LtActivation::GeluGrad: return CUBLASLT_EPILOGUE_DGELU;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// The epilogue, with the bias and aux pointers when it has them: set before the heuristic, which reads the
+// pointers' alignment.
+void set_epilogue(cublasLtMatmulDesc_t desc, const LtMatmul& mm) {
+  const LtAux& aux = mm.epilogue;
+  LAB_CHECK(aux.activation != LtActivation::GeluGrad || (aux.data != nullptr && mm.bias.data == nullptr),
+            InvalidArgument, mm.op, ": GELU's backward epilogue reads an aux matrix and takes no bias");
+  LAB_CHECK(aux.data == nullptr || (aux.activation != LtActivation::None && mm.batch == 1), InvalidArgument, mm.op,
+            ": an aux matrix goes with a GELU epilogue on one product");
+  const uint32_t epilogue = lt_epilogue(mm);
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias.data, sizeof(bias.data)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
+  if (mm.bias.data != nullptr) {
+    const int32_t type = mm.bias.type;
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &mm.bias.data, sizeof(mm.bias.data)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
+  }
+  if (aux.data != nullptr) {
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux.data, sizeof(aux.data)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux.ld, sizeof(aux.ld)));
+  }
 }
 
 // The preference: at most the stream's cuBLAS workspace, and the operands' real alignments (C is D). A split-K
@@ -86,13 +112,17 @@ void set_preference(cublasLtMatmulPreference_t preference, const lab::cuda::Blas
 
 }  // namespace
 
+cudaDataType_t lt_data_type(DType dtype) {
+  return dtype == DType::BF16 ? CUDA_R_16BF : dtype == DType::F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
 void cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const LtMatrices& b, float beta,
                      const LtMatrices& d, cudaStream_t stream) {
   LtDescriptors lt;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&lt.desc, mm.compute, CUDA_R_32F));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, &mm.op_a, sizeof(mm.op_a)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, &mm.op_b, sizeof(mm.op_b)));
-  set_bias(lt.desc, mm.bias);
+  set_epilogue(lt.desc, mm);
   // Stored shapes: op(A) is m x k, op(B) is k x n.
   const bool a_plain = mm.op_a == CUBLAS_OP_N, b_plain = mm.op_b == CUBLAS_OP_N;
   lt.a = layout_of(a, a_plain ? mm.m : mm.k, a_plain ? mm.k : mm.m, mm.batch);
@@ -110,7 +140,10 @@ void cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const
             " product(s) of ", mm.m, " x ", mm.k, " and ", mm.k, " x ", mm.n, " into ", type_name(d.type),
             mm.bias.data
                 ? cat(" with a bias aligned to ", alignment_of(reinterpret_cast<uintptr_t>(mm.bias.data)), " bytes")
-                : std::string());
+                : std::string(),
+            mm.epilogue.data ? cat(" and a GELU epilogue's aux matrix aligned to ",
+                                   alignment_of(reinterpret_cast<uintptr_t>(mm.epilogue.data)), " bytes")
+                             : std::string());
   const lab::cuda::KernelTiming timing(mm.timing, stream);
   void* out = const_cast<void*>(d.data);
   CUBLAS_CHECK(cublasLtMatmul(handle, lt.desc, &alpha, a.data, lt.a, b.data, lt.b, &beta, out, lt.d, out, lt.d,

@@ -1,5 +1,6 @@
 // One cuBLASLt matmul with fp32 accumulation, for the ops whose products run through cuBLASLt (cuda/linear.cu,
-// cuda/batched_attention.cu): the descriptors and layouts, an optional bias epilogue, the preference, one algorithm
+// cuda/batched_attention.cu, and chapter 6's GEMM with a GELU epilogue): the descriptors and layouts, an optional
+// bias and GELU epilogue, the preference, one algorithm
 // from the heuristic, and the call, timed for the step profile. Column-major, as cublasSgemm: a row-major product
 // D = A @ B is issued as D^T = B^T @ A^T.
 //
@@ -14,6 +15,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "common/core/dtype.h"
 
 namespace lab::ops::cuda {
 
@@ -35,6 +38,19 @@ struct LtBias {
   cudaDataType_t type = CUDA_R_32F;
 };
 
+// A GELU in the epilogue (cuBLASLt's GELU epilogues), through an aux matrix of D's type with D's layout (one
+// product: batch 1), leading dimension `ld`:
+//   Gelu      D = gelu(sum + bias); aux, when given, receives sum + bias, GELU's input, for the backward (GELU_AUX)
+//   GeluGrad  D = sum * gelu'(aux), aux read: the backward of a GELU whose input aux kept (DGELU; no bias)
+// where sum = alpha op(A) op(B) + beta C. GELU is the tanh approximation (cuBLASLt's may differ from another in the
+// last bits). The heuristic reads the aux pointer for its alignment, as it reads the bias's.
+enum class LtActivation { None, Gelu, GeluGrad };
+struct LtAux {
+  LtActivation activation = LtActivation::None;
+  const void* data = nullptr;
+  int64_t ld = 0;
+};
+
 // The product and its names.
 struct LtMatmul {
   cublasOperation_t op_a, op_b;
@@ -46,7 +62,11 @@ struct LtMatmul {
   // (lab::cuda::fp32_compute_type()); 16-bit operands are read exactly either way.
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   LtBias bias = {};
+  LtAux epilogue = {};
 };
+
+// cuBLASLt's type of a tensor's dtype: CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F.
+cudaDataType_t lt_data_type(DType dtype);
 
 // D = alpha op(A) op(B) + beta D (+ bias) for each product of `mm`, in fp32; D is also C, so beta = 1 accumulates
 // into it (and a 16-bit D rounds the sum once).

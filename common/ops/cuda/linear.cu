@@ -64,10 +64,6 @@ struct BiasTerms {
   __device__ void add(int64_t n, int64_t j, float (&part)[1]) const { part[0] += load(dout[n * OC + j]); }
 };
 
-cudaDataType_t lt_type(DType dtype) {
-  return dtype == DType::BF16 ? CUDA_R_16BF : dtype == DType::F16 ? CUDA_R_16F : CUDA_R_32F;
-}
-
 // ---------------------------------------------------------------- 16-bit products
 
 // The name of a cuBLASLt matmul with `dtype` operands in the step profile (fp32 ones: in the current math mode).
@@ -80,9 +76,9 @@ const char* lt_timing(DType dtype) {
 // `c_dtype` (fp32, or `dtype`: the fp32 sum rounded once) and fp32 compute.
 void gemm_16bit(DType dtype, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void* A,
                 int lda, const void* B, int ldb, float beta, void* C, DType c_dtype, int ldc, cudaStream_t stream) {
-  const cudaDataType_t type = lt_type(dtype);
+  const cudaDataType_t type = lt_data_type(dtype);
   cublaslt_matmul({transa, transb, m, n, k, 1, "linear", lt_timing(dtype)}, 1.0f, {A, type, lda}, {B, type, ldb}, beta,
-                  {C, lt_type(c_dtype), ldc}, stream);
+                  {C, lt_data_type(c_dtype), ldc}, stream);
 }
 
 // C = op(A) op(B) + beta C as above, C of `c_dtype`: by cublasSgemm for f32 operands (in the TF32 mode of cublas.h;
@@ -117,12 +113,12 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
   }
   LaunchScope scope(out);
   const int oc = as_blas_int(OC, "out_features"), c = as_blas_int(C, "in_features");
-  const cudaDataType_t type = lt_type(inp.dtype());
+  const cudaDataType_t type = lt_data_type(inp.dtype());
   LtMatmul mm{CUBLAS_OP_T, CUBLAS_OP_N, oc, as_blas_int(N, "rows"), c, 1, "linear_forward", lt_timing(inp.dtype())};
   mm.compute = inp.dtype() == DType::F32 ? lab::cuda::fp32_compute_type() : CUBLAS_COMPUTE_32F;
-  if (bias.defined()) mm.bias = {bias.raw(), lt_type(bias.dtype())};
-  cublaslt_matmul(mm, 1.0f, {weight.raw(), type, c}, {inp.raw(), type, c}, 0.0f, {out.raw(), lt_type(out.dtype()), oc},
-                  scope.stream());
+  if (bias.defined()) mm.bias = {bias.raw(), lt_data_type(bias.dtype())};
+  cublaslt_matmul(mm, 1.0f, {weight.raw(), type, c}, {inp.raw(), type, c}, 0.0f,
+                  {out.raw(), lt_data_type(out.dtype()), oc}, scope.stream());
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,

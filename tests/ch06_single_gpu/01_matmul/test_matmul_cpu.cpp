@@ -101,6 +101,10 @@ TEST_P(MatmulBiasGeluCpu, MatchesFp64) {
   test::check_matmul_op_case(GetParam(), Device::cpu(), 11);
 }
 
+TEST_P(MatmulBiasGeluCpu, GeluGradientEpilogueMatchesFp64) {
+  test::check_gelu_grad_case(GetParam(), Device::cpu(), 12);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, MatmulBiasGeluCpu, ::testing::ValuesIn(test::matmul_op_cases()),
                          [](const auto& info) { return info.param.name(); });
 
@@ -135,13 +139,23 @@ TEST(MatmulBiasGeluCpu, BadArgumentsAreClearErrors) {
       [&] {
         ch06::matmul_bias_gelu(out, {}, Tensor::zeros({4, 8}, DType::I32), Tensor::zeros({6, 8}, DType::I32), bias);
       },
-      ErrorKind::InvalidArgument, {"f32 or bf16 inputs"});
+      ErrorKind::InvalidArgument, {"f32, bf16 or f16 inputs"});
   expect_error([&] { ch06::matmul_epilogue(out, {}, inp, weight, true, bias, ch06::Epilogue::None); },
                ErrorKind::InvalidArgument, {"none epilogue takes no bias"});
   expect_error([&] { ch06::matmul_epilogue(out, {}, inp, weight, true, {}, ch06::Epilogue::BiasGelu); },
                ErrorKind::InvalidArgument, {"bias+gelu epilogue needs a bias"});
   expect_error([&] { ch06::matmul_epilogue(out, out.clone(), inp, weight, true, bias, ch06::Epilogue::Bias); },
-               ErrorKind::InvalidArgument, {"pre_gelu is only written by the GELU epilogues"});
+               ErrorKind::InvalidArgument, {"pre_gelu is only used by the GELU epilogues"});
+  const Tensor a = Tensor::zeros({4, 6}, DType::F32);  // a GELU's output gradient [4, 6] @ weight [6, 8]
+  const Tensor dpre = Tensor::zeros({4, 8}, DType::F32);
+  expect_error([&] { ch06::matmul_epilogue(dpre, {}, a, weight, false, {}, ch06::Epilogue::GeluGrad); },
+               ErrorKind::InvalidArgument, {"dgelu epilogue reads GELU's input, pre_gelu, which is missing"});
+  expect_error(
+      [&] {
+        ch06::matmul_epilogue(dpre, dpre.clone(), a, weight, false, Tensor::zeros({8}, DType::F32),
+                              ch06::Epilogue::GeluGrad);
+      },
+      ErrorKind::InvalidArgument, {"dgelu epilogue takes no bias"});
   expect_error([&] { ch06::matmul_epilogue(out, {}, inp, weight, false, bias, ch06::Epilogue::Bias); },
                ErrorKind::InvalidArgument, {"matmul_epilogue b"});
 }

@@ -54,6 +54,10 @@ TEST_P(MatmulBiasGeluGpu, MatchesFp64) {
   test::check_matmul_op_case(GetParam(), test::kGpu, 11);
 }
 
+TEST_P(MatmulBiasGeluGpu, GeluGradientEpilogueMatchesFp64) {
+  test::check_gelu_grad_case(GetParam(), test::kGpu, 12);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, MatmulBiasGeluGpu, ::testing::ValuesIn(test::matmul_op_cases()),
                          [](const auto& info) { return info.param.name(); });
 

@@ -1,5 +1,6 @@
 // --kernels fused on the CPU: the fused GPT-2's logits, losses and gradients against the reference GPT-2's, a few
-// training steps side by side, the same with bf16 matmuls (mixed precision), and the flag's parsing. Label ch06.
+// training steps side by side, the same with bf16 matmuls (mixed precision) and with bf16 and fp16 activations end to
+// end, and the flag's parsing. Label ch06.
 #include <gtest/gtest.h>
 
 #include "ch06_single_gpu/fused_model.h"
@@ -14,6 +15,11 @@ TEST(FusedModelCpu, LogitsLossAndGradientsMatchReference) {
 
 TEST(FusedModelCpu, WithBf16MatmulsMatchesReference) {
   test::expect_fused_matches_reference(Device::cpu(), DType::BF16);
+}
+
+TEST(FusedModelCpu, With16BitActivationsMatchesReference) {
+  for (const DType dtype : {DType::BF16, DType::F16})
+    test::expect_fused_matches_reference_in_16bit(Device::cpu(), dtype);
 }
 
 TEST(FusedModelCpu, TrainingTracksReference) {

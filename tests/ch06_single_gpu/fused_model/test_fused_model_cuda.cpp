@@ -1,5 +1,6 @@
 // --kernels fused on CUDA: the fused GPT-2 on the GPU against the reference GPT-2 on the CPU (logits, losses,
-// gradients, a few training steps). Labels ch06 and cuda: runs in the emulation build, skips without a GPU.
+// gradients, also with bf16 and fp16 activations end to end; a few training steps). Labels ch06 and cuda: runs in the
+// emulation build, skips without a GPU.
 #include <gtest/gtest.h>
 
 #include "tests/ch06_single_gpu/fused_model/fused_model_check.h"
@@ -11,6 +12,11 @@ namespace {
 TEST(FusedModelCuda, LogitsLossAndGradientsMatchCpuReference) {
   LAB_REQUIRE_GPU();
   test::expect_fused_matches_reference(test::kGpu);
+}
+
+TEST(FusedModelCuda, With16BitActivationsMatchesReference) {
+  LAB_REQUIRE_GPU();
+  for (const DType dtype : {DType::BF16, DType::F16}) test::expect_fused_matches_reference_in_16bit(test::kGpu, dtype);
 }
 
 TEST(FusedModelCuda, TrainingTracksCpuReference) {

@@ -1,7 +1,7 @@
 // The cuBLASLt stand-in: matmuls against a triple loop (fp32 with transposes, bf16 and fp16 inputs,
-// batches), the bias, GELU and aux epilogues, the heuristic, TF32 through the compute type, the bias's type and
-// alignment rules, and the checks that return INVALID_VALUE or NOT_SUPPORTED. Also the fp16 and bf16 types of the
-// stand-in headers.
+// batches), the bias, GELU and aux epilogues and GELU's backward (DGELU), the heuristic, TF32 through the compute type,
+// the bias's type and alignment rules, and the checks that return INVALID_VALUE or NOT_SUPPORTED. Also the fp16 and
+// bf16 types of the stand-in headers.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -179,6 +179,57 @@ TEST_F(CublasLt, BiasGeluAndAuxEpilogues) {
   const std::vector<double> pre = reference(true, false, m, n, k, 1.0f, a, b, 0.0f, zeros, bias, false);
   const std::vector<float> got_aux = aux.download();
   for (size_t i = 0; i < pre.size(); ++i) ASSERT_EQ(got_aux[i], pre[i]) << i;
+}
+
+// DGELU, the GELU epilogue's backward: D = (alpha op(A) op(B) + beta C) * gelu'(aux), with aux read (the values the
+// forward's GELU_AUX wrote), not written; in bf16 the sum is rounded once, when stored.
+TEST_F(CublasLt, GeluGradientEpilogueMultipliesByTheDerivativeAtAux) {
+  const int m = 24, n = 33, k = 16;
+  const std::vector<float> a = representable(m * k, rng_), b = representable(k * n, rng_),
+                           pre = representable(m * n, rng_), c = representable(m * n, rng_);
+  const auto derivative = [](double x) {  // of the tanh approximation, in double by a central difference
+    const double h = 1e-4;
+    return (gelu(x + h) - gelu(x - h)) / (2 * h);
+  };
+  // The stand-in's tanh is off by up to 2^-19 (gemm.cpp, as cuBLASLt's GELU is off the formula); the derivative
+  // moves |d gelu' / d tanh| = |0.5 - x s (1 + 3c x^2) tanh| times as far.
+  const auto allowed = [&](double sum, double x) {
+    const double s = 0.7978845608028654, c = 0.044715, t = std::tanh(s * (x + c * x * x * x));
+    return std::fabs(sum) * std::fabs(0.5 - x * s * (1 + 3 * c * x * x) * t) * 0x1p-19 +
+           1e-5 * (1.0 + std::fabs(sum)) * std::fabs(derivative(x));
+  };
+  const auto set_dgelu = [&](Matmul& mm, const void* aux) {  // the epilogue, reading aux (m x n, ld m)
+    const uint32_t epilogue = CUBLASLT_EPILOGUE_DGELU;
+    const int64_t aux_ld = m;
+    mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+    mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+    mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld);
+  };
+  for (const float beta : {0.0f, 1.0f}) {
+    const std::vector<double> sum = reference(true, false, m, n, k, 1.0f, a, b, beta, c, {}, false);
+    DeviceBuffer<float> da(a), db(b), dd(c), aux(pre);
+    Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, true, false, m, n, k);
+    set_dgelu(mm, aux.get());
+    ASSERT_EQ(run(mm, 1.0f, da.get(), db.get(), beta, dd.get(), dd.get()), CUBLAS_STATUS_SUCCESS);
+    const std::vector<float> got = dd.download();
+    for (size_t i = 0; i < sum.size(); ++i) {
+      const double want = sum[i] * derivative(pre[i]);
+      ASSERT_NEAR(got[i], want, allowed(sum[i], pre[i]) + 1e-6) << "beta " << beta << " element " << i;
+    }
+    EXPECT_EQ(aux.download(), pre) << "DGELU reads aux; it must not write it";
+  }
+  // bf16: the fp32 value rounded once to D's type.
+  const std::vector<double> sum = reference(true, false, m, n, k, 1.0f, a, b, 0.0f, c, {}, false);
+  DeviceBuffer<__nv_bfloat16> da(convert<__nv_bfloat16>(a)), db(convert<__nv_bfloat16>(b)), dd(m * n),
+      aux(convert<__nv_bfloat16>(pre));
+  Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_16BF, CUDA_R_16BF, true, false, m, n, k);
+  set_dgelu(mm, aux.get());
+  ASSERT_EQ(run(mm, 1.0f, da.get(), db.get(), 0.0f, dd.get(), dd.get()), CUBLAS_STATUS_SUCCESS);
+  const std::vector<__nv_bfloat16> got = dd.download();
+  for (size_t i = 0; i < sum.size(); ++i) {
+    const double want = sum[i] * derivative(pre[i]);
+    ASSERT_NEAR(static_cast<float>(got[i]), want, 0x1p-8 * std::fabs(want) + allowed(sum[i], pre[i]) + 1e-6) << i;
+  }
 }
 
 // The heuristic's algorithm for `mm` under a preference that allows only the reduction schemes `schemes`.
@@ -404,8 +455,10 @@ TEST_F(CublasLt, UnsupportedOrInconsistentArgumentsAreRefused) {
   DeviceBuffer<float> x(64 * 64);
   {
     Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, false, false, 8, 8, 8);
-    mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_DGELU));
+    mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_DGELU_BGRAD));
     EXPECT_EQ(run(mm, 1.0f, x.get(), x.get(), 0.0f, x.get(), x.get()), CUBLAS_STATUS_NOT_SUPPORTED);
+    mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_DGELU));  // and no aux matrix
+    EXPECT_EQ(run(mm, 1.0f, x.get(), x.get(), 0.0f, x.get(), x.get()), CUBLAS_STATUS_INVALID_VALUE);
     mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_BIAS));  // and no bias pointer
     EXPECT_EQ(run(mm, 1.0f, x.get(), x.get(), 0.0f, x.get(), x.get()), CUBLAS_STATUS_INVALID_VALUE);
     EXPECT_EQ(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, x.get(), 3),

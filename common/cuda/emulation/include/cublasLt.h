@@ -6,14 +6,15 @@
 // Supported: column-major layouts (CUBLASLT_ORDER_COL) of fp32, fp16 or bf16 for A and B, and for C and D
 // (C and D of one type), strided batches, compute types CUBLAS_COMPUTE_32F (strict) and
 // CUBLAS_COMPUTE_32F_FAST_TF32 (fp32 inputs rounded to TF32) and the other 32F types (fp32 accumulation),
-// scale type fp32, and the epilogues DEFAULT, RELU, BIAS, RELU_BIAS, GELU, GELU_BIAS, GELU_AUX and
-// GELU_AUX_BIAS (GELU is the tanh approximation; the bias has D's type, BIAS_DATA_TYPE set to another is not
-// supported, and one entry per row of D; the aux output holds the pre-GELU values, with D's type, and needs
-// EPILOGUE_AUX_LD). Anything else returns CUBLAS_STATUS_NOT_SUPPORTED. One algorithm exists; the heuristic returns it
-// with a zero workspace. It works at any alignment of the matrices, so the preferences MIN_ALIGNMENT_{A,B,C,D}_BYTES
-// (which on a GPU exclude the algorithms that need more than the 256 bytes assumed by default) are accepted and
-// change nothing. The bias's alignment is read from its pointer by the heuristic, as cuBLASLt does: the algorithm
-// returned refuses a bias less aligned (up to 16 bytes) than the one it was chosen for (see cublaslt.cpp).
+// scale type fp32, and the epilogues DEFAULT, RELU, BIAS, RELU_BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS and
+// DGELU (GELU is the tanh approximation; the bias has D's type, BIAS_DATA_TYPE set to another is not supported, and
+// one entry per row of D; the aux matrix, with D's type, needs EPILOGUE_AUX_LD: the GELU_AUX epilogues write the
+// pre-GELU values into it, and DGELU reads them, multiplying the product by GELU's derivative at each). Anything else
+// returns CUBLAS_STATUS_NOT_SUPPORTED. One algorithm exists; the heuristic returns it with a zero workspace. It works
+// at any alignment of the matrices, so the preferences MIN_ALIGNMENT_{A,B,C,D}_BYTES (which on a GPU exclude the
+// algorithms that need more than the 256 bytes assumed by default) are accepted and change nothing. The bias's
+// alignment is read from its pointer by the heuristic, as cuBLASLt does: the algorithm returned refuses a bias less
+// aligned (up to 16 bytes) than the one it was chosen for (see cublaslt.cpp).
 #pragma once
 
 #include <cstddef>
