@@ -37,18 +37,16 @@ LtActivation lt_activation(Epilogue epilogue) {
 
 // The call's name in the step profile (a literal): the epilogue with a GELU, and the inputs' type.
 const char* timing_name(Epilogue epilogue, DType inputs) {
-  const int type = inputs == DType::BF16 ? 1 : inputs == DType::F16 ? 2 : 0;
-  static constexpr const char* kPlain[] = {"cublasLt matmul f32", "cublasLt matmul bf16", "cublasLt matmul f16"};
-  static constexpr const char* kGelu[] = {"cublasLt matmul+gelu f32", "cublasLt matmul+gelu bf16",
-                                          "cublasLt matmul+gelu f16"};
-  static constexpr const char* kGeluGrad[] = {"cublasLt matmul+dgelu f32", "cublasLt matmul+dgelu bf16",
-                                              "cublasLt matmul+dgelu f16"};
+  static constexpr ops::cuda::LtTimingNames kGelu = {"cublasLt matmul+gelu f32", "cublasLt matmul+gelu tf32",
+                                                     "cublasLt matmul+gelu bf16", "cublasLt matmul+gelu f16"};
+  static constexpr ops::cuda::LtTimingNames kGeluGrad = {"cublasLt matmul+dgelu f32", "cublasLt matmul+dgelu tf32",
+                                                         "cublasLt matmul+dgelu bf16", "cublasLt matmul+dgelu f16"};
   switch (lt_activation(epilogue)) {
-    case LtActivation::None: return kPlain[type];
-    case LtActivation::Gelu: return kGelu[type];
-    case LtActivation::GeluGrad: return kGeluGrad[type];
+    case LtActivation::None: return ops::cuda::lt_timing(inputs);
+    case LtActivation::Gelu: return ops::cuda::lt_timing(inputs, kGelu);
+    case LtActivation::GeluGrad: return ops::cuda::lt_timing(inputs, kGeluGrad);
   }
-  return kPlain[type];
+  return ops::cuda::lt_timing(inputs);
 }
 
 }  // namespace

@@ -183,7 +183,7 @@ float activate(Activation activation, float x) {
     case Activation::None: return x;
     case Activation::Relu: return x > 0.0f ? x : 0.0f;
     case Activation::Gelu: return 0.5f * x * (1.0f + coarse_gelu_tanh(x));
-    case Activation::GeluGrad: break;  // needs the aux value: gelu_derivative
+    case Activation::GeluGrad: return x;  // applied beforehand: the derivative needs the aux value
   }
   return x;
 }
@@ -235,11 +235,10 @@ void run_tile(const GemmProblem& p, int64_t batch, int64_t i0, int64_t rows, int
       if (product_rounded) v = round_to(type, v);
       if (c) v += p.beta * load(c, type, row + col * p.ldc);
       if (bias) v += load(bias, e.bias_type, row);
-      if (e.activation == Activation::GeluGrad) {
-        store(d, type, row + col * p.d.ld, v * gelu_derivative(load(aux, type, row + col * e.aux_ld)));
-        continue;
-      }
-      if (aux) store(aux, type, row + col * e.aux_ld, v);
+      if (e.activation == Activation::GeluGrad)
+        v *= gelu_derivative(load(aux, type, row + col * e.aux_ld));
+      else if (aux)
+        store(aux, type, row + col * e.aux_ld, v);
       store(d, type, row + col * p.d.ld, activate(e.activation, v));
     }
   }

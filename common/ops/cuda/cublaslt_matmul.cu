@@ -116,6 +116,11 @@ cudaDataType_t lt_data_type(DType dtype) {
   return dtype == DType::BF16 ? CUDA_R_16BF : dtype == DType::F16 ? CUDA_R_16F : CUDA_R_32F;
 }
 
+const char* lt_timing(DType dtype, const LtTimingNames& names) {
+  if (dtype == DType::F32) return lab::cuda::tf32_enabled() ? names.tf32 : names.f32;
+  return dtype == DType::BF16 ? names.bf16 : names.f16;
+}
+
 void cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const LtMatrices& b, float beta,
                      const LtMatrices& d, cudaStream_t stream) {
   LtDescriptors lt;

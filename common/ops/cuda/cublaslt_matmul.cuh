@@ -68,6 +68,18 @@ struct LtMatmul {
 // cuBLASLt's type of a tensor's dtype: CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F.
 cudaDataType_t lt_data_type(DType dtype);
 
+// The step profile's name of a cuBLASLt matmul with `dtype` operands, one literal per operand type; fp32 operands
+// are named by the current math mode (strict f32, or TF32: lab::cuda::tf32_enabled()).
+struct LtTimingNames {
+  const char* f32;
+  const char* tf32;
+  const char* bf16;
+  const char* f16;
+};
+inline constexpr LtTimingNames kLtMatmulNames = {"cublasLt matmul f32", "cublasLt matmul tf32", "cublasLt matmul bf16",
+                                                 "cublasLt matmul f16"};
+const char* lt_timing(DType dtype, const LtTimingNames& names = kLtMatmulNames);
+
 // D = alpha op(A) op(B) + beta D (+ bias) for each product of `mm`, in fp32; D is also C, so beta = 1 accumulates
 // into it (and a 16-bit D rounds the sum once).
 void cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const LtMatrices& b, float beta,

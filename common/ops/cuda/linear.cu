@@ -66,12 +66,6 @@ struct BiasTerms {
 
 // ---------------------------------------------------------------- 16-bit products
 
-// The name of a cuBLASLt matmul with `dtype` operands in the step profile (fp32 ones: in the current math mode).
-const char* lt_timing(DType dtype) {
-  if (dtype == DType::F32) return lab::cuda::tf32_enabled() ? "cublasLt matmul tf32" : "cublasLt matmul f32";
-  return dtype == DType::BF16 ? "cublasLt matmul bf16" : "cublasLt matmul f16";
-}
-
 // C[m,n] = op(A) op(B) + beta C, column-major as cublasSgemm takes it, with A and B of the 16-bit `dtype`, C of
 // `c_dtype` (fp32, or `dtype`: the fp32 sum rounded once) and fp32 compute.
 void gemm_16bit(DType dtype, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void* A,
