@@ -1,11 +1,11 @@
 #include "ch06_single_gpu/fused_functions.h"
 
-#include "ch06_single_gpu/fused_classifier.h"
 #include "ch06_single_gpu/fused_residual_layernorm.h"
 #include "ch06_single_gpu/matmul_bias_gelu.h"
 #include "common/autograd/function_support.h"
 #include "common/core/memory.h"
 #include "common/nn/low_precision_linear.h"
+#include "common/ops/gelu.h"
 #include "common/ops/linear.h"
 
 namespace lab::ch06 {
@@ -13,7 +13,7 @@ namespace lab::ch06 {
 using ag::any_requires_grad;
 using ag::new_activation;
 
-Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x) {
+Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x, const ModelOptions& options) {
   const MemoryOpScope op("fused_mlp");
   const Linear& fc = mlp.c_fc;
   const Linear& proj = mlp.c_proj;
@@ -36,13 +36,24 @@ Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x) {
                       bias_for_output(proj.bias, proj.bias_16bit, xv.dtype()));
   if (!with_grad) return out;
   const Var w_fc_var = fc.weight, b_fc = fc.bias, w_proj_var = proj.weight, b_proj = proj.bias;
+  // Selective recompute keeps GELU's input only; backward computes hidden = gelu(pre_gelu) again.
+  const bool recompute = options.recompute_gelu;
+  const Tensor kept_hidden = recompute ? Tensor() : hidden;
   tape.record(
-      "fused_mlp", {xv, hidden, pre_gelu, out.value()},
+      recompute ? "fused_mlp (gelu recomputed)" : "fused_mlp",
+      recompute ? std::vector<Tensor>{xv, pre_gelu, out.value()}
+                : std::vector<Tensor>{xv, hidden, pre_gelu, out.value()},
       [=] {
         const Tensor& dout = out.grad();
+        Tensor hidden_again = kept_hidden;
+        if (!hidden_again.defined()) {
+          hidden_again = new_activation(pre_gelu.shape(), pre_gelu);
+          ops::gelu_forward(hidden_again, pre_gelu);
+        }
         // c_proj's weight and bias gradients; its input's gradient is never stored (next).
         ops::linear_backward(Tensor(), w_proj_var.grad_or_none(), b_proj.defined() ? b_proj.grad_or_none() : Tensor(),
-                             dout, matmul_operand(hidden, operands), w_proj);
+                             dout, matmul_operand(hidden_again, operands), w_proj);
+        hidden_again = Tensor();  // read by that product only
         // GELU's input gradient in one GEMM: (dout @ c_proj's weight) * gelu'(pre_gelu), written once.
         Tensor dpre;
         {
@@ -83,11 +94,6 @@ ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const La
         {a, b, w, bias});
   }
   return out;
-}
-
-Tensor fused_cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab,
-                           const ops::GradScale& grad_scale) {
-  return ag::cross_entropy_through(fused_classifier, tape, logits, targets, vocab, grad_scale);
 }
 
 }  // namespace lab::ch06

@@ -5,13 +5,13 @@
 //                         (ch06::matmul_bias_gelu: the cuBLASLt epilogue on CUDA), and in backward GELU's
 //                         backward in the epilogue of the GEMM that gives its output's gradient (cuBLASLt's DGELU)
 //   residual_layernorm    h = a + b and layernorm(h) as one op (ch06::fused_residual_layernorm)
-//   fused_cross_entropy   ag::cross_entropy through ch06::fused_classifier (online softmax on CUDA, the logits in
-//                         any float dtype)
+// (The third, the classifier, plugs in as a kernel, ModelOptions::classifier = ch06::fused_classifier: the core's
+// ag::cross_entropy_through runs it.)
 //
 // Each computes what the reference functions compute, to rounding: the fused model's tests hold the logits,
 // loss and every gradient to the reference model's (tests/ch06_single_gpu/fused_model/). The fused kernels of
 // residual_layernorm take f32 activations: with 16-bit activations (ModelOptions::activations) it runs the
-// reference functions; fused_mlp and fused_cross_entropy take 16-bit activations as they are.
+// reference functions; fused_mlp and the classifier take 16-bit activations as they are.
 #pragma once
 
 #include "common/autograd/tape.h"
@@ -26,13 +26,15 @@ namespace lab::ch06 {
 //             then out = hidden @ c_proj^T + b (the core's linear, bias in its epilogue)
 //   backward  c_proj's weight and bias gradients; then dpre = (dout @ c_proj) * gelu'(pre_gelu) from one GEMM (the
 //             DGELU epilogue): the gradient of hidden is never written, read back, or zeroed; then c_fc's backward
-// It keeps what the reference MLP keeps: x, hidden (c_proj's input) and pre_gelu (c_fc's output). Under mixed
+// It keeps what the reference MLP keeps: x, hidden (c_proj's input) and pre_gelu (c_fc's output); with
+// options.recompute_gelu (selective recompute, chapter 7) x and pre_gelu only, and backward computes hidden again
+// from pre_gelu (ops::gelu_forward: a GELU kernel and a 4C-wide temporary, instead of keeping it). Under mixed
 // precision (GPT2::set_matmul_dtype) the products read the weights' 16-bit copies and x, hidden and dout rounded to
 // their type, as low_precision_linear.h does; with 16-bit activations these are already in it, hidden, pre_gelu
 // and out are stored in 16 bits, and each layer's 16-bit out adds the 16-bit copy of its bias. Against the
 // reference, the epilogues round differently: GELU is applied to the unrounded sum, and dpre is the fp32 product
 // times gelu' rounded once, where the reference rounds dout @ c_proj to 16 bits first (a 16-bit ulp or so apart).
-Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x);
+Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x, const ModelOptions& options);
 
 struct ResidualNorm {
   Var residual;    // a + b
@@ -42,9 +44,5 @@ struct ResidualNorm {
 // The backward runs once both gradients are complete (the residual's other reader runs later in the forward,
 // so earlier in the backward).
 ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const LayerNorm& ln);
-
-// ag::cross_entropy's contract (common/autograd/functions.h), word for word.
-Tensor fused_cross_entropy(Tape& tape, const Var& logits, const Tensor& targets, int64_t vocab,
-                           const ops::GradScale& grad_scale);
 
 }  // namespace lab::ch06

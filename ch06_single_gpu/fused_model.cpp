@@ -1,5 +1,6 @@
 #include "ch06_single_gpu/fused_model.h"
 
+#include "ch06_single_gpu/fused_classifier.h"
 #include "ch06_single_gpu/fused_functions.h"
 
 namespace lab::ch06 {
@@ -9,7 +10,7 @@ namespace {
 Var fused_block(Tape& tape, const Block& block, const Var& x, const ModelOptions& options) {
   const Var attn = attention_forward(tape, block.attn, block.ln_1.forward(tape, x), options);
   const ResidualNorm h = residual_layernorm(tape, x, attn, block.ln_2);
-  return ag::residual(tape, h.residual, fused_mlp(tape, block.mlp, h.normalized));
+  return ag::residual(tape, h.residual, fused_mlp(tape, block.mlp, h.normalized, options));
 }
 
 }  // namespace
@@ -30,7 +31,7 @@ ModelOptions with_kernels(ModelOptions options, Kernels kernels) {
             "--kernels fused runs on one tensor-parallel rank only (use --kernels reference with --tp)");
   options.block = fused_block;
   options.mlp = fused_mlp;
-  options.cross_entropy = fused_cross_entropy;
+  options.classifier = fused_classifier;
   return options;
 }
 

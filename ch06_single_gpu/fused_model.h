@@ -5,7 +5,7 @@
 //                   read back for the normalisation), then the MLP below, then the second residual add
 //   mlp             c_fc's GEMM with its bias and GELU as one op (matmul_bias_gelu: the cuBLASLt epilogue on
 //                   CUDA, so the 4C-wide hidden activation is written once), then c_proj
-//   cross_entropy   the fused classifier with the online softmax (one read of each logits row fewer on CUDA)
+//   classifier      the fused classifier with the online softmax (one read of each logits row fewer on CUDA)
 //
 // With 16-bit matmul operands (--dtype bf16|fp16) the MLP stays the mixed-precision linears; the residual +
 // LayerNorm and the classifier, fp32 in mixed precision too, stay fused.

@@ -62,6 +62,10 @@ staircase::Staircase memory_staircase(const MemoryBenchConfig& c) {
               {"flash-attention",
                "chapter 9's flash attention: no probabilities kept, not even by the block re-run in backward",
                {"--batch", rows, "--recompute", "block", "--optimizer-in-backward", "--attention", "flash"}},
+              {"chunked-head",
+               "the LM head, its loss and its gradients chunk by chunk in forward: the logits never whole",
+               {"--batch", rows, "--recompute", "block", "--optimizer-in-backward", "--attention", "flash", "--lm-head",
+                "chunked"}},
           }};
 }
 

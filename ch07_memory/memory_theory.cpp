@@ -11,7 +11,7 @@ int64_t MemoryTheory::total() const {
 
 MemoryTheory memory_theory(const GPT2Config& config, int64_t batch, int64_t seq, RecomputePolicy policy,
                            int64_t bytes_per_element, AttentionKept attention, int64_t activation_bytes,
-                           int64_t matmul_copy_bytes) {
+                           int64_t matmul_copy_bytes, LmHead head) {
   const int64_t C = config.n_embd, L = config.n_layer, H = config.n_head, Vp = config.padded_vocab_size;
   const int64_t act = activation_bytes > 0 ? activation_bytes : bytes_per_element;
   constexpr int64_t kStatistic = 4;  // LayerNorm's mean and rstd, the loss: fp32 whatever the activations
@@ -33,9 +33,12 @@ MemoryTheory memory_theory(const GPT2Config& config, int64_t batch, int64_t seq,
     case RecomputePolicy::Block: block_elements = C, block_statistics = 0; break;
   }
   t.activation_elements_per_token_per_block = block_elements + block_statistics;
-  t.activation_elements_per_token_outside = 2 * C + 3 + Vp;
+  // Outside the blocks: the embedding output, ln_f's output, and the logits (their own gradient) or, chunked, the
+  // gradient of ln_f's output.
+  const int64_t head_elements = head == LmHead::Chunked ? C : Vp;
+  t.activation_elements_per_token_outside = 2 * C + 3 + head_elements;
   const int64_t block_bytes = block_elements * act + block_statistics * kStatistic;
-  const int64_t outside_bytes = (2 * C + Vp) * act + 3 * kStatistic;
+  const int64_t outside_bytes = (2 * C + head_elements) * act + 3 * kStatistic;
   t.activation_bytes_per_token = L * (block_bytes + t.attention_bytes_per_token_per_block) + outside_bytes;
   if (policy == RecomputePolicy::Block)
     t.recomputed_block_bytes = batch * seq * (18 * C * act + 4 * kStatistic + H * attention_bytes);

@@ -15,6 +15,8 @@
 //               the activations' bytes); chapter 9's rungs keep less or narrower: AttentionKept below
 //                 outside     2 C + 3 + Vp           (embedding output, ln_f with its statistics, the logits
 //                                                     that become their own gradient, the loss)
+//                             3 C + 3                (--lm-head chunked: ln_f's output's gradient, computed in
+//                                                     forward, instead of the logits; chunked_lm_head.h)
 //               Each element takes the activations' bytes (4 in fp32, 2 with 16-bit activations end to end),
 //               except the statistics, always fp32: LayerNorm's mean and rstd (the 4 per block, 2 of the 3
 //               outside) and the loss.
@@ -30,6 +32,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ch07_memory/chunked_lm_head.h"
 #include "ch07_memory/recompute.h"
 #include "common/core/memory.h"
 #include "common/nn/config.h"
@@ -64,9 +67,9 @@ struct MemoryTheory {
 // `activation_bytes`, when not 0, sets the activations' bytes apart: 2 for 16-bit activations end to end
 // (ModelOptions::activations) beside fp32 parameters, 4 for fp32 activations beside 16-bit ones.
 // `matmul_copy_bytes`: the bytes per parameter of the matmuls' 16-bit copy (2 under bf16/fp16 mixed precision,
-// 0 without one).
+// 0 without one). `head`: whether the logits are kept (full) or the head's input gradient instead (chunked).
 MemoryTheory memory_theory(const GPT2Config& config, int64_t batch, int64_t seq, RecomputePolicy policy,
                            int64_t bytes_per_element = 4, AttentionKept attention = AttentionKept::Probabilities,
-                           int64_t activation_bytes = 0, int64_t matmul_copy_bytes = 0);
+                           int64_t activation_bytes = 0, int64_t matmul_copy_bytes = 0, LmHead head = LmHead::Full);
 
 }  // namespace lab::ch07

@@ -23,39 +23,6 @@ std::vector<Var> block_parameters(const Block& b) {
           b.mlp.c_fc.weight,    b.mlp.c_fc.bias,    b.mlp.c_proj.weight,  b.mlp.c_proj.bias};
 }
 
-// gelu(h) @ w^T + b, keeping h but not gelu(h): backward computes gelu(h) again for w's gradient.
-Var gelu_linear_recomputing_gelu(Tape& tape, const Var& h, const Var& w, const Var& b) {
-  const MemoryOpScope op("gelu+linear");
-  Shape shape = h.value().shape();
-  shape.back() = w.value().dim(0);
-  const Tensor bias = b.defined() ? b.value() : Tensor();
-  const bool needs_grad = h.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad());
-  Var out(new_activation(shape, h.value()), tape.recording() && needs_grad);
-  {
-    const Tensor gelu_out = new_activation(h.value().shape(), h.value());  // freed at the end of this scope
-    ops::gelu_forward(gelu_out, h.value());
-    ops::linear_forward(out.value(), gelu_out, w.value(), bias);
-  }
-  if (out.requires_grad())
-    tape.record("gelu+linear (gelu recomputed)", {h.value(), out.value()},
-                [=] {
-                  Tensor gelu_out = new_activation(h.value().shape(), h.value());
-                  ops::gelu_forward(gelu_out, h.value());
-                  // The gradient of the GELU output starts at zero, as a Var's gradient does on the plain tape.
-                  Tensor dgelu;
-                  {
-                    MemoryScope scope(MemCategory::Activations);
-                    dgelu = Tensor::zeros(h.value().shape(), h.value().dtype(), h.value().device());
-                  }
-                  ops::linear_backward(dgelu, w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(), out.grad(),
-                                       gelu_out, w.value());
-                  gelu_out = Tensor();  // not needed by the GELU's backward
-                  if (h.requires_grad()) ops::gelu_backward(h.grad(), h.value(), dgelu);
-                },
-                {h, w, b});
-  return out;
-}
-
 }  // namespace
 
 std::vector<std::string> recompute_policy_names() {
@@ -95,11 +62,11 @@ void apply_recompute(ModelOptions& options, RecomputePolicy policy) {
       LAB_CHECK(!options.tensor_parallel, InvalidArgument,
                 "--recompute selective replaces the MLP, which a tensor-parallel shard cannot do (use --recompute "
                 "block with --tp)");
-      LAB_CHECK(!options.mlp, InvalidArgument, "--recompute selective: the model already has an MLP of its own");
       // Only the core's attention keeps probabilities to drop: another one (flash attention, chapter 9, which
-      // keeps one number per row) stays as installed.
+      // keeps one number per row) stays as installed. The MLP installed, the core's or chapter 6's fused one,
+      // drops its GELU output itself.
       if (is_core_attention(options.attention)) options.attention = attention_recomputing_probabilities;
-      options.mlp = mlp_recomputing_gelu;
+      options.recompute_gelu = true;
       return;
     case RecomputePolicy::Block: {
       // A decorator: the block recomputed is whichever was installed (chapter 6's fused one), or the standard one.
@@ -116,25 +83,29 @@ Var attention_recomputing_probabilities(Tape& tape, const Var& qkv, int n_head) 
   const MemoryOpScope op("attention");
   const Tensor& q = qkv.value();
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2) / 3;
+  // As ag::attention: fp32 inside, on widened copies when the activations are 16-bit.
+  const auto f32_activation = [device = q.device()](const Shape& shape) {
+    MemoryScope scope(MemCategory::Activations);
+    return Tensor::empty(shape, DType::F32, device);
+  };
   Var out(new_activation({B, T, C}, q), tape.recording() && qkv.requires_grad());
-  {
-    const Tensor att = new_activation({B, n_head, T, T}, q);  // freed at the end of this scope
-    ops::attention_forward(out.value(), att, q, n_head);
-  }
+  ag::forward_in_storage(out.value(), q, DType::F32, [&](const Tensor& out_s, const Tensor& q_s) {
+    ops::attention_forward(out_s, f32_activation({B, n_head, T, T}), q_s, n_head);  // probabilities freed after
+  });
   if (out.requires_grad())
     tape.record("attention (probabilities recomputed)", {q, out.value()},
                 [=] {
-                  // The op computes the output with the probabilities; the output computed again is thrown away.
-                  const Tensor att = new_activation({B, n_head, T, T}, q);
-                  ops::attention_forward(new_activation({B, T, C}, q), att, q, n_head);
-                  ops::attention_backward(qkv.grad(), out.grad(), q, att, n_head);
+                  ag::backward_in_storage(qkv, out, DType::F32, false,
+                                          [&](const Tensor& dqkv, const Tensor& x, const Tensor& dout, const Tensor&) {
+                                            // The op computes the output with the probabilities; the output computed
+                                            // again is dropped.
+                                            const Tensor att = f32_activation({B, n_head, T, T});
+                                            ops::attention_forward(f32_activation({B, T, C}), att, x, n_head);
+                                            ops::attention_backward(dqkv, dout, x, att, n_head);
+                                          });
                 },
                 {qkv});
   return out;
-}
-
-Var mlp_recomputing_gelu(Tape& tape, const MLP& mlp, const Var& x) {
-  return gelu_linear_recomputing_gelu(tape, mlp.c_fc.forward(tape, x), mlp.c_proj.weight, mlp.c_proj.bias);
 }
 
 Var block_recomputed(Tape& tape, const Block& block, const Var& x, const ModelOptions& options,

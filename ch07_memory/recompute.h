@@ -17,10 +17,13 @@
 //              and then that tape's backward (torch.utils.checkpoint around every block). One extra forward
 //              per step, about a third more compute, for activations of one block instead of all of them.
 //
-// The policies are ModelOptions hooks (attention and mlp for selective, block for block), so the core model
-// does not know them. Block recompute wraps the block hook installed before it (chapter 6's fused block).
-// Selective replaces the MLP, which a tensor-parallel shard cannot (Megatron's MLP needs its communication): it
-// refuses tensor parallelism; block works with it.
+// The policies are ModelOptions settings, so the core model does not know them: selective installs the attention
+// hook below and sets ModelOptions::recompute_gelu, which every MLP implementation honours (the core's through
+// gelu_linear_recomputing_gelu, common/nn/modules.h; chapter 6's fused MLP by keeping its GEMM's aux output only);
+// block wraps the block hook installed before it (chapter 6's fused block). Both work in every precision: the
+// probabilities are fp32 as the core attention's are, the GELU output in the activations' dtype. Selective
+// changes the MLP, which a tensor-parallel shard cannot (Megatron's MLP needs its communication): it refuses
+// tensor parallelism; block works with it.
 #pragma once
 
 #include <string>
@@ -37,14 +40,12 @@ RecomputePolicy parse_recompute_policy(const std::string& name);  // InvalidArgu
 const char* recompute_policy_name(RecomputePolicy policy);
 
 // Installs the policy's hooks in `options` (None leaves them unchanged). InvalidArgument for selective on a
-// tensor-parallel model (options.tensor_parallel set) or with an MLP hook already installed.
+// tensor-parallel model (options.tensor_parallel set).
 void apply_recompute(ModelOptions& options, RecomputePolicy policy);
 
 // The hooks themselves.
-// Attention that keeps qkv and its output but not the probabilities.
+// Attention that keeps qkv and its output but not the probabilities (fp32 inside, as ag::attention).
 Var attention_recomputing_probabilities(Tape& tape, const Var& qkv, int n_head);
-// c_proj(gelu(c_fc(x))) keeping c_fc's output but not the GELU's.
-Var mlp_recomputing_gelu(Tape& tape, const MLP& mlp, const Var& x);
 // The block, keeping only its input and output; backward re-runs its forward (with `options`' other hooks). The
 // block computed is `recomputed` (a block hook installed before the policy, chapter 6's fused block), or the
 // standard block when it is empty.

@@ -9,23 +9,17 @@ std::vector<std::string> activations_names() {
 }
 
 ModelRungs ModelRungs::parse(const std::string& kernels, const std::string& attention, const std::string& recompute,
-                             const std::string& activations) {
+                             const std::string& activations, const std::string& lm_head) {
   LAB_CHECK(activations == "fp32" || activations == "16bit", InvalidArgument, "--activations: '", activations,
             "' is not one of fp32|16bit");
   return {ch06::parse_kernels(kernels), ch09::parse_attention(attention), ch07::parse_recompute_policy(recompute),
-          activations == "16bit"};
+          activations == "16bit", ch07::parse_lm_head(lm_head)};
 }
 
 std::string ModelRungs::incompatibility() const {
-  if (kernels == ch06::Kernels::Fused && recompute == ch07::RecomputePolicy::Selective)
-    return "--recompute selective recomputes the GELU of the core's MLP, and --kernels fused replaces that MLP with "
-           "its fused GEMM + bias + GELU: use --recompute block with --kernels fused";
   if (attention == ch09::Attention::Batched && recompute == ch07::RecomputePolicy::Selective)
     return "--recompute selective recomputes the core attention's probabilities, and --attention batched keeps its "
            "own (16-bit): use --recompute none or block with it, or --attention flash, which keeps none";
-  if (activations_16bit && recompute == ch07::RecomputePolicy::Selective)
-    return "--recompute selective recomputes fp32 attention probabilities and GELU outputs, and --activations 16bit "
-           "keeps the activations in 16 bits: use --recompute block with it";
   return "";
 }
 
@@ -42,12 +36,14 @@ void ModelRungs::apply(ModelOptions& options, DType matmul) const {
   options = ch06::with_kernels(options, kernels);
   ch09::use_attention(options, attention, matmul);
   ch07::apply_recompute(options, recompute);
+  ch07::use_lm_head(options, lm_head);
   options.activations = activations_16bit ? matmul : DType::F32;
 }
 
 std::string ModelRungs::str() const {
   return cat("--kernels ", ch06::kernels_name(kernels), " --attention ", ch09::attention_name(attention),
-             " --recompute ", ch07::recompute_policy_name(recompute), activations_16bit ? " --activations 16bit" : "");
+             " --recompute ", ch07::recompute_policy_name(recompute), activations_16bit ? " --activations 16bit" : "",
+             lm_head == ch07::LmHead::Chunked ? " --lm-head chunked" : "");
 }
 
 std::vector<ModelRungs> every_model_rungs() {
@@ -56,7 +52,7 @@ std::vector<ModelRungs> every_model_rungs() {
     for (const ch09::Attention a : {ch09::Attention::Materialized, ch09::Attention::Batched, ch09::Attention::Flash})
       for (const ch07::RecomputePolicy r :
            {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block})
-        all.push_back({k, a, r});
+        for (const ch07::LmHead h : {ch07::LmHead::Full, ch07::LmHead::Chunked}) all.push_back({k, a, r, false, h});
   return all;
 }
 

@@ -4,21 +4,24 @@
 //   --attention materialized|batched|flash   chapter 9: 16-bit materialised attention; flash attention, one
 //                                       log-sum-exp per row kept
 //   --recompute none|selective|block    chapter 7: activations dropped in forward and computed again in backward
+//   --lm-head full|chunked              chapter 7: the LM head and its loss chunk by chunk in forward, no logits kept
 //   --activations fp32|16bit            chapter 6's mixed precision taken end to end: the activations between the
 //                                       ops in the --dtype's 16-bit type (ModelOptions::activations), not fp32
 //
 // Each rung installs ModelOptions hooks (common/nn/modules.h). They compose in one order, the one `apply` uses:
-// kernels first (they replace the block, the MLP and the loss), then the attention, then recompute, which wraps
-// what is installed (block recompute recomputes the fused block; selective recompute leaves flash attention,
-// which keeps no probabilities to drop). The pairs that cannot compose are declared here once, each with the line
-// a user sees, and a test runs every other combination against the plain model (tests/ch10_gpt2/
-// test_model_rungs.cpp). The trainer and gpt2_step_bench build their models through this.
+// kernels first (they replace the block, the MLP and the classifier), then the attention, then recompute, which
+// wraps what is installed (block recompute recomputes the fused block; selective recompute leaves flash
+// attention, which keeps no probabilities to drop, and has whichever MLP is installed drop its GELU output), then
+// the head, which runs whichever classifier is installed chunk by chunk. The pairs that cannot compose are declared
+// here once, each with the line a user sees, and a test runs every other combination against the plain model
+// (tests/ch10_gpt2/ test_model_rungs.cpp). The trainer and gpt2_step_bench build their models through this.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "ch06_single_gpu/fused_model.h"
+#include "ch07_memory/chunked_lm_head.h"
 #include "ch07_memory/recompute.h"
 #include "ch09_advanced/attention_choice.h"
 
@@ -29,10 +32,11 @@ struct ModelRungs {
   ch09::Attention attention = ch09::Attention::Materialized;
   ch07::RecomputePolicy recompute = ch07::RecomputePolicy::None;
   bool activations_16bit = false;
+  ch07::LmHead lm_head = ch07::LmHead::Full;
 
   // From the flags' values; Error(InvalidArgument) naming the choices of a bad one.
   static ModelRungs parse(const std::string& kernels, const std::string& attention, const std::string& recompute,
-                          const std::string& activations = "fp32");
+                          const std::string& activations = "fp32", const std::string& lm_head = "full");
 
   // Why these rungs cannot run together, as the one-line error a user sees; empty when they can. (What a rung
   // cannot do on a tensor-parallel shard, its own chapter refuses when it is installed.)
@@ -46,7 +50,8 @@ struct ModelRungs {
   // Error(InvalidArgument) with refusal()'s line when they cannot.
   void apply(ModelOptions& options, DType matmul) const;
 
-  // "--kernels fused --attention flash --recompute block" (and " --activations 16bit" when set)
+  // "--kernels fused --attention flash --recompute block" (and " --activations 16bit", " --lm-head chunked" when
+  // set)
   std::string str() const;
 };
 

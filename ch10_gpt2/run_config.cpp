@@ -34,6 +34,14 @@ std::optional<RunRefusal> run_refusal(const RunConfig& c) {
     return refuse(ErrorKind::InvalidArgument, std::move(why));
   if (std::string why = c.rungs.refusal(matmul_dtype(c.math)); !why.empty())
     return refuse(ErrorKind::InvalidArgument, std::move(why));
+  if (c.rungs.lm_head == ch07::LmHead::Chunked && c.memory.zero >= 2)
+    return refuse(ErrorKind::Unsupported,
+                  cat("--lm-head chunked with --zero ", c.memory.zero,
+                      ": the chunked head makes wte's gradient whole in the forward pass, and ZeRO stages 2 and 3 "
+                      "reduce it chunk by chunk in backward (use --lm-head full, or --zero 1)"));
+  if (c.rungs.lm_head == ch07::LmHead::Chunked && layout.tp > 1)
+    return refuse(ErrorKind::Unsupported,
+                  "--lm-head chunked with --tp: the vocabulary-parallel loss keeps its logits (use --lm-head full)");
   if (c.rungs.activations_16bit && (layout.tp > 1 || layout.pp > 1))
     return refuse(ErrorKind::Unsupported,
                   "--activations 16bit with --tp or --pp: the tensor- and pipeline-parallel functions exchange fp32 "

@@ -70,9 +70,9 @@ void take_rank_part(ch07::MemoryTheory& t, const ch07::MemoryTheory& none, const
   const BlockActivations block = block_on_tp_rank(t, policy, C, tp);
   // Outside the blocks, per token: the first stage's embedding output (and under tp the rank's own lookup, which
   // g keeps beside the sum), or the boundary activation another stage receives; on the last stage ln_f's output
-  // and its 2 statistics, the rank's logits and the loss.
+  // and its 2 statistics, the rank's logits (or, chunked, the gradient of ln_f's output) and the loss.
   int64_t outside = embedding && tp > 1 ? 2 * C : C;
-  if (head) outside += C + 2 + m.padded_vocab_for(tp) / tp + 1;
+  if (head) outside += C + 2 + (config.rungs.lm_head == ch07::LmHead::Chunked ? C : m.padded_vocab_for(tp) / tp) + 1;
   t.activation_elements_per_token_per_block = block.elements;
   t.attention_bytes_per_token_per_block = block.attention_bytes;
   t.activation_elements_per_token_outside = outside;
@@ -112,7 +112,7 @@ ch07::MemoryTheory run_memory_theory(const RunConfig& config, int64_t batch, int
   const auto whole_model = [&](ch07::RecomputePolicy policy) {
     return ch07::memory_theory(config.model, batch, seq, policy, 4,
                                ch09::attention_kept(config.rungs.attention, matmul, activations),
-                               static_cast<int64_t>(dtype_size(activations)), copy_bytes);
+                               static_cast<int64_t>(dtype_size(activations)), copy_bytes, config.rungs.lm_head);
   };
   ch07::MemoryTheory t = whole_model(config.rungs.recompute);
   const comm::ParallelLayout& layout = config.parallel.layout;

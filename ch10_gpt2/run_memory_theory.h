@@ -7,6 +7,7 @@
 //   --activations 16bit       the activations in 2 bytes (LayerNorm's statistics and the loss stay fp32)
 //   --attention               what attention keeps per head and token (ch09_advanced/attention_choice.h)
 //   --recompute               the activations a block keeps (and, for block, the one block recomputed)
+//   --lm-head chunked         the head's input gradient [B, T, C] kept instead of the [B, T, Vp] logits
 //   --optimizer-in-backward   the gradients: the tied embedding's alone ([padded vocabulary, C], alive through the
 //                             whole backward), instead of the whole flat buffer
 //   --offload optimizer       the optimizer state leaves the GPU (0 on a CUDA device; on the CPU it stays)

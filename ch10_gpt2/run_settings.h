@@ -22,8 +22,8 @@ int64_t micro_batches_per_rank_step(int64_t total_batch_tokens, int64_t batch, i
 
 // --model (required, unless `model` is given: a model that has no name), --batch and --seq (required),
 // --total-batch-tokens (0: one micro-batch per step), --grad-clip (1.0), --dtype, --kernels, --attention,
-// --recompute, --activations, --optimizer-in-backward, --offload, --zero, --zero-prefetch, --cuda-graphs and the
-// layout's --dp, --tp, --pp (1 each), --dp-stage (overlap), --bucket-mb (25), --micro-batches (1), --pp-schedule
+// --recompute, --activations, --lm-head, --optimizer-in-backward, --offload, --zero, --zero-prefetch, --cuda-graphs and
+// the layout's --dp, --tp, --pp (1 each), --dp-stage (overlap), --bucket-mb (25), --micro-batches (1), --pp-schedule
 // (1f1b) as gpt2_train reads them; other settings are the caller's. InvalidArgument, naming the flag, for a
 // missing or bad value.
 RunConfig run_config_from_settings(const staircase::Settings& settings, Device device,

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "ch05_data/loaders/make_loader.h"
+#include "ch07_memory/chunked_lm_head.h"
 #include "ch07_memory/max_batch.h"
 #include "ch07_memory/recompute.h"
 #include "ch08_distributed/parallel_options.h"
@@ -122,6 +123,10 @@ void TrainOptions::register_flags(Flags& f) {
                "file (scripts/plot_memory.py draws it)");
   f.add_choice("recompute", &recompute, ch07::recompute_policy_names(),
                "activation recompute: none, selective (attention probabilities and GELU), block (whole blocks)");
+  f.add_choice("lm-head", &lm_head, ch07::lm_head_names(),
+               "full: the logits of every token kept (as their gradient) until backward; chunked: the LM head, its "
+               "loss and its gradients chunk by chunk in the forward pass, the [B, T, vocab] logits never whole "
+               "(chapter 7; one tensor-parallel rank, not with --zero 2|3)");
   f.add_bool("find-max-batch", &find_max_batch,
              "measure steps to find the largest micro-batch (--batch) whose peak fits --memory-budget, with the "
              "other flags as given, print it and exit without training");

@@ -80,6 +80,7 @@ struct TrainOptions {
   bool memory_report = false;      // print live/peak bytes by category against theory after the first step
   std::string memory_snapshot;     // write the first step's allocation timeline here (JSON)
   std::string recompute = "none";  // activation recompute: none, selective, block
+  std::string lm_head = "full";    // or chunked: the head and its loss chunk by chunk, no logits kept
   bool find_max_batch = false;     // search the largest micro-batch within memory_budget, then exit
   std::string memory_budget = "8GiB";
   // Not flags: the command line (recorded in the log's header) and the flags the preset set that the command

@@ -115,10 +115,11 @@ std::string gpu_projection_table(const staircase::Staircase& stairs, const ch07:
     const ch07::AttentionKept kept = flash ? ch07::AttentionKept::LogSumExp : attention;
     const int64_t micro_rows = kRows * std::stoll(s.at("batch")) / config.batch;
     const auto policy = ch07::parse_recompute_policy(s.count("recompute") ? s.at("recompute") : "none");
+    const auto head = ch07::parse_lm_head(s.count("lm-head") ? s.at("lm-head") : "full");
     std::vector<std::string> row = {rung.name, cat(micro_rows, " x ", kSeq)};
     for (const std::string& m : models) {
       const GPT2Config model = GPT2Config::from_name(m);
-      const ch07::MemoryTheory th = ch07::memory_theory(model, micro_rows, kSeq, policy, 2, kept);
+      const ch07::MemoryTheory th = ch07::memory_theory(model, micro_rows, kSeq, policy, 2, kept, 0, 0, head);
       // The optimizer in backward keeps the tied token embedding's gradient (alive through the whole backward)
       // instead of all of them (optimizer_in_backward.h).
       const int64_t grads_kept =
@@ -199,7 +200,8 @@ int run(int argc, char** argv) {
   Flags flags(
       "ch07_memory_bench",
       "Runs the memory staircase (original, gradient accumulation, selective and block recompute, the "
-      "optimizer in backward, flash attention) in one process: peak bytes by category and step time of each rung, with "
+      "optimizer in backward, flash attention, the chunked LM head) in one process: peak bytes by category and step "
+      "time of each rung, with "
       "ratios to the rung before. Under mpirun with 2 or more ranks, also the ZeRO staircase (data "
       "parallelism, ZeRO stages 1, 2, 3).");
   flags.add_string("model", &config.model, "model size: d12, d24, d36, d48, small, tiny");

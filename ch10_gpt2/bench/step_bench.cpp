@@ -26,6 +26,9 @@ void StepBenchSettings::register_flags(Flags& flags) {
                    "flash attention (ch09_advanced/attention_choice.h)");
   flags.add_choice("recompute", &recompute, ch07::recompute_policy_names(),
                    "activation recompute: none, selective (attention probabilities and GELU), block (whole blocks)");
+  flags.add_choice("lm-head", &lm_head, ch07::lm_head_names(),
+                   "full: every token's logits kept until backward; chunked: the head, its loss and gradients chunk "
+                   "by chunk in forward (ch07_memory/chunked_lm_head.h)");
   flags.add_choice("activations", &activations, activations_names(),
                    "fp32, or 16bit: the activations in the --dtype's 16-bit type end to end (ch10_gpt2/model_rungs.h)");
   flags.add_bool("cuda-graphs", &cuda_graphs,
@@ -42,7 +45,7 @@ void StepBenchSettings::register_flags(Flags& flags) {
 }
 
 ModelRungs StepBenchSettings::model_rungs() const {
-  return ModelRungs::parse(kernels, attention, recompute, activations);
+  return ModelRungs::parse(kernels, attention, recompute, activations, lm_head);
 }
 
 StepBenchSettings StepBenchSettings::from_flags(const std::vector<std::string>& flags) {

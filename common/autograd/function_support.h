@@ -3,6 +3,7 @@
 // function must record its backward at all.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 
 #include "common/autograd/var.h"
@@ -24,5 +25,17 @@ inline bool any_requires_grad(std::initializer_list<const Var*> vars) {
     if (v->defined() && v->requires_grad()) return true;
   return false;
 }
+
+// For an op on qkv [B, T, 3C] that computes in one dtype whatever the activations' (the attention functions):
+// runs forward(out_s, q_s) with qkv and the output in `storage`, on them directly when qkv has that dtype, else on
+// rounded copies that live for the call, the output widened back into `out`.
+void forward_in_storage(const Tensor& out, const Tensor& q, DType storage,
+                        const std::function<void(const Tensor& out_s, const Tensor& q_s)>& forward);
+// Its backward: runs backward(dqkv_s, q_s, dout_s, out_s) in `storage` (out_s only when `with_out`), adding into
+// qkv's gradient, directly when qkv has that dtype, else into a zeroed gradient in `storage` that is converted and
+// added.
+void backward_in_storage(const Var& qkv, const Var& out, DType storage, bool with_out,
+                         const std::function<void(const Tensor& dqkv_s, const Tensor& q_s, const Tensor& dout_s,
+                                                  const Tensor& out_s)>& backward);
 
 }  // namespace lab::ag

@@ -113,8 +113,8 @@ void add_converted(const Tensor& grad, const Tensor& g) {
   ops::residual_backward(grad, Tensor(), in_storage(g, grad.dtype(), MemCategory::Workspace));
 }
 
-// Runs forward(out_s, q_s) with qkv and the output in `storage`: on them directly when qkv has that dtype, else on
-// rounded copies that live for the call, the output widened back into `out`.
+}  // namespace
+
 void forward_in_storage(const Tensor& out, const Tensor& q, DType storage,
                         const std::function<void(const Tensor& out_s, const Tensor& q_s)>& forward) {
   if (storage == q.dtype()) {
@@ -126,8 +126,6 @@ void forward_in_storage(const Tensor& out, const Tensor& q, DType storage,
   ops::convert(out, out_s);
 }
 
-// Runs backward(dqkv_s, q_s, dout_s, out_s) in `storage` (out_s only when `with_out`), adding into qkv's gradient:
-// directly when qkv has that dtype, else into a zeroed 16-bit gradient that is widened and added.
 void backward_in_storage(const Var& qkv, const Var& out, DType storage, bool with_out,
                          const std::function<void(const Tensor& dqkv_s, const Tensor& q_s, const Tensor& dout_s,
                                                   const Tensor& out_s)>& backward) {
@@ -146,8 +144,6 @@ void backward_in_storage(const Var& qkv, const Var& out, DType storage, bool wit
            with_out ? in_storage(out.value(), storage, work) : Tensor());
   add_converted(qkv.grad(), dqkv_s);
 }
-
-}  // namespace
 
 Var cast(Tape& tape, const Var& x, DType dtype) {
   if (x.value().dtype() == dtype) return x;

@@ -233,11 +233,21 @@ Var GPT2::head_logits(Tape& tape, const Var& x) const {
 }
 
 Tensor GPT2::head_loss(Tape& tape, const Var& x, const Tensor& targets, const ops::GradScale& grad_scale) const {
+  if (options_.head_loss) {
+    check_holds(shard_.has_head, "the LM head");
+    // The hook makes wte's gradient whole in the forward pass; the hooks of ZeRO stages 2 and 3 (chapter 7) would
+    // reduce it, or gather wte, around a head they compute themselves.
+    LAB_CHECK(!options_.tensor_parallel && !options_.lm_head && !options_.root, InvalidArgument,
+              "a head_loss hook (--lm-head chunked) runs on one tensor-parallel rank, without ZeRO stage 2 or 3's "
+              "head and root hooks");
+    const Linear head{wte_, Var(), wte_16bit_, Tensor()};
+    return options_.head_loss(tape, ln_f_.forward(tape, x), head, targets, config_.vocab_size, grad_scale, options_);
+  }
   const Var logits = head_logits(tape, x);
   if (options_.tensor_parallel)
     return options_.tensor_parallel->vocab_parallel_cross_entropy(tape, logits, targets, vocab_start(),
                                                                   config_.vocab_size, grad_scale);
-  return options_.cross_entropy(tape, logits, targets, config_.vocab_size, grad_scale);
+  return ag::cross_entropy_through(options_.classifier, tape, logits, targets, config_.vocab_size, grad_scale);
 }
 
 Var GPT2::hidden(Tape& tape, const Tensor& tokens) const {

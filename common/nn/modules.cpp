@@ -1,6 +1,10 @@
 #include "common/nn/modules.h"
 
+#include "common/autograd/function_support.h"
+#include "common/core/memory.h"
 #include "common/nn/low_precision_linear.h"
+#include "common/ops/gelu.h"
+#include "common/ops/linear.h"
 
 namespace lab {
 
@@ -26,8 +30,50 @@ Var row_parallel_linear(Tape& tape, const Linear& linear, const Var& x, const Mo
 }  // namespace
 
 Var mlp_forward(Tape& tape, const MLP& mlp, const Var& x, const ModelOptions& options) {
-  const Var hidden = ag::gelu(tape, mlp.c_fc.forward(tape, column_parallel_input(tape, x, options)));
-  return row_parallel_linear(tape, mlp.c_proj, hidden, options);
+  const Var pre = mlp.c_fc.forward(tape, column_parallel_input(tape, x, options));
+  if (options.recompute_gelu) {
+    LAB_CHECK(!options.tensor_parallel, InvalidArgument,
+              "recomputing the GELU (--recompute selective) replaces the MLP's second half, which a tensor-parallel "
+              "shard cannot do (use --recompute block with --tp)");
+    return gelu_linear_recomputing_gelu(tape, pre, mlp.c_proj);
+  }
+  return row_parallel_linear(tape, mlp.c_proj, ag::gelu(tape, pre), options);
+}
+
+Var gelu_linear_recomputing_gelu(Tape& tape, const Var& pre, const Linear& linear) {
+  const MemoryOpScope op("gelu+linear");
+  const Tensor& h = pre.value();
+  const Var w = linear.weight, b = linear.bias;
+  // What Linear::forward runs: 16-bit operands (the weight's copy) under mixed precision, fp32 otherwise.
+  const Tensor weight = linear.weight_16bit.defined() ? linear.weight_16bit : w.value();
+  const DType operands = weight.dtype();
+  Shape shape = h.shape();
+  shape.back() = weight.dim(0);
+  Var out(ag::new_activation(shape, h), tape.recording() && ag::any_requires_grad({&pre, &w, &b}));
+  const Tensor bias = bias_for_output(b, linear.bias_16bit, h.dtype());
+  {
+    const Tensor gelu_out = ag::new_activation(h.shape(), h);  // freed at the end of this scope
+    ops::gelu_forward(gelu_out, h);
+    ops::linear_forward(out.value(), matmul_operand(gelu_out, operands), weight, bias);
+  }
+  if (out.requires_grad())
+    tape.record("gelu+linear (gelu recomputed)", {h, out.value()},
+                [=] {
+                  Tensor gelu_out = ag::new_activation(h.shape(), h);
+                  ops::gelu_forward(gelu_out, h);
+                  // The GELU output's gradient starts at zero, as a Var's gradient does on the plain tape.
+                  Tensor dgelu;
+                  if (pre.requires_grad()) {
+                    MemoryScope scope(MemCategory::Activations);
+                    dgelu = Tensor::zeros(h.shape(), h.dtype(), h.device());
+                  }
+                  ops::linear_backward(dgelu, w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(), out.grad(),
+                                       matmul_operand(gelu_out, operands), weight);
+                  gelu_out = Tensor();  // GELU's backward reads its input, not its output
+                  if (pre.requires_grad()) ops::gelu_backward(pre.grad(), h, dgelu);
+                },
+                {pre, w, b});
+  return out;
 }
 
 Var attention_forward(Tape& tape, const CausalSelfAttention& attn, const Var& x, const ModelOptions& options) {
@@ -38,8 +84,8 @@ Var attention_forward(Tape& tape, const CausalSelfAttention& attn, const Var& x,
 Var block_forward(Tape& tape, const Block& block, const Var& x, const ModelOptions& options) {
   const Var h = ag::residual(tape, x, attention_forward(tape, block.attn, block.ln_1.forward(tape, x), options));
   const Var m = block.ln_2.forward(tape, h);
-  return ag::residual(tape, h,
-                      options.mlp ? options.mlp(tape, block.mlp, m) : mlp_forward(tape, block.mlp, m, options));
+  return ag::residual(
+      tape, h, options.mlp ? options.mlp(tape, block.mlp, m, options) : mlp_forward(tape, block.mlp, m, options));
 }
 
 }  // namespace lab

@@ -8,6 +8,7 @@
 #include "common/autograd/functions.h"
 #include "common/nn/parameters.h"
 #include "common/nn/tensor_parallel.h"
+#include "common/ops/classifier.h"
 #include "common/ops/grad_scale.h"
 
 namespace lab {
@@ -48,16 +49,25 @@ struct Block {
 // (flash attention, a fused MLP, recomputation wrapped around whole blocks) without the core knowing them.
 struct ModelOptions {
   using AttentionFn = std::function<Var(Tape&, const Var& qkv, int n_head)>;
-  using MlpFn = std::function<Var(Tape&, const MLP&, const Var& x)>;
+  using MlpFn = std::function<Var(Tape&, const MLP&, const Var& x, const ModelOptions&)>;
   using BlockFn = std::function<Var(Tape&, const Block&, const Var& x, const ModelOptions&)>;
-  // ag::cross_entropy's contract: per-row losses of logits [..., Vp], the logits' gradient written over them.
-  using CrossEntropyFn =
-      std::function<Tensor(Tape&, const Var& logits, const Tensor& targets, int64_t vocab, const ops::GradScale&)>;
-
   AttentionFn attention = ag::attention;
-  MlpFn mlp;      // empty: c_proj(gelu(c_fc(x))); a tensor-parallel shard takes none (it needs f and g)
+  MlpFn mlp;  // empty: c_proj(gelu(c_fc(x))); a tensor-parallel shard takes none (it needs f and g)
+  // Selective recompute (chapter 7): the MLP keeps GELU's input but not its output [..., 4C], and computes the
+  // output again in backward, where c_proj's weight gradient reads it. Every MLP implementation honours it: the
+  // core's (mlp_forward) and chapter 6's fused one; a tensor-parallel shard refuses it.
+  bool recompute_gelu = false;
   BlockFn block;  // empty: the standard pre-LN block below
-  CrossEntropyFn cross_entropy = ag::cross_entropy;  // the loss over the LM head's logits (single rank)
+  // The loss over the LM head's logits on one rank: ag::cross_entropy_through this classifier (the core's, or
+  // chapter 6's fused one), which writes the logits' gradient over them.
+  ops::ClassifierFn classifier = ops::fused_classifier;
+  // The LM head and its loss as one function, on one rank: the per-row losses [N] of h [..., C] (ln_f's output)
+  // through `head` (the Linear tied to wte, no bias) and options.classifier, with the gradients of h and of the
+  // head's weight computed inside. Chapter 7's chunked head fills it: the [..., Vp] logits are never whole.
+  // Empty: the head's logits, then the loss over all of them (kept as their gradient until backward).
+  using HeadLossFn = std::function<Tensor(Tape&, const Var& h, const Linear& head, const Tensor& targets, int64_t vocab,
+                                          const ops::GradScale&, const ModelOptions&)>;
+  HeadLossFn head_loss;
   // The embedding lookup (ag::embedding's contract) and the LM head tied to wte, logits = x @ wte^T, of a model
   // on one rank in fp32. ZeRO (chapter 7) replaces them with functions that compute the same and reduce wte's
   // gradient chunk by chunk instead of making it whole.
@@ -89,6 +99,10 @@ struct ModelOptions {
 //   g(gelu(f(x) W_fc^T + b_fc) W_proj^T) + b_proj
 // Without tensor parallelism f and g are the identity and this is the plain MLP.
 Var mlp_forward(Tape& tape, const MLP& mlp, const Var& x, const ModelOptions& options);
+// linear(gelu(pre)) keeping pre but not gelu(pre): backward computes gelu(pre) again, with the same kernel, for the
+// weight's gradient, so its results are bitwise those of ag::gelu followed by linear.forward. In any precision the
+// Linear runs in (fp32, 16-bit products, 16-bit activations). The MLP's second half under options.recompute_gelu.
+Var gelu_linear_recomputing_gelu(Tape& tape, const Var& pre, const Linear& linear);
 // Attention the same way: c_attn column-parallel (this rank's heads' q, k and v), attention over those heads,
 // c_proj row-parallel.
 Var attention_forward(Tape& tape, const CausalSelfAttention& attn, const Var& x, const ModelOptions& options);

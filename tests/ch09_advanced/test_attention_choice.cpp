@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ch07_memory/chunked_lm_head.h"
 #include "ch07_memory/memory_theory.h"
 #include "ch07_memory/recompute.h"
 #include "ch09_advanced/attention_choice.h"
@@ -119,25 +120,30 @@ TEST(AttentionChoice, TheForwardKeepsTheTheoryUnderEveryRecomputePolicy) {
 TEST(AttentionChoice, TheForwardKeepsTheTheoryWith16BitActivations) {
   // 16-bit activations end to end (bf16 matmuls, ModelOptions::activations bf16): every kept tensor in 2 bytes
   // but LayerNorm's statistics and the loss, and the materialised attention's probabilities (the core's attention
-  // runs in fp32 on widened inputs), with each attention, without recompute and with block recompute (selective
-  // is refused with 16-bit activations: test_model_rungs).
+  // runs in fp32 on widened inputs), with each attention and each recompute policy (selective is refused with
+  // batched attention: test_model_rungs), and with the chunked LM head (ch07_memory/chunked_lm_head.h).
   const GPT2Config config = test::tiny_gpt2_config(97, 2, 4, 64, 160);
   const int64_t B = 2, T = 96;
   for (const ch09::Attention attention :
        {ch09::Attention::Materialized, ch09::Attention::Batched, ch09::Attention::Flash})
-    for (const ch07::RecomputePolicy policy : {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Block}) {
-      SCOPED_TRACE(cat(ch09::attention_name(attention), ", recompute ", ch07::recompute_policy_name(policy)));
-      ModelOptions options;
-      ch09::use_attention(options, attention, DType::BF16);
-      ch07::apply_recompute(options, policy);
-      options.activations = DType::BF16;
-      GPT2 model(config, Device::cpu(), options);
-      model.init_weights(1);
-      model.set_matmul_dtype(DType::BF16);
-      const int64_t stored = bytes_kept_by_forward(model, B, T);
-      const ch07::AttentionKept kept = ch09::attention_kept(attention, DType::BF16, DType::BF16);
-      EXPECT_EQ(stored, ch07::memory_theory(config, B, T, policy, 4, kept, 2).of(MemCategory::Activations));
-    }
+    for (const ch07::RecomputePolicy policy :
+         {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block})
+      for (const ch07::LmHead head : {ch07::LmHead::Full, ch07::LmHead::Chunked}) {
+        if (attention == ch09::Attention::Batched && policy == ch07::RecomputePolicy::Selective) continue;
+        SCOPED_TRACE(cat(ch09::attention_name(attention), ", recompute ", ch07::recompute_policy_name(policy), ", ",
+                         ch07::lm_head_name(head), " head"));
+        ModelOptions options;
+        ch09::use_attention(options, attention, DType::BF16);
+        ch07::apply_recompute(options, policy);
+        ch07::use_lm_head(options, head);
+        options.activations = DType::BF16;
+        GPT2 model(config, Device::cpu(), options);
+        model.init_weights(1);
+        model.set_matmul_dtype(DType::BF16);
+        const int64_t stored = bytes_kept_by_forward(model, B, T);
+        const ch07::AttentionKept kept = ch09::attention_kept(attention, DType::BF16, DType::BF16);
+        EXPECT_EQ(stored, ch07::memory_theory(config, B, T, policy, 4, kept, 2, 0, head).of(MemCategory::Activations));
+      }
 }
 
 TEST(AttentionChoice, GPT2SmallKeepsUnder2Point5GBWithFlashAnd16BitActivations) {
@@ -145,25 +151,36 @@ TEST(AttentionChoice, GPT2SmallKeepsUnder2Point5GBWithFlashAnd16BitActivations) 
   // for backward, in bytes. Before chapter 9, bf16 kept fp32 activations and fp32 probabilities: 11.97e9 bytes
   // (the H100 run's 11.75 GB activation peak, measured with backward's gradients in flight, is this figure's
   // order). Flash attention keeps a log-sum-exp per head instead of the T x T probabilities and 16-bit
-  // activations halve the rest: 3.57e9 without recompute, under 2.5e9 with block recompute (each block's input
-  // kept, one block recomputed at a time during backward: its bytes are added here).
+  // activations halve the rest: 3.57e9 without recompute. Under 2.5e9 two ways: without a second forward pass,
+  // by dropping the GELU outputs (selective recompute: one GELU kernel per block in backward) and the logits
+  // (the chunked LM head), 2.16e9; or with block recompute (each block's input kept, one block recomputed at a
+  // time during backward: its bytes are added here), 1.23e9.
   const GPT2Config d12 = GPT2Config::from_name("d12");
   const int64_t B = 8, T = 1024;
-  const auto kept = [&](ch07::RecomputePolicy policy, ch07::AttentionKept attention, int64_t activation_bytes) {
-    const ch07::MemoryTheory t = ch07::memory_theory(d12, B, T, policy, 4, attention, activation_bytes);
+  const auto kept = [&](ch07::RecomputePolicy policy, ch07::AttentionKept attention, int64_t activation_bytes,
+                        ch07::LmHead head = ch07::LmHead::Full) {
+    const ch07::MemoryTheory t = ch07::memory_theory(d12, B, T, policy, 4, attention, activation_bytes, 0, head);
     return t.of(MemCategory::Activations) + t.recomputed_block_bytes;
   };
+  const auto flash = ch07::AttentionKept::LogSumExp;
   const int64_t before = kept(ch07::RecomputePolicy::None, ch07::AttentionKept::Probabilities, 4);
-  const int64_t flash_16bit = kept(ch07::RecomputePolicy::None, ch07::AttentionKept::LogSumExp, 2);
-  const int64_t flash_16bit_block = kept(ch07::RecomputePolicy::Block, ch07::AttentionKept::LogSumExp, 2);
+  const int64_t flash_16bit = kept(ch07::RecomputePolicy::None, flash, 2);
+  const int64_t selective_chunked = kept(ch07::RecomputePolicy::Selective, flash, 2, ch07::LmHead::Chunked);
+  const int64_t flash_16bit_block = kept(ch07::RecomputePolicy::Block, flash, 2);
   EXPECT_NEAR(static_cast<double>(before), 11.97e9, 0.01e9);
   EXPECT_NEAR(static_cast<double>(flash_16bit), 3.57e9, 0.01e9);
+  EXPECT_NEAR(static_cast<double>(selective_chunked), 2.16e9, 0.01e9);
+  EXPECT_LT(selective_chunked, 2'500'000'000);
   EXPECT_LT(flash_16bit_block, 2'500'000'000);
+  // Either alone is not enough: the logits are 0.82e9 of 3.57e9, the GELU outputs 0.60e9.
+  EXPECT_GT(kept(ch07::RecomputePolicy::Selective, flash, 2), 2'500'000'000);
+  EXPECT_GT(kept(ch07::RecomputePolicy::None, flash, 2, ch07::LmHead::Chunked), 2'500'000'000);
   std::printf(
       "d12, B=8, T=1024, kept for backward: bf16 with fp32 activations and probabilities %.2f GB; flash + "
-      "16-bit activations %.2f GB; + block recompute %.2f GB\n",
+      "16-bit activations %.2f GB; + selective recompute and the chunked LM head %.2f GB; + block recompute "
+      "instead %.2f GB\n",
       static_cast<double>(before) / 1e9, static_cast<double>(flash_16bit) / 1e9,
-      static_cast<double>(flash_16bit_block) / 1e9);
+      static_cast<double>(selective_chunked) / 1e9, static_cast<double>(flash_16bit_block) / 1e9);
 }
 
 TEST(AttentionChoice, NamesAndErrors) {

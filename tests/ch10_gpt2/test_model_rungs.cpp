@@ -32,13 +32,14 @@ TEST(ModelRungs, NamesParseAndPrintBack) {
   EXPECT_THROW(ModelRungs::parse("fast", "flash", "none"), Error);
   EXPECT_THROW(ModelRungs::parse("fused", "fast", "none"), Error);
   EXPECT_THROW(ModelRungs::parse("fused", "flash", "some"), Error);
-  EXPECT_FALSE(ModelRungs::parse("fused", "flash", "selective").incompatibility().empty());
+  EXPECT_TRUE(ModelRungs::parse("fused", "flash", "selective").incompatibility().empty());
   EXPECT_TRUE(ModelRungs::parse("reference", "flash", "selective").incompatibility().empty());
   EXPECT_FALSE(ModelRungs::parse("reference", "batched", "selective").incompatibility().empty());
   EXPECT_EQ(ModelRungs::parse("fused", "flash", "block", "16bit").str(),
             "--kernels fused --attention flash --recompute block --activations 16bit");
   EXPECT_THROW(ModelRungs::parse("fused", "flash", "none", "8bit"), Error);
-  EXPECT_FALSE(ModelRungs::parse("reference", "flash", "selective", "16bit").incompatibility().empty());
+  EXPECT_TRUE(ModelRungs::parse("fused", "materialized", "selective", "16bit").incompatibility().empty());
+  EXPECT_FALSE(ModelRungs::parse("fused", "batched", "selective", "16bit").incompatibility().empty());
   ModelOptions options;
   EXPECT_THROW(ModelRungs::parse("reference", "flash", "none", "16bit").apply(options, DType::F32), Error);
 }

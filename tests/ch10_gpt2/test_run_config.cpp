@@ -112,9 +112,21 @@ TEST(RunConfig, EveryRefusalHasItsKindAndLine) {
          c.parallel.layout = {2, 1, 1};
        },
        ErrorKind::InvalidArgument, "--optimizer-in-backward runs in one process only"},
-      {"fused kernels under selective recompute",
-       [](RunConfig& c) { c.rungs = ModelRungs::parse("fused", "materialized", "selective"); },
-       ErrorKind::InvalidArgument, "use --recompute block with --kernels fused"},
+      {"batched attention under selective recompute",
+       [](RunConfig& c) { c.rungs = ModelRungs::parse("fused", "batched", "selective"); }, ErrorKind::InvalidArgument,
+       "--attention batched keeps its own"},
+      {"the chunked head under ZeRO-2",
+       [](RunConfig& c) {
+         c.rungs = ModelRungs::parse("reference", "materialized", "none", "fp32", "chunked");
+         c.memory.zero = 2;
+       },
+       ErrorKind::Unsupported, "--lm-head chunked with --zero 2"},
+      {"the chunked head with tensor parallelism",
+       [](RunConfig& c) {
+         c.rungs = ModelRungs::parse("reference", "materialized", "none", "fp32", "chunked");
+         c.parallel.layout = {1, 2, 1};
+       },
+       ErrorKind::Unsupported, "--lm-head chunked with --tp"},
       {"16-bit activations with fp32 products",
        [](RunConfig& c) { c.rungs = ModelRungs::parse("reference", "materialized", "none", "16bit"); },
        ErrorKind::InvalidArgument, "--activations 16bit needs 16-bit matmuls"},
@@ -162,6 +174,11 @@ TEST(RunConfig, TheSameSettingsWithoutTheirConflictTrain) {
            [](RunConfig& c) {
              c.math = MathMode::BF16;
              c.rungs = ModelRungs::parse("fused", "flash", "block", "16bit");
+           },
+           [](RunConfig& c) {
+             c.math = MathMode::BF16;
+             c.rungs = ModelRungs::parse("fused", "flash", "selective", "16bit", "chunked");
+             c.memory.zero = 1;
            }}) {
     RunConfig config = tiny_run();
     change(config);

@@ -14,6 +14,7 @@
 
 #include "ch08_distributed/pp/schedule.h"
 #include "ch10_gpt2/run_memory_theory.h"
+#include "common/comm/single_process.h"
 #include "common/nn/gpt2.h"
 #include "tests/ch10_gpt2/run_memory_check.h"
 #include "tests/support/test_support.h"
@@ -53,6 +54,29 @@ TEST(RunMemoryTheory, ThePlainRunAndEachRecomputePolicy) {
     expect_model_state_is_the_theory(m);
     expect_activations_within_the_theory(m);
   }
+}
+
+// Every kernels and recompute choice with 16-bit activations, flash attention and either head: the forward keeps
+// the theory's bytes exactly (chapter 6's fused MLP under selective recompute keeps GELU's input only, as the
+// core's does; the chunked head keeps its input's gradient instead of the logits), and the parameters, gradients
+// and optimizer state are the theory's (chapter 6's CPU epilogue widens the 16-bit weights as workspace).
+TEST(RunMemoryTheory, EveryKernelsRecomputeAndHeadWith16BitActivations) {
+  for (const ch06::Kernels kernels : {ch06::Kernels::Reference, ch06::Kernels::Fused})
+    for (const auto policy :
+         {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block})
+      for (const ch07::LmHead head : {ch07::LmHead::Full, ch07::LmHead::Chunked}) {
+        RunConfig config = tiny_theory_run(Device::cpu());
+        config.math = MathMode::BF16;
+        config.rungs = {kernels, ch09::Attention::Flash, policy, true, head};
+        SCOPED_TRACE(config.rungs.str());
+        const StepMemory m = measure_step_memory(config);
+        expect_model_state_is_the_theory(m);
+        EXPECT_GE(m.peak_of(MemCategory::Activations), m.theory.of(MemCategory::Activations));
+        comm::SingleProcessCommunicator world;
+        const comm::ParallelContext context(world, config.parallel.layout);
+        EXPECT_EQ(test::stored_activations_of_one_micro_batch(config, context),
+                  kTheoryRows * kTheorySeq * m.theory.activation_bytes_per_token);
+      }
 }
 
 TEST(RunMemoryTheory, MixedPrecisionAddsTheMatmulsCopy) {

@@ -50,6 +50,15 @@ TEST(TrainerLayouts, TensorParallelLogsTheLossesOfOneProcessAndSavesOneWholeChec
   EXPECT_EQ(moments.shape("m.h.0.mlp.c_proj.weight"), (Shape{tiny.n_embd, 4 * tiny.n_embd}));
 }
 
+TEST(TrainerLayouts, TheChunkedLmHeadUnderPipelineAndDataParallelismLogsTheFullHeadsLossesOfOneProcess) {
+  // The chunked head writes wte's gradient in the forward pass: on the pipeline's last stage, where no embedding
+  // follows, and under the data-parallel reducer, which reduces wte's bucket once its gradient is final.
+  for (const testing::Strategy& strategy : {testing::pipeline_parallel(), testing::data_parallel()}) {
+    SCOPED_TRACE(strategy.parallel.name);
+    testing::expect_strategy_matches_one_process(testing::scratch_directory(), "cpu", strategy, "--lm-head chunked");
+  }
+}
+
 TEST(TrainerLayouts, PipelineParallelLogsTheLossesOfOneProcessAccumulating) {
   const std::string dir = testing::scratch_directory();
   const LaunchResult pp = testing::expect_strategy_matches_one_process(dir, "cpu", testing::pipeline_parallel());

@@ -16,6 +16,7 @@
 
 #include "ch06_single_gpu/matmul_bias_gelu.h"
 #include "common/core/memory.h"
+#include "common/ops/convert.h"
 #include "common/ops/cpu/gemm.h"
 #include "common/ops/gelu.h"
 
@@ -66,9 +67,14 @@ void matmul_epilogue(const Tensor& out, const Tensor& pre_gelu, const Tensor& a,
     return;
   }
   // 16-bit inputs: the products in fp32 on fp32 copies (exact: bf16 and fp16 values are floats), outputs rounded
-  // once.
+  // once. The copies are the call's workspace, whatever the caller's memory category (a weight's copy is not a
+  // parameter).
+  MemoryScope scope(MemCategory::Workspace);
   const auto as_f32 = [](const Tensor& t) {
-    return t.defined() && t.dtype() != DType::F32 ? t.to_dtype(DType::F32) : t;
+    if (!t.defined() || t.dtype() == DType::F32) return t;
+    const Tensor copy = Tensor::empty(t.shape(), DType::F32);
+    ops::convert(copy, t);
+    return copy;
   };
   const auto f32_out = [](const Tensor& t) {
     return t.defined() && t.dtype() != DType::F32 ? Tensor::empty(t.shape(), DType::F32) : t;

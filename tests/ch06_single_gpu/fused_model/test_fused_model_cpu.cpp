@@ -3,6 +3,7 @@
 // end, and the flag's parsing. Label ch06.
 #include <gtest/gtest.h>
 
+#include "ch06_single_gpu/fused_classifier.h"
 #include "ch06_single_gpu/fused_model.h"
 #include "tests/ch06_single_gpu/fused_model/fused_model_check.h"
 
@@ -30,10 +31,11 @@ TEST(FusedModelCpu, HooksSetOnlyWhenFused) {
   const ModelOptions reference = ch06::with_kernels({}, ch06::Kernels::Reference);
   EXPECT_FALSE(reference.block);
   EXPECT_FALSE(reference.mlp);
+  EXPECT_EQ(reference.classifier, &ops::fused_classifier);
   const ModelOptions fused = ch06::with_kernels({}, ch06::Kernels::Fused);
   EXPECT_TRUE(fused.block);
   EXPECT_TRUE(fused.mlp);
-  EXPECT_TRUE(fused.cross_entropy);
+  EXPECT_EQ(fused.classifier, &ch06::fused_classifier);
 }
 
 TEST(FusedModelCpu, KernelsNames) {

@@ -34,15 +34,18 @@ TEST(MemoryStaircase, OptimizerInBackwardSitsOnBlockRecomputeOverTheWholeBatch) 
   std::vector<std::string> names;
   for (const staircase::Rung& r : stairs.rungs) names.push_back(r.name);
   EXPECT_EQ(names, (std::vector<std::string>{"original", "accumulation", "selective", "block", "block-one-pass",
-                                             "optimizer-in-backward", "flash-attention"}));
+                                             "optimizer-in-backward", "flash-attention", "chunked-head"}));
   const staircase::Settings top = staircase::parse_settings(stairs.flags_for(stairs.rungs[5]));
   EXPECT_EQ(top.at("optimizer-in-backward"), "true");
   EXPECT_EQ(top.at("recompute"), "block");
   EXPECT_EQ(top.at("batch"), "4");      // one pass: the optimizer in backward cannot accumulate
   EXPECT_EQ(top.at("grad-clip"), "0");  // nor clip
-  const staircase::Settings flash = staircase::parse_settings(stairs.flags_for(stairs.rungs.back()));
+  const staircase::Settings flash = staircase::parse_settings(stairs.flags_for(stairs.rungs[6]));
   EXPECT_EQ(flash.at("attention"), "flash");
   EXPECT_EQ(flash.at("optimizer-in-backward"), "true");
+  const staircase::Settings head = staircase::parse_settings(stairs.flags_for(stairs.rungs.back()));
+  EXPECT_EQ(head.at("lm-head"), "chunked");
+  EXPECT_EQ(head.at("attention"), "flash");
 }
 
 TEST(MemoryStaircase, OptimizerInBackwardKeepsAboutTheTiedEmbeddingsGradient) {

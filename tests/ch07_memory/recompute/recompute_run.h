@@ -20,12 +20,17 @@ struct RecomputeRun {
   int hooks_run = 0;            // gradient hooks run (each parameter's once, when its gradient is final)
 };
 
+// With `matmul` bf16 or f16, the model's products read 16-bit operands (GPT2::set_matmul_dtype), and with
+// `activations_16bit` its activations are in that dtype too (ModelOptions::activations).
 inline RecomputeRun run_with_recompute(const GPT2Config& config, Device device, ch07::RecomputePolicy policy,
-                                       int64_t batch, int64_t seq, bool init = true) {
+                                       int64_t batch, int64_t seq, bool init = true, DType matmul = DType::F32,
+                                       bool activations_16bit = false) {
   ModelOptions options;
   ch07::apply_recompute(options, policy);
+  if (activations_16bit) options.activations = matmul;
   GPT2 model(config, device, options);
   if (init) model.init_weights(7);
+  model.set_matmul_dtype(matmul);
   Rng rng(11);
   const Tensor tokens = random_ids({batch, seq}, rng, config.vocab_size).to(device);
   const Tensor targets = random_ids({batch, seq}, rng, config.vocab_size).to(device);

@@ -1,0 +1,92 @@
+// The LM head and its loss chunk by chunk (see chunked_lm_head.h).
+#include "ch07_memory/chunked_lm_head.h"
+
+#include <algorithm>
+
+#include "common/autograd/function_support.h"
+#include "common/core/error.h"
+#include "common/core/memory.h"
+#include "common/nn/low_precision_linear.h"
+#include "common/ops/linear.h"
+
+namespace lab::ch07 {
+
+std::vector<std::string> lm_head_names() {
+  return {"full", "chunked"};
+}
+
+LmHead parse_lm_head(const std::string& name) {
+  if (name == "full") return LmHead::Full;
+  if (name == "chunked") return LmHead::Chunked;
+  fail(ErrorKind::InvalidArgument, "--lm-head: '", name, "' is not one of full|chunked");
+}
+
+const char* lm_head_name(LmHead head) {
+  return head == LmHead::Chunked ? "chunked" : "full";
+}
+
+void use_lm_head(ModelOptions& options, LmHead head) {
+  if (head == LmHead::Full) return;
+  LAB_CHECK(!options.tensor_parallel, InvalidArgument,
+            "--lm-head chunked runs on one tensor-parallel rank only (the vocabulary-parallel loss keeps its "
+            "logits: use --lm-head full with --tp)");
+  options.head_loss = [](Tape& tape, const Var& h, const Linear& head, const Tensor& targets, int64_t vocab,
+                         const ops::GradScale& grad_scale, const ModelOptions& o) {
+    return chunked_head_loss(tape, h, head, targets, vocab, grad_scale, o);
+  };
+}
+
+int64_t lm_head_chunk_rows(int64_t vp) {
+  constexpr int64_t kRows = 1024, kMaxElements = int64_t{1} << 26;
+  return std::max<int64_t>(1, std::min(kRows, kMaxElements / std::max<int64_t>(vp, 1)));
+}
+
+Tensor chunked_head_loss(Tape& tape, const Var& h, const Linear& head, const Tensor& targets, int64_t vocab,
+                         const ops::GradScale& grad_scale, const ModelOptions& options, int64_t chunk_rows) {
+  const MemoryOpScope op("lm_head+loss (chunked)");
+  const Tensor& hv = h.value();
+  const Var& wte = head.weight;
+  // What Linear::forward runs: 16-bit operands (the weight's copy) under mixed precision, fp32 otherwise.
+  const Tensor weight = head.weight_16bit.defined() ? head.weight_16bit : wte.value();
+  const int64_t C = hv.dim(-1), N = hv.numel() / C, Vp = weight.dim(0);
+  LAB_CHECK(targets.numel() == N, InvalidArgument, "chunked_head_loss: ", targets.numel(), " targets for ", N, " rows");
+  LAB_CHECK(chunk_rows >= 0, InvalidArgument, "chunked_head_loss: chunk_rows must be >= 0, got ", chunk_rows);
+  const bool with_grad = tape.recording() && ag::any_requires_grad({&h, &wte});
+  LAB_CHECK(!with_grad || grad_scale.value != 0.0f, InvalidArgument, "chunked_head_loss: grad_scale must be non-zero");
+  // The mean's gradient, as ag::cross_entropy gives it: each row's loss weighs 1/N of the whole.
+  const ops::GradScale dloss = with_grad ? grad_scale.divided_by(static_cast<float>(N)) : ops::GradScale(0.0f);
+
+  Tensor losses, dh;
+  {
+    MemoryScope scope(MemCategory::Activations);
+    losses = Tensor::empty({N}, DType::F32, hv.device());
+    if (with_grad && h.requires_grad()) dh = Tensor::zeros({N, C}, hv.dtype(), hv.device());
+  }
+  const Tensor rows_h = matmul_operand(hv, weight.dtype()).reshape({N, C});
+  const Tensor flat_targets = targets.reshape({N});
+  const int64_t chunk = std::min(N, chunk_rows > 0 ? chunk_rows : lm_head_chunk_rows(Vp));
+  Tensor logits_buffer;
+  {
+    MemoryScope scope(MemCategory::Workspace);
+    logits_buffer = Tensor::empty({chunk, Vp}, hv.dtype(), hv.device());
+  }
+  const Tensor dwte = with_grad ? wte.grad_or_none() : Tensor();
+  for (int64_t first = 0; first < N; first += chunk) {
+    const int64_t end = std::min(N, first + chunk);
+    const Tensor logits = logits_buffer.slice_rows(0, end - first);
+    const Tensor x = rows_h.slice_rows(first, end);
+    ops::linear_forward(logits, x, weight, Tensor());
+    options.classifier(logits, losses.slice_rows(first, end), flat_targets.slice_rows(first, end), vocab, dloss);
+    if (with_grad)  // the logits now hold their gradient
+      ops::linear_backward(dh.defined() ? dh.slice_rows(first, end) : Tensor(), dwte, Tensor(), logits, x, weight);
+  }
+  if (!with_grad) return losses;
+  if (dh.defined()) h.bind_grad(dh.reshape(hv.shape()));
+  // A step with nothing left to do, that names wte among what it adds to: wte's gradient hook (a data-parallel
+  // reducer's, the optimizer in backward's) then counts this head's share as every other's, and on a pipeline's
+  // last stage, where no embedding follows, it runs once backward starts.
+  if (wte.requires_grad()) tape.record("lm_head+loss (chunked: done in forward)", {}, [] {}, {wte});
+  return losses;
+}
+
+}  // namespace lab::ch07
