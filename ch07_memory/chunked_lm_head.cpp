@@ -36,9 +36,11 @@ void use_lm_head(ModelOptions& options, LmHead head) {
   };
 }
 
-int64_t lm_head_chunk_rows(int64_t vp) {
-  constexpr int64_t kRows = 1024, kMaxElements = int64_t{1} << 26;
-  return std::max<int64_t>(1, std::min(kRows, kMaxElements / std::max<int64_t>(vp, 1)));
+int64_t lm_head_chunk_rows(int64_t rows, int64_t vp, int64_t width) {
+  constexpr int64_t kTile = 64;
+  const int64_t chunks = (vp + width - 1) / std::max<int64_t>(width, 1);
+  const int64_t per_chunk = (rows + chunks - 1) / std::max<int64_t>(chunks, 1);
+  return std::max<int64_t>(1, std::min(rows, (per_chunk + kTile - 1) / kTile * kTile));
 }
 
 Tensor chunked_head_loss(Tape& tape, const Var& h, const Linear& head, const Tensor& targets, int64_t vocab,
@@ -64,7 +66,7 @@ Tensor chunked_head_loss(Tape& tape, const Var& h, const Linear& head, const Ten
   }
   const Tensor rows_h = matmul_operand(hv, weight.dtype()).reshape({N, C});
   const Tensor flat_targets = targets.reshape({N});
-  const int64_t chunk = std::min(N, chunk_rows > 0 ? chunk_rows : lm_head_chunk_rows(Vp));
+  const int64_t chunk = std::min(N, chunk_rows > 0 ? chunk_rows : lm_head_chunk_rows(N, Vp, C));
   Tensor logits_buffer;
   {
     MemoryScope scope(MemCategory::Workspace);

@@ -70,6 +70,32 @@ TEST(ChunkedLmHead, TheForwardKeepsTheTheory) {
     }
 }
 
+TEST(ChunkedLmHead, TheStepsPeakFallsByNearlyTheLogits) {
+  // GPT-2's vocabulary at a small width: one step's allocator peak, all categories, with the default chunk (64
+  // rows of 512: each chunk's logits 1/8 of the whole) against the full head, whose logits set the peak.
+  const GPT2Config config = test::tiny_gpt2_config(50257, 2, 4, 64, 256);
+  const int64_t B = 2, T = 256;
+  int64_t peaks[2] = {0, 0};
+  for (const ch07::LmHead head : {ch07::LmHead::Full, ch07::LmHead::Chunked}) {
+    ModelOptions options;
+    ch07::use_lm_head(options, head);
+    GPT2 model(config, Device::cpu(), options);
+    Rng rng(2);
+    const Tensor tokens = test::random_ids({B, T}, rng, config.vocab_size);
+    model.parameters().zero_grad();
+    allocator_for(Device::cpu()).reset_peak();
+    const int64_t before = memory_stats(Device::cpu()).live_total;
+    {
+      Tape tape;
+      model.loss(tape, tokens, tokens);
+      tape.backward();
+    }
+    peaks[static_cast<int>(head)] = memory_stats(Device::cpu()).peak_total - before;
+  }
+  const int64_t logits = B * T * config.padded_vocab_size * 4;
+  EXPECT_LT(peaks[1], peaks[0] - logits / 2) << "full " << peaks[0] << " bytes, chunked " << peaks[1];
+}
+
 TEST(ChunkedLmHead, AnEvaluationWithoutGradientsGivesTheSameLossesAndWritesNoGradient) {
   const GPT2Config config = test::tiny_gpt2_config(97, 2, 4, 64, 96);
   ModelOptions options;
@@ -91,8 +117,10 @@ TEST(ChunkedLmHead, NamesAndRefusals) {
     EXPECT_STREQ(ch07::lm_head_name(ch07::parse_lm_head(name)), name.c_str());
   testing::expect_error([] { ch07::parse_lm_head("sliced"); }, ErrorKind::InvalidArgument,
                         {"'sliced'", "full|chunked"});
-  EXPECT_EQ(ch07::lm_head_chunk_rows(50304), 1024);
-  EXPECT_EQ(ch07::lm_head_chunk_rows(int64_t{1} << 20), 64);
+  EXPECT_EQ(ch07::lm_head_chunk_rows(8 * 1024, 50304, 768), 128);  // GPT-2 124M, B=8, T=1024: 64 chunks
+  EXPECT_EQ(ch07::lm_head_chunk_rows(1024, 50304, 768), 64);
+  EXPECT_EQ(ch07::lm_head_chunk_rows(10, 50304, 768), 10);
+  EXPECT_EQ(ch07::lm_head_chunk_rows(4096, 128, 64), 2048);
   // Installed with a ZeRO-style head hook beside it, the model refuses at its first loss, in one line.
   const GPT2Config config = test::tiny_gpt2_config(97, 2, 4, 64, 96);
   ModelOptions options;
