@@ -18,9 +18,8 @@ Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x, const ModelOptions& opti
   const Linear& fc = mlp.c_fc;
   const Linear& proj = mlp.c_proj;
   // The products read 16-bit operands under mixed precision (the weights' 16-bit copies), fp32 ones otherwise.
-  const DType operands = fc.weight_16bit.defined() ? fc.weight_16bit.dtype() : DType::F32;
-  const Tensor w_fc = fc.weight_16bit.defined() ? fc.weight_16bit : fc.weight.value();
-  const Tensor w_proj = proj.weight_16bit.defined() ? proj.weight_16bit : proj.weight.value();
+  const Tensor w_fc = fc.matmul_weight(), w_proj = proj.matmul_weight();
+  const DType operands = w_fc.dtype();
   const Tensor& xv = x.value();
   const int64_t C = xv.dim(-1), rows = xv.numel() / C, hidden_width = w_fc.dim(0);
   Shape hidden_shape = xv.shape();

@@ -48,30 +48,24 @@ Tensor chunked_head_loss(Tape& tape, const Var& h, const Linear& head, const Ten
   const MemoryOpScope op("lm_head+loss (chunked)");
   const Tensor& hv = h.value();
   const Var& wte = head.weight;
-  // What Linear::forward runs: 16-bit operands (the weight's copy) under mixed precision, fp32 otherwise.
-  const Tensor weight = head.weight_16bit.defined() ? head.weight_16bit : wte.value();
+  const Tensor weight = head.matmul_weight();
   const int64_t C = hv.dim(-1), N = hv.numel() / C, Vp = weight.dim(0);
   LAB_CHECK(targets.numel() == N, InvalidArgument, "chunked_head_loss: ", targets.numel(), " targets for ", N, " rows");
   LAB_CHECK(chunk_rows >= 0, InvalidArgument, "chunked_head_loss: chunk_rows must be >= 0, got ", chunk_rows);
   const bool with_grad = tape.recording() && ag::any_requires_grad({&h, &wte});
-  LAB_CHECK(!with_grad || grad_scale.value != 0.0f, InvalidArgument, "chunked_head_loss: grad_scale must be non-zero");
   // The mean's gradient, as ag::cross_entropy gives it: each row's loss weighs 1/N of the whole.
-  const ops::GradScale dloss = with_grad ? grad_scale.divided_by(static_cast<float>(N)) : ops::GradScale(0.0f);
+  const ops::GradScale dloss = ag::mean_loss_gradient(with_grad, grad_scale, N, "chunked_head_loss");
 
-  Tensor losses, dh;
-  {
+  const Tensor losses = ag::empty_as({N}, DType::F32, hv.device(), MemCategory::Activations);
+  Tensor dh;
+  if (with_grad && h.requires_grad()) {
     MemoryScope scope(MemCategory::Activations);
-    losses = Tensor::empty({N}, DType::F32, hv.device());
-    if (with_grad && h.requires_grad()) dh = Tensor::zeros({N, C}, hv.dtype(), hv.device());
+    dh = Tensor::zeros({N, C}, hv.dtype(), hv.device());
   }
   const Tensor rows_h = matmul_operand(hv, weight.dtype()).reshape({N, C});
   const Tensor flat_targets = targets.reshape({N});
   const int64_t chunk = std::min(N, chunk_rows > 0 ? chunk_rows : lm_head_chunk_rows(N, Vp, C));
-  Tensor logits_buffer;
-  {
-    MemoryScope scope(MemCategory::Workspace);
-    logits_buffer = Tensor::empty({chunk, Vp}, hv.dtype(), hv.device());
-  }
+  const Tensor logits_buffer = ag::empty_as({chunk, Vp}, hv.dtype(), hv.device(), MemCategory::Workspace);
   const Tensor dwte = with_grad ? wte.grad_or_none() : Tensor();
   for (int64_t first = 0; first < N; first += chunk) {
     const int64_t end = std::min(N, first + chunk);

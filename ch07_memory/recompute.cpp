@@ -85,8 +85,7 @@ Var attention_recomputing_probabilities(Tape& tape, const Var& qkv, int n_head) 
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2) / 3;
   // As ag::attention: fp32 inside, on widened copies when the activations are 16-bit.
   const auto f32_activation = [device = q.device()](const Shape& shape) {
-    MemoryScope scope(MemCategory::Activations);
-    return Tensor::empty(shape, DType::F32, device);
+    return ag::empty_as(shape, DType::F32, device, MemCategory::Activations);
   };
   Var out(new_activation({B, T, C}, q), tape.recording() && qkv.requires_grad());
   ag::forward_in_storage(out.value(), q, DType::F32, [&](const Tensor& out_s, const Tensor& q_s) {

@@ -93,8 +93,7 @@ Tensor vocab_parallel_cross_entropy(Tape& tape, const Var& logits_slice, const T
   tp_group.all_reduce(sums, comm::ReduceOp::Sum);
 
   const bool with_grad = tape.recording() && logits_slice.requires_grad();
-  LAB_CHECK(!with_grad || grad_scale.value != 0.0f, InvalidArgument, "cross_entropy: grad_scale must be non-zero");
-  const ops::GradScale dloss = with_grad ? grad_scale.divided_by(static_cast<float>(N)) : ops::GradScale(0.0f);
+  const ops::GradScale dloss = ag::mean_loss_gradient(with_grad, grad_scale, N, "cross_entropy");
   const Tensor losses = new_activation({N}, lv);
   vocab_slice_loss_and_grad(logits, losses, rows, row_max, sum_exp, target_logit, vocab_start, vocab, dloss);
   if (with_grad) logits_slice.bind_grad(lv);  // the logits buffer now holds this rank's dlogits

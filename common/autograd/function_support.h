@@ -7,8 +7,10 @@
 #include <initializer_list>
 
 #include "common/autograd/var.h"
+#include "common/core/error.h"
 #include "common/core/memory.h"
 #include "common/core/tensor.h"
+#include "common/ops/grad_scale.h"
 
 namespace lab::ag {
 
@@ -17,6 +19,21 @@ namespace lab::ag {
 inline Tensor new_activation(const Shape& shape, const Tensor& like) {
   MemoryScope scope(MemCategory::Activations);
   return Tensor::empty(shape, like.dtype(), like.device());
+}
+
+// A new tensor charged to `category`, whatever the caller's.
+inline Tensor empty_as(const Shape& shape, DType dtype, Device device, MemCategory category) {
+  MemoryScope scope(category);
+  return Tensor::empty(shape, dtype, device);
+}
+
+// The gradient scale that a mean loss over `rows` rows hands its classifier, which writes each row's gradient
+// scaled by it: grad_scale / rows when the loss records a backward (`with_grad`), else 0 (no gradient written).
+// `op` names the function in the error a zero grad_scale with a backward gets.
+inline ops::GradScale mean_loss_gradient(bool with_grad, const ops::GradScale& grad_scale, int64_t rows,
+                                         const char* op) {
+  LAB_CHECK(!with_grad || grad_scale.value != 0.0f, InvalidArgument, op, ": grad_scale must be non-zero");
+  return with_grad ? grad_scale.divided_by(static_cast<float>(rows)) : ops::GradScale(0.0f);
 }
 
 // True when some defined Var of `vars` wants a gradient: only then does a function record its backward.

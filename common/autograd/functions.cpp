@@ -16,15 +16,6 @@
 
 namespace lab::ag {
 
-namespace {
-
-Tensor empty_as(const Shape& shape, DType dtype, Device device, MemCategory category) {
-  MemoryScope scope(category);
-  return Tensor::empty(shape, dtype, device);
-}
-
-}  // namespace
-
 Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe) {
   return embedding(tape, tokens, wte, wpe, wte.value().dtype());
 }
@@ -233,8 +224,7 @@ Tensor cross_entropy_through(ops::ClassifierFn classifier, Tape& tape, const Var
     losses = Tensor::empty({N}, DType::F32, lv.device());  // f32 whatever the logits' dtype
   }
   const bool with_grad = tape.recording() && logits.requires_grad();
-  LAB_CHECK(!with_grad || grad_scale.value != 0.0f, InvalidArgument, "cross_entropy: grad_scale must be non-zero");
-  const ops::GradScale dloss = with_grad ? grad_scale.divided_by(static_cast<float>(N)) : ops::GradScale(0.0f);
+  const ops::GradScale dloss = mean_loss_gradient(with_grad, grad_scale, N, "cross_entropy");
   classifier(lv.reshape({N, Vp}), losses, targets.reshape({N}), vocab, dloss);
   if (with_grad) logits.bind_grad(lv);  // the logits buffer now holds dlogits
   return losses;

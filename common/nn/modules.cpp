@@ -44,8 +44,7 @@ Var gelu_linear_recomputing_gelu(Tape& tape, const Var& pre, const Linear& linea
   const MemoryOpScope op("gelu+linear");
   const Tensor& h = pre.value();
   const Var w = linear.weight, b = linear.bias;
-  // What Linear::forward runs: 16-bit operands (the weight's copy) under mixed precision, fp32 otherwise.
-  const Tensor weight = linear.weight_16bit.defined() ? linear.weight_16bit : w.value();
+  const Tensor weight = linear.matmul_weight();
   const DType operands = weight.dtype();
   Shape shape = h.shape();
   shape.back() = weight.dim(0);

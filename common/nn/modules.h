@@ -20,6 +20,9 @@ struct Linear {
   Tensor bias_16bit;    // and of bias, which a 16-bit output adds (16-bit activations); undefined for fp32
   // fp32: ag::linear; with weight_16bit: low_precision_linear (16-bit operands, fp32 accumulation).
   Var forward(Tape& tape, const Var& x) const;
+  // The weight the product reads: the 16-bit copy under mixed precision, the fp32 parameter otherwise (what
+  // forward's products take, for functions that run the layer's products themselves).
+  Tensor matmul_weight() const { return weight_16bit.defined() ? weight_16bit : weight.value(); }
 };
 
 struct LayerNorm {
