@@ -120,7 +120,7 @@ BLOCK_THREADS = {
     "sum_exp_kernel": 512,
     "loss_and_grad_kernel": 512,
     "add_bias_kernel": 256,
-    # Flash attention (common/ops/cuda/flash_attention.cu): the tile kernels kThreads = 4 warps, with 27-68.5 KiB of
+    # Flash attention (common/ops/cuda/flash_attention.cu): the tile kernels kThreads = 4 warps, with 45-102.5 KiB of
     # dynamic shared memory this table's static column does not show; the row kernels kBlockSize.
     "flash_forward_kernel": 128,
     "flash_key_grads_kernel": 128,
@@ -139,6 +139,10 @@ BLOCK_THREADS = {
     "flash_wmma_query_grads_kernel": 128,
     "flash_key_grads_atomic_kernel": 128,
     "flash_add_dq_kernel": 256,
+    # ch09 lab 01, v6: the core's tile kernels before their loads overlapped (27-68.5 KiB), kThreads = 4 warps.
+    "flash_registers_forward_kernel": 128,
+    "flash_registers_key_grads_kernel": 128,
+    "flash_registers_query_grads_kernel": 128,
 }
 
 
@@ -194,6 +198,9 @@ TENSOR_CORE_KERNELS = {
     "flash_wmma_key_grads_kernel",
     "flash_wmma_query_grads_kernel",
     "flash_key_grads_atomic_kernel",
+    "flash_registers_forward_kernel",
+    "flash_registers_key_grads_kernel",
+    "flash_registers_query_grads_kernel",
     "matmul_wmma_bf16_kernel",
 }
 PTX_MMA = re.compile(r"\b(?:wmma\.mma\.sync|mma\.sync|wgmma\.mma_async)\b")

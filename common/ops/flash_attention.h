@@ -22,8 +22,8 @@
 //         are the kernels' tile widths; smaller heads are zero-padded to 64 or 128). f32 inputs are not
 //         flash attention on CUDA: they take the materialised path of attention.h (strict fp32 through cuBLAS,
 //         T x T probabilities in a workspace that lives for the call), so f32 memory still grows as T^2.
-//         16-bit heads wider than 128 are Unsupported. Shared memory per block: up to 51 KiB forward and 68.5 KiB
-//         backward at head size 128 (27 and 36.5 KiB at 64).
+//         16-bit heads wider than 128 are Unsupported. Shared memory per block (two buffers of each streamed
+//         tile): up to 85 KiB forward and 103 KiB backward at head size 128 (45 and 55 KiB at 64).
 #pragma once
 
 #include <cstdint>

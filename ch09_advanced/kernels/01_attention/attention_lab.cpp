@@ -58,9 +58,10 @@ Tensor nan_like(const Tensor& t) {
   return nan.to(t.device());
 }
 
-// Flash: the core's op (on CUDA, v6). FlashWmma: the lab's WMMA kernels (v4). FlashAtomicDq: the core's flash
-// forward, and the lab's one-pass backward with dQ by atomics (v5).
-enum class Algorithm { Materialized, Flash, FlashWmma, FlashAtomicDq };
+// Flash: the core's op (on CUDA, v7). FlashWmma: the lab's WMMA kernels (v4). FlashAtomicDq: the core's flash
+// forward, and the lab's one-pass backward with dQ by atomics (v5). FlashRegisters: the lab's copy of the core's
+// kernels before they overlapped their loads (v6).
+enum class Algorithm { Materialized, Flash, FlashWmma, FlashAtomicDq, FlashRegisters };
 
 // One version's tensors, on its device and in its dtype: the inputs, what the forward writes (the probabilities
 // of the materialised algorithm, the log-sum-exp of the flash one) and the gradient.
@@ -76,6 +77,12 @@ void run_forward(const VersionTensors& t, Algorithm algorithm, int n_head) {
       return attention_lab::flash_wmma_forward(t.out, t.saved, t.qkv, n_head);
 #else
       fail(ErrorKind::Unsupported, "the WMMA flash forward needs the CUDA backend");
+#endif
+    case Algorithm::FlashRegisters:
+#ifdef LAB_WITH_CUDA
+      return attention_lab::flash_registers_forward(t.out, t.saved, t.qkv, n_head);
+#else
+      fail(ErrorKind::Unsupported, "the v6 flash forward needs the CUDA backend");
 #endif
     case Algorithm::Flash:
     case Algorithm::FlashAtomicDq: return ops::flash_attention_forward(t.out, t.saved, t.qkv, n_head);
@@ -97,6 +104,12 @@ void run_backward(const VersionTensors& t, Algorithm algorithm, int n_head) {
       return attention_lab::flash_backward_atomic_dq(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
 #else
       fail(ErrorKind::Unsupported, "the atomic-dQ flash backward needs the CUDA backend");
+#endif
+    case Algorithm::FlashRegisters:
+#ifdef LAB_WITH_CUDA
+      return attention_lab::flash_registers_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
+#else
+      fail(ErrorKind::Unsupported, "the v6 flash backward needs the CUDA backend");
 #endif
   }
 }
@@ -227,13 +240,16 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
     al.add("CUDA flash, WMMA",
            "a block per query tile, K/V tiles in shared memory, WMMA products through shared memory",
            Algorithm::FlashWmma, p.flash_dtype, gpu);
-    // In the forward lab v5 is v6's forward under v5's name, so that a version has one number in both labs.
+    // In the forward lab v5 is the core's forward (v7) under v5's name, so that a version has one number in both labs.
     al.add("CUDA flash, dQ by atomics",
            pass == LabPass::Backward ? "one pass over key tiles, dS K added into f32 dQ: 5 tile products, not 7"
-                                     : "a backward version: its forward is v6's",
+                                     : "a backward version: its forward is v7's",
            Algorithm::FlashAtomicDq, p.flash_dtype, gpu);
     al.add("CUDA flash, fragments in registers (FA2)",
-           "the core's op: mma.sync with known lane layouts, scores, softmax and outputs in registers",
+           "mma.sync with known lane layouts: scores, softmax and outputs in registers; tiles loaded, then multiplied",
+           Algorithm::FlashRegisters, p.flash_dtype, gpu);
+    al.add("CUDA flash, loads overlapped",
+           "the core's op: v6 with the next tile copied by cp.async during this one, the mask on the diagonal only",
            Algorithm::Flash, p.flash_dtype, gpu);
   }
 #endif

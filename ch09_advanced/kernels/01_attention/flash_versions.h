@@ -5,7 +5,10 @@
 //   v5 (flash_backward_atomic.cu)  the backward in one pass over key tiles with dQ added by f32 atomics, as
 //                                  FlashAttention-2 does it, against the two passes of v4 and v6
 //                                  (common/ops/cuda/flash_attention.cu says why the core makes the other choice).
-// v6 is the core's op itself (common/ops/cuda/flash_attention.cu: mma.sync with the fragments in registers).
+//   v6 (flash_registers.cu)        mma.sync with the fragments in registers (FlashAttention-2's layout), each
+//                                  tile loaded and waited for before it is multiplied: the core's op before v7.
+// v7 is the core's op itself (common/ops/cuda/flash_attention.cu: v6 with the next tile copied by cp.async while
+// the current one is multiplied, and the causal mask on the diagonal tiles only).
 #pragma once
 
 #include "common/core/tensor.h"
@@ -15,6 +18,10 @@ namespace lab::ch09::attention_lab {
 void flash_wmma_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
 void flash_wmma_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                          const Tensor& lse, int n_head);
+
+void flash_registers_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
+void flash_registers_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                              const Tensor& lse, int n_head);
 
 void flash_backward_atomic_dq(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                               const Tensor& lse, int n_head);

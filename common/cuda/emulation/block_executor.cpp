@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "common/cuda/emulation/fiber.h"
+#include "common/cuda/emulation/memory.h"
 #include "common/cuda/emulation/settings.h"
 #include "device_functions.h"
 
@@ -106,6 +109,21 @@ struct CudaThread {
 
 class BlockExecutor;
 
+// An asynchronous copy into shared memory (__pipeline_memcpy_async, cp.async), queued until a wait covers its
+// batch: the latest moment a GPU may complete it, so code that reads the destination before waiting reads what
+// was there before, as it may on a GPU.
+struct AsyncCopy {
+  std::byte* dst;
+  const std::byte* src;
+  uint32_t bytes;  // 4, 8 or 16
+  uint32_t zfill;  // the last zfill bytes of dst are zeros instead of source bytes
+  uint64_t batch;  // the number of __pipeline_commit calls before it
+};
+struct ThreadCopies {
+  std::vector<AsyncCopy> pending;
+  uint64_t committed = 0;
+};
+
 // A fiber with its stack; it runs CUDA threads of the block one after another until one of them blocks.
 struct Runner {
   BlockExecutor* executor = nullptr;
@@ -140,6 +158,10 @@ class BlockExecutor {
   void warp_task(WarpOp op, unsigned mask, void* lane_data, device::WarpTask task);
   unsigned active_mask() const;
   void* dynamic_shared() const { return shared_.get(); }
+  void async_copy(void* dst, const void* src, size_t bytes, size_t zfill);
+  void async_commit();
+  void async_wait_prior(size_t prior);
+  static void land(const AsyncCopy& copy);
 
   // For a debugger: every CUDA thread of the running block and what it is doing, on stderr.
   void print_state() const;
@@ -192,6 +214,10 @@ class BlockExecutor {
   std::vector<Runner*> idle_runners_;
   std::unique_ptr<std::byte, FreeAligned> shared_;
   size_t shared_capacity_ = 0;
+  // Each CUDA thread's asynchronous copies not waited for yet, by linear thread index (the vectors keep their
+  // capacity from block to block), and the device allocation the last copy read from.
+  std::vector<ThreadCopies> async_;
+  std::optional<Allocation> last_source_;
 };
 
 thread_local BlockExecutor* t_running = nullptr;  // the executor running a block on this OS thread
@@ -248,6 +274,12 @@ void BlockExecutor::set_up(const GridLaunch& launch, uint3 block) {
     warps_[w].exited = 0;
     warps_[w].pending.clear();
   }
+  if (async_.size() < n) async_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    async_[i].pending.clear();
+    async_[i].committed = 0;
+  }
+  last_source_.reset();
   start_order_.resize(n);
   std::iota(start_order_.begin(), start_order_.end(), 0u);
   shuffled_ = launch.seed.has_value();
@@ -603,6 +635,62 @@ std::string BlockExecutor::where(const CudaThread& thread) const {
   return cat("kernel ", launch_->kernel, ", block ", coordinates(block_), ", thread ", coordinates(thread.index));
 }
 
+// ---------------------------------------------------------------- asynchronous copies (cp.async)
+
+void BlockExecutor::async_copy(void* dst, const void* src, size_t bytes, size_t zfill) {
+  CudaThread& thread = current();
+  const auto fail = [&](const auto&... parts) {
+    fault_at(thread, cat("__pipeline_memcpy_async(", dst, ", ", src, ", ", bytes, ", ", zfill, "): ", parts...));
+  };
+  if (bytes != 4 && bytes != 8 && bytes != 16) fail("copies 4, 8 or 16 bytes");
+  if (zfill > bytes) fail("zfill is more than the bytes copied");
+  const auto* d = static_cast<std::byte*>(dst);
+  const auto* shared = shared_.get();
+  if (d < shared || d + bytes > shared + launch_->dynamic_shared_bytes)
+    fail("the destination is not in the block's dynamic shared memory (", launch_->dynamic_shared_bytes, " bytes at ",
+         static_cast<const void*>(shared), "; the emulator models copies into dynamic shared memory)");
+  if (reinterpret_cast<uintptr_t>(dst) % bytes != 0 || reinterpret_cast<uintptr_t>(src) % bytes != 0)
+    fail("source and destination must be aligned to the bytes copied");
+  const size_t read = bytes - zfill;
+  if (!last_source_ || !inside(*last_source_, src, read)) last_source_ = find_allocation(src);
+  if (!last_source_ || !inside(*last_source_, src, read)) fail("the source is not ", read, " bytes of device memory");
+  const AsyncCopy copy{static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), static_cast<uint32_t>(bytes),
+                       static_cast<uint32_t>(zfill), 0};
+  // Shuffled (LAB_EMU_SEED), a copy lands at once half the time: then a kernel that refills a buffer before every
+  // thread has finished reading it (a missing barrier) reads the new contents, as it may on a GPU. Otherwise it
+  // lands in the wait that covers it, the latest moment allowed.
+  if (shuffled_ && rng_.below(2) == 0) return land(copy);
+  ThreadCopies& copies = async_[static_cast<size_t>(&thread - threads_.data())];
+  copies.pending.push_back(copy);
+  copies.pending.back().batch = copies.committed;
+}
+
+void BlockExecutor::land(const AsyncCopy& copy) {
+  const size_t read = copy.bytes - copy.zfill;
+  std::memcpy(copy.dst, copy.src, read);
+  std::memset(copy.dst + read, 0, copy.zfill);
+}
+
+void BlockExecutor::async_commit() {
+  ++async_[static_cast<size_t>(&current() - threads_.data())].committed;
+}
+
+// Completes the copies of every committed batch but the `prior` most recent (copies not committed yet stay).
+void BlockExecutor::async_wait_prior(size_t prior) {
+  ThreadCopies& copies = async_[static_cast<size_t>(&current() - threads_.data())];
+  if (copies.committed <= prior) return;
+  const uint64_t done_below = copies.committed - prior;
+  auto waiting = copies.pending.begin();
+  for (const AsyncCopy& copy : copies.pending) {
+    if (copy.batch >= done_below) {
+      *waiting++ = copy;
+      continue;
+    }
+    land(copy);
+  }
+  copies.pending.erase(waiting, copies.pending.end());
+}
+
 void BlockExecutor::set_fault(const CudaThread& named, const std::string& what) {
   if (!fault_) fault_ = cat(where(named), ": ", what);
 }
@@ -644,6 +732,18 @@ unsigned int active_mask() {
 
 void* dynamic_shared_memory() {
   return running_executor("dynamic shared memory").dynamic_shared();
+}
+
+void async_copy(void* dst_shared, const void* src_global, size_t bytes, size_t zfill) {
+  running_executor("__pipeline_memcpy_async").async_copy(dst_shared, src_global, bytes, zfill);
+}
+
+void async_commit() {
+  running_executor("__pipeline_commit").async_commit();
+}
+
+void async_wait_prior(size_t prior) {
+  running_executor("__pipeline_wait_prior").async_wait_prior(prior);
 }
 
 }  // namespace device

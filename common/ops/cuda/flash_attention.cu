@@ -12,6 +12,14 @@
 // two adjacent n8 tiles rounded and packed into the A fragment of the next product (P V, P^T dO, dS^T Q, dS K)
 // without leaving registers. The softmax runs in base 2 (exp2 of scores times scale log2 e).
 //
+// Loads overlap the products (v7 of chapter 9's attention lab; v6 loaded each tile, waited at a barrier, then
+// multiplied it): a streamed tile has two buffers, and while the warps multiply tile j the block's copies of tile
+// j + 1 are in flight, issued by cp.async (__pipeline_memcpy_async: global to shared memory without passing
+// through registers; the thread goes on at once) and waited for (__pipeline_wait_prior) just before the barrier
+// that precedes their first reader. The causal mask's index arithmetic runs on the diagonal tiles only (and on a
+// last tile that passes T): every tile before the diagonal is seen whole by every query of the tile, so its
+// kernel body is a second instantiation without the mask.
+//
 //   forward        one block per query tile; the warp's Q fragments loaded once; key tiles 0 .. the diagonal
 //                  streamed through shared memory (tiles above it are entirely masked and never loaded; on the
 //                  diagonal a warp skips the n8 tiles past its last query); S = Q K^T, online softmax with the
@@ -32,22 +40,25 @@
 // adds into dqkv in its own dtype as the dK/dV pass does. (FlashAttention-2 uses atomics; chapter 9's attention
 // lab has that version too, v5, to measure the two side by side.)
 //
-// Resources at sm_90 (nvcc 13 -O3, ptxas -v / cuobjdump -res-usage; no spills, no local memory), registers per
-// thread and dynamic shared memory per block of 128 threads, head size 64 | 128:
-//   forward       167 | 218 registers, 27 | 51 KiB
-//   dK, dV        164 | 254 registers, 36.5 | 68.5 KiB
-//   dQ            166 | 222 registers, 36.5 | 68.5 KiB
+// Resources at sm_90 (nvcc 13 -O3, ptxas -v; no spills, no local memory), registers per thread and dynamic shared
+// memory per block of 128 threads, head size 64 | 128:
+//   forward       159 | 220 registers, 45 | 85 KiB      (Q, two K and two V buffers)
+//   dK, dV        168 | 243 registers, 55 | 103 KiB     (K, V, two Q, dO and lse/D buffers)
+//   dQ            168 | 236 registers, 54 | 102 KiB     (Q, dO, two K and two V buffers)
 // Registers are the limit: 3 blocks (12 warps) per SM at head size 64, 2 at 128, which is what each kernel's
-// __launch_bounds__ asks ptxas for (asking for more made it spill). On one H200 (chapter 9's attention lab, GPT-2
-// d12 shape B = 8, T = 1024, bf16; `ch09_attention_lab [--pass backward] --version 3,4,5,6 --repeats 5`, medians)
-// the forward takes 0.117 ms and the backward 0.382 ms, against 0.476 and 2.39 ms
-// for the WMMA kernels that keep every product in shared memory (the lab's v4, which this file replaced).
+// __launch_bounds__ asks ptxas for (asking for more made it spill); the second buffers fit beside them. A copy
+// loop that kept every copy's address live across the tile loop spilled the dK/dV kernel; issue_tile keeps one
+// base address a tile. On one H200 (chapter 9's attention lab, GPT-2 d12 shape B = 8, T = 1024, 12 heads of 64,
+// bf16; `ch09_attention_lab [--pass backward] --version 6,7`, medians of 20, L2 flushed, 2026-11-28) the forward
+// takes 0.095 ms and the backward 0.309 ms, against 0.124 and 0.411 ms for v6 in the same run (1.30x, 1.33x);
+// at 6 heads of 128, 0.093 and 0.324 ms against 0.159 and 0.451 (1.71x, 1.39x).
 //
 // f32 inputs: not flash attention. They take the materialised path of attention.h (cuBLAS in the math mode of
 // common/cuda/cublas.h) with the T x T probabilities in a workspace for the duration of the call; the
 // log-sum-exp is recovered from the probabilities (below), and the backward recomputes them.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_pipeline_primitives.h>
 
 #include <cmath>
 #include <cstddef>
@@ -55,6 +66,7 @@
 
 #include "common/core/memory.h"
 #include "common/ops/attention.h"
+#include "common/ops/cuda/flash_attention_fragments.cuh"
 #include "common/ops/cuda/flash_attention_tiles.cuh"
 #include "common/ops/cuda/launch.cuh"
 #include "common/ops/cuda/reductions.cuh"
@@ -65,12 +77,7 @@ namespace lab::ops::cuda {
 
 namespace {
 
-using namespace flash;  // tile geometry, Dims, the D pre-pass, launch helpers (flash_attention_tiles.cuh)
-
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-constexpr int kKeyGroups = kTile / 8;  // n8 score tiles across a 64-wide tile
-constexpr int kQueryStep = 32;         // queries per step of the dK/dV kernel
+using namespace flash;  // tile geometry, Dims, fragments, the D pre-pass, launch helpers
 
 // Blocks per SM each kernel is compiled for (__launch_bounds__): ptxas caps the registers at 64K / (128 x this).
 // Chosen so that none spills at sm_90 (see the resource report at the top of the file). Unused where
@@ -82,139 +89,134 @@ template <int D>
 template <int D>
 [[maybe_unused]] constexpr int kQueryGradsBlocks = D == 64 ? 3 : 2;
 
-// Forward: the Q, K and V tiles. dK/dV and dQ: Q, K, V and dO tiles, and the lse and D of a query tile.
+// Shared memory, in tiles of [64, D] 16-bit elements: the forward's Q and two buffers each of K and V; the
+// backward's two fixed tiles (K and V, or Q and dO) and two buffers each of the two streamed ones, plus, in the
+// dK/dV kernel, two buffers of a query tile's lse and D.
+template <int D>
+constexpr size_t tile_bytes() {
+  return piece_bytes<uint16_t>(kTile * kLdTile<D>);
+}
 template <int D>
 constexpr size_t forward_shared_bytes() {
-  return 3 * piece_bytes<uint16_t>(kTile * kLdTile<D>);
+  return 5 * tile_bytes<D>();
 }
 template <int D>
 constexpr size_t backward_shared_bytes() {
-  return 4 * piece_bytes<uint16_t>(kTile * kLdTile<D>) + 2 * piece_bytes<float>(kTile);
+  return 6 * tile_bytes<D>() + 4 * piece_bytes<float>(kTile);
 }
 
-// ---------------------------------------------------------------- tiles and fragments
+// ---------------------------------------------------------------- tiles in flight
 
-// Rows [first_row, first_row + 64) of one head into a [64, D] tile of shared memory, 16 bytes per thread and
-// step when the head fills the tile's width and sits 16-byte aligned (the GPT-2 case); otherwise element by
-// element with zero padding (load_tile). All threads.
+// Queues the copies of rows [first_row, first_row + 64) of one head into a [64, D] tile of shared memory, 16 bytes
+// a copy (cp.async: the data goes from global to shared memory without passing through registers, and the
+// thread goes on at once); rows past T are zero-filled. Heads that do not fill the tile's width, or do not sit
+// 16-byte aligned, are loaded at once, element by element, instead (load_tile). All threads; the caller commits
+// the batch and waits for it before a barrier that precedes the tile's first reader.
 template <int D, typename E>
-__device__ void load_tile_fast(E* tile, const E* head, int first_row, const Dims& s, int64_t ld) {
-  struct alignas(16) Chunk {  // 16 bytes of E, copied whole
-    E e[16 / sizeof(E)];
-  };
-  constexpr int kPerRow = D * static_cast<int>(sizeof(E)) / 16;
+__device__ void issue_tile(E* tile, const E* head, int first_row, const Dims& s, int64_t ld) {
+  constexpr int kPerRow = D * static_cast<int>(sizeof(E)) / 16;  // 16-byte pieces of a row
+  constexpr int kRowsPerPass = kThreads / kPerRow;
   const bool aligned = reinterpret_cast<uintptr_t>(head) % 16 == 0 && ld % 8 == 0;
   if (s.hs != D || !aligned) return load_tile<D>(tile, head, first_row, s, ld);
-  for (int i = threadIdx.x; i < kTile * kPerRow; i += kThreads) {
-    const int r = i / kPerRow, c = (i % kPerRow) * 8, row = first_row + r;
-    Chunk v{};
-    if (row < s.T) v = *reinterpret_cast<const Chunk*>(head + row * ld + c);
-    *reinterpret_cast<Chunk*>(tile + r * kLdTile<D> + c) = v;
+  // Thread i copies piece i % kPerRow of rows i / kPerRow, + kRowsPerPass, + 2 kRowsPerPass, ...
+  const int r0 = static_cast<int>(threadIdx.x) / kPerRow, c = static_cast<int>(threadIdx.x) % kPerRow * 8;
+  E* dst = tile + r0 * kLdTile<D> + c;
+  const E* src = head + static_cast<int64_t>(first_row + r0) * ld + c;
+  const int rows_left = s.T - first_row - r0;
+#pragma unroll
+  for (int r = 0; r < kTile; r += kRowsPerPass) {
+    const bool inside = r < rows_left;
+    __pipeline_memcpy_async(dst + r * kLdTile<D>, inside ? src + r * ld : head, 16, inside ? 0 : 16);
   }
 }
 
-// The A fragment (16 x 16) at (row0, col0) of a row-major shared tile.
-template <int D, typename E>
-__device__ inline void load_a(uint32_t a[4], const E* tile, int row0, int col0) {
-  const int lane = threadIdx.x % kWarpSize;
-  mma::ldmatrix_x4(a, tile + (row0 + mma::a_row(lane)) * kLdTile<D> + col0 + mma::a_col(lane));
-}
-// The B fragments of two n8 tiles (b[0..1]: n0 .. n0+7, b[2..3]: n0+8 .. n0+15) for k0 .. k0+15, from a tile
-// whose rows are n (times K^T: B[k][n] = K[n][k]).
-template <int D, typename E>
-__device__ inline void load_b_rows_n(uint32_t b[4], const E* tile, int n0, int k0) {
-  const int lane = threadIdx.x % kWarpSize;
-  mma::ldmatrix_x4(b, tile + (n0 + mma::bt_row(lane)) * kLdTile<D> + k0 + mma::bt_col(lane));
-}
-// The same from a tile whose rows are k (times V: B[k][n] = V[k][n]), transposed by ldmatrix.
-template <int D, typename E>
-__device__ inline void load_b_rows_k(uint32_t b[4], const E* tile, int k0, int n0) {
-  const int lane = threadIdx.x % kWarpSize;
-  mma::ldmatrix_x4_trans(b, tile + (k0 + mma::a_row(lane)) * kLdTile<D> + n0 + mma::a_col(lane));
+// Two buffers of a streamed tile, one after the other in shared memory: the one being multiplied and the one
+// being filled. (A base pointer and an offset, not an array of two pointers: indexed by a loop counter, such an
+// array would live in local memory.)
+template <typename E, int D>
+struct TilePair {
+  E* first;
+  __device__ E* operator[](int tile_index) const { return first + (tile_index % 2) * (kTile * kLdTile<D>); }
+};
+template <typename E, int D>
+__device__ TilePair<E, D> take_pair(SharedPieces& pieces) {
+  static_assert(piece_bytes<E>(kTile * kLdTile<D>) == kTile * kLdTile<D> * sizeof(E), "buffers back to back");
+  return {pieces.take<E>(2 * kTile * kLdTile<D>)};
 }
 
-// acc[16, N] = A B^T: A the 16 rows of a_tile from row0 ([16, D]), B rows col0 .. col0+N-1 of b_tile ([N, D]):
-// S = Q K^T, dP = dO V^T and their transposes. n8 tiles before column first_live are skipped (masked for every
-// row of the strip; left at zero).
-template <typename E, int D, int N>
-__device__ inline void strip_times_tile_t(float acc[N / 8][4], const E* a_tile, int row0, const E* b_tile, int col0,
-                                          int first_live) {
-#pragma unroll
-  for (int n = 0; n < N / 8; ++n)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t a[4];
-    load_a<D>(a, a_tile, row0, kk * 16);
-#pragma unroll
-    for (int nn = 0; nn < N / 16; ++nn) {
-      if (col0 + nn * 16 + 16 <= first_live) continue;
-      uint32_t b[4];
-      load_b_rows_n<D>(b, b_tile, col0 + nn * 16, kk * 16);
-      mma::mma_accumulate<E>(acc[2 * nn], a, b);
-      mma::mma_accumulate<E>(acc[2 * nn + 1], a, b + 2);
-    }
-  }
-}
-
-// acc[16, D] += P B: P [16, K] given as f32 C fragments (rounded to E here: two n8 tiles make one k16 A
-// fragment), B rows k0 .. k0+K-1 of a [.., D] tile whose rows are k (O += P V, dV += P^T dO, dK += dS^T Q,
-// dQ += dS K). k16 steps before row first_live are skipped (P is zero there).
-template <typename E, int D, int K>
-__device__ inline void probs_times_tile(float acc[D / 8][4], const float p[K / 8][4], const E* b_tile, int k0,
-                                        int first_live) {
-#pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk) {
-    if (k0 + kk * 16 + 16 <= first_live) continue;
-    const uint32_t a[4] = {mma::pack<E>(p[2 * kk][0], p[2 * kk][1]), mma::pack<E>(p[2 * kk][2], p[2 * kk][3]),
-                           mma::pack<E>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                           mma::pack<E>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
-#pragma unroll
-    for (int nn = 0; nn < D / 16; ++nn) {
-      uint32_t b[4];
-      load_b_rows_k<D>(b, b_tile, k0 + kk * 16, nn * 16);
-      mma::mma_accumulate<E>(acc[2 * nn], a, b);
-      mma::mma_accumulate<E>(acc[2 * nn + 1], a, b + 2);
-    }
-  }
-}
-
-// Where a lane's C-fragment values sit: register i of n8 tile n holds row g + 8 (i / 2), column 8 n + 2 t + i % 2.
-__device__ inline int frag_row(int i) {
-  return threadIdx.x % kWarpSize / 4 + (i / 2) * 8;
-}
-__device__ inline int frag_col(int n, int i) {
-  return n * 8 + 2 * (threadIdx.x % 4) + i % 2;
-}
-
-// The 4 lanes that hold a row (same g) combine their values.
-__device__ inline float row_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(kFullMask, v, 1));
-  return fmaxf(v, __shfl_xor_sync(kFullMask, v, 2));
-}
-__device__ inline float row_sum(float v) {
-  v += __shfl_xor_sync(kFullMask, v, 1);
-  return v + __shfl_xor_sync(kFullMask, v, 2);
-}
-
-// dst[row0 + r, c] += scale acc[r, c] for a strip of accumulators [16, D] (rows past T, columns past hs skipped),
-// rounded to dst's type.
-template <int D, typename E>
-__device__ void add_fragments(E* head, int64_t ld, int row0, const float acc[D / 8][4], float scale, const Dims& s) {
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = row0 + frag_row(i), c = frag_col(n, i);
-      if (row < s.T && c < s.hs) {
-        E& dst = head[row * ld + c];
-        store(dst, to_float(dst) + scale * acc[n][i]);
-      }
-    }
+// Waits for this thread's copies of the tile about to be multiplied: with the next tile's batch queued after it,
+// all but that latest batch; at the last tile, all. A barrier must follow (other threads' copies).
+__device__ inline void wait_for_current_tile(bool next_queued) {
+  if (next_queued)
+    __pipeline_wait_prior(1);
+  else
+    __pipeline_wait_prior(0);
 }
 
 // ---------------------------------------------------------------- forward
+
+// One key tile of the forward for the warp's 16 queries: S = Q K^T, the online softmax, O += P V. kMasked: the
+// diagonal tile, where keys past a query (and past T) are masked; every tile before it is seen whole by every
+// query of the query tile, and skips the mask's index arithmetic.
+template <bool kMasked, typename E, int D>
+__device__ inline void forward_key_tile(float o[D / 8][4], float m[2], float l[2], const uint32_t q_frag[D / 16][4],
+                                        const E* k, const E* v, int query0, int s0, const Dims& s, float scale_log2) {
+  // S = Q K^T in registers. On the diagonal, keys past the strip's last query are masked for all its rows: their
+  // n8 tiles are skipped (left at zero, masked below).
+  float sc[kKeyGroups][4];
+#pragma unroll
+  for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sc[n][i] = 0.0f;
+  const int live_keys = kMasked ? query0 + kStrip - s0 : kTile;  // keys of the tile some row of the strip sees
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int nn = 0; nn < kTile / 16; ++nn) {
+      if (kMasked && nn * 16 >= live_keys) continue;
+      uint32_t bk[4];
+      load_b_rows_n<D>(bk, k, nn * 16, kk * 16);
+      mma::mma_accumulate<E>(sc[2 * nn], q_frag[kk], bk);
+      mma::mma_accumulate<E>(sc[2 * nn + 1], q_frag[kk], bk + 2);
+    }
+
+  // Online softmax on the raw scores (the scale is positive, so it keeps their order): the rows' new max, the
+  // rescale of what was summed under the old one, P = exp2(scale log2e S - scale log2e max) as one FMA and exp2.
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (kMasked) {
+        const int query = query0 + frag_row(i), key = s0 + frag_col(n, i);
+        if (key > query || key >= s.T) sc[n][i] = -INFINITY;
+      }
+      tile_max[i / 2] = fmaxf(tile_max[i / 2], sc[n][i]);
+    }
+  float rescale[2], base[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float new_max = fmaxf(m[r], row_max(tile_max[r]));
+    base[r] = new_max == -INFINITY ? 0.0f : new_max * scale_log2;  // a row that has seen no key yet stays at zero
+    rescale[r] = exp2f(m[r] * scale_log2 - base[r]);               // 0 while m is -inf
+    m[r] = new_max;
+    l[r] *= rescale[r];  // each lane sums its own columns; the 4 lanes of a row are added at the end
+  }
+#pragma unroll
+  for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      sc[n][i] = exp2f(fmaf(sc[n][i], scale_log2, -base[i / 2]));
+      l[i / 2] += sc[n][i];
+    }
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o[n][i] *= rescale[i / 2];
+
+  // O += P V, P from the score registers.
+  probs_times_tile<E, D, kTile>(o, sc, v, 0, 0);
+}
 
 template <typename E, int D>
 __global__ void __launch_bounds__(kThreads, kForwardBlocks<D>)
@@ -222,84 +224,46 @@ __global__ void __launch_bounds__(kThreads, kForwardBlocks<D>)
   LAB_DYNAMIC_SHARED(unsigned char, shared);
   SharedPieces pieces(shared);
   E* q = pieces.take<E>(kTile * kLdTile<D>);
-  E* k = pieces.take<E>(kTile * kLdTile<D>);
-  E* v = pieces.take<E>(kTile * kLdTile<D>);
+  const TilePair<E, D> k = take_pair<E, D>(pieces), v = take_pair<E, D>(pieces);
 
   const int bh = blockIdx.x, b = bh / s.NH, h = bh % s.NH;
   const int t0 = (query_tiles - 1 - static_cast<int>(blockIdx.y)) * kTile;  // the longest tiles first
   const int strip = threadIdx.x / kWarpSize * kStrip;                       // the warp's first row in the tile
   const int64_t ld = s.ld_qkv();
   const E* q_head = qkv + s.head_offset(b, h, ld);
-  const float scale_log2 = s.scale * kLog2e;  // scores in base 2: exp(x) = exp2(x log2 e)
+  const float scale_log2 = s.scale * kLog2e;                     // scores in base 2: exp(x) = exp2(x log2 e)
+  const int last_key_tile = (min(t0 + kTile, s.T) - 1) / kTile;  // the diagonal
 
-  load_tile_fast<D>(q, q_head, t0, s, ld);
+  // Batch 0: the Q tile; batch 1: key tile 0. Q's fragments are loaded while key tile 0 is still on its way.
+  issue_tile<D>(q, q_head, t0, s, ld);
+  __pipeline_commit();
+  issue_tile<D>(k[0], q_head + s.C, 0, s, ld);
+  issue_tile<D>(v[0], q_head + 2 * s.C, 0, s, ld);
+  __pipeline_commit();
+  __pipeline_wait_prior(1);
   __syncthreads();
   uint32_t q_frag[D / 16][4];  // the warp's 16 queries, loaded once
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) load_a<D>(q_frag[kk], q, strip, kk * 16);
 
   float o[D / 8][4] = {};
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8: running max (base 2), sum
-  const int last_key_tile = (min(t0 + kTile, s.T) - 1) / kTile;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8: running raw max, sum
   for (int kt = 0; kt <= last_key_tile; ++kt) {
-    const int s0 = kt * kTile;
-    __syncthreads();  // every warp is done with the previous K and V
-    load_tile_fast<D>(k, q_head + s.C, s0, s, ld);
-    load_tile_fast<D>(v, q_head + 2 * s.C, s0, s, ld);
-    __syncthreads();
-
-    // S = Q K^T for the warp's 16 queries and the tile's 64 keys, in registers. On the diagonal, keys past the
-    // strip's last query are masked for all its rows: their n8 tiles are skipped (left at zero, masked below).
-    float sc[kKeyGroups][4];
-#pragma unroll
-    for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) sc[n][i] = 0.0f;
-    const int live_keys = t0 + strip + kStrip - s0;  // keys of this tile that some row of the strip sees
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-      for (int nn = 0; nn < kTile / 16; ++nn) {
-        if (nn * 16 >= live_keys) continue;
-        uint32_t bk[4];
-        load_b_rows_n<D>(bk, k, nn * 16, kk * 16);
-        mma::mma_accumulate<E>(sc[2 * nn], q_frag[kk], bk);
-        mma::mma_accumulate<E>(sc[2 * nn + 1], q_frag[kk], bk + 2);
-      }
-
-    // Online softmax: mask, the rows' new max, rescale what was summed under the old one, P = exp2(S - max).
-    float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int query = t0 + strip + frag_row(i), key = s0 + frag_col(n, i);
-        sc[n][i] = key <= query && key < s.T ? sc[n][i] * scale_log2 : -INFINITY;
-        tile_max[i / 2] = fmaxf(tile_max[i / 2], sc[n][i]);
-      }
-    float rescale[2], base[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float new_max = fmaxf(m[r], row_max(tile_max[r]));
-      base[r] = new_max == -INFINITY ? 0.0f : new_max;  // a row that has seen no key yet stays at zero
-      rescale[r] = exp2f(m[r] - base[r]);               // 0 while m is -inf
-      m[r] = new_max;
-      l[r] *= rescale[r];  // each lane sums its own columns; the 4 lanes of a row are added at the end
+    // Key tile kt + 1 is copied while tile kt is multiplied. Its buffers were last read at tile kt - 1, which
+    // every warp finished before the barrier at the end of that iteration.
+    const bool next = kt < last_key_tile;
+    if (next) {
+      issue_tile<D>(k[kt + 1], q_head + s.C, (kt + 1) * kTile, s, ld);
+      issue_tile<D>(v[kt + 1], q_head + 2 * s.C, (kt + 1) * kTile, s, ld);
+      __pipeline_commit();
     }
-#pragma unroll
-    for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        sc[n][i] = exp2f(sc[n][i] - base[i / 2]);
-        l[i / 2] += sc[n][i];
-      }
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) o[n][i] *= rescale[i / 2];
-
-    // O += P V, P from the score registers.
-    probs_times_tile<E, D, kTile>(o, sc, v, 0, 0);
+    wait_for_current_tile(next);
+    __syncthreads();  // every thread's copies of tile kt have landed
+    if (kt == last_key_tile)
+      forward_key_tile<true, E, D>(o, m, l, q_frag, k[kt], v[kt], t0 + strip, kt * kTile, s, scale_log2);
+    else
+      forward_key_tile<false, E, D>(o, m, l, q_frag, k[kt], v[kt], t0 + strip, kt * kTile, s, scale_log2);
+    __syncthreads();  // every warp is done with tile kt's buffers
   }
 
   const int lane = threadIdx.x % kWarpSize;
@@ -309,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, kForwardBlocks<D>)
     const float total = row_sum(l[r]);
     inv_l[r] = 1.0f / total;
     const int t = t0 + strip + frag_row(2 * r);
-    if (lane % 4 == 0 && t < s.T) lse[static_cast<int64_t>(bh) * s.T + t] = (m[r] + log2f(total)) * kLn2;
+    if (lane % 4 == 0 && t < s.T) lse[static_cast<int64_t>(bh) * s.T + t] = (m[r] * scale_log2 + log2f(total)) * kLn2;
   }
   E* out_head = out + s.head_offset(b, h, s.C);
 #pragma unroll
@@ -323,6 +287,53 @@ __global__ void __launch_bounds__(kThreads, kForwardBlocks<D>)
 
 // ---------------------------------------------------------------- backward: dK, dV
 
+// Queues the copies of a query tile's 64 lse and 64 D rows (zeros past T) into rows[0, 64) and rows[64, 128):
+// thread i copies lse row i, thread 64 + i D row i, 4 bytes each.
+__device__ inline void issue_query_rows(float* rows, const float* lse, const float* D_rows, int bh, int t0,
+                                        const Dims& s) {
+  static_assert(kThreads == 2 * kTile, "one thread per lse row and one per D row");
+  const int i = static_cast<int>(threadIdx.x) % kTile, t = t0 + i;
+  const float* src = (threadIdx.x < kTile ? lse : D_rows) + static_cast<int64_t>(bh) * s.T;
+  __pipeline_memcpy_async(rows + threadIdx.x, t < s.T ? src + t : src, 4, t < s.T ? 0 : 4);
+}
+
+// One query tile of the dK/dV kernel for the warp's 16 keys, in steps of kQueryStep queries (32: the f32
+// fragments of P^T and dS^T for 64 queries, next to dK and dV, would not fit the registers at head size 128).
+// S^T = K Q^T; P^T = exp(scale S^T - lse) where the query sees the key; dV += P^T dO; dP^T = V dO^T;
+// dS^T = P^T (dP^T - D); dK += dS^T Q (scaled once at the end). kMasked: the diagonal tile and a last tile that
+// runs past T; every other query of a later tile sees every key of the strip.
+template <bool kMasked, typename E, int D>
+__device__ inline void key_grads_query_tile(float dk[D / 8][4], float dv[D / 8][4], const E* k, const E* v, const E* q,
+                                            const E* dO, const float* tile_lse, const float* tile_D, int strip,
+                                            int key0, int t0, int first_live, const Dims& s, float scale_log2) {
+#pragma unroll 1
+  for (int c0 = 0; c0 < kTile; c0 += kQueryStep) {
+    if (kMasked && c0 + kQueryStep <= first_live) continue;
+    float p[kQueryStep / 8][4];
+    strip_times_tile_t<E, D, kQueryStep>(p, k, strip, q, c0, first_live);
+#pragma unroll
+    for (int n = 0; n < kQueryStep / 8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int c = c0 + frag_col(n, i);
+        p[n][i] = exp2f(fmaf(p[n][i], scale_log2, -tile_lse[c] * kLog2e));
+        if (kMasked) {
+          const int key = key0 + frag_row(i), query = t0 + c;
+          if (query < key || query >= s.T) p[n][i] = 0.0f;
+        }
+      }
+    probs_times_tile<E, D, kQueryStep>(dv, p, dO, c0, first_live);
+
+    float ds[kQueryStep / 8][4];
+    strip_times_tile_t<E, D, kQueryStep>(ds, v, strip, dO, c0, first_live);
+#pragma unroll
+    for (int n = 0; n < kQueryStep / 8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ds[n][i] = p[n][i] * (ds[n][i] - tile_D[c0 + frag_col(n, i)]);
+    probs_times_tile<E, D, kQueryStep>(dk, ds, q, c0, first_live);
+  }
+}
+
 template <typename E, int D>
 __global__ void __launch_bounds__(kThreads, kKeyGradsBlocks<D>)
     flash_key_grads_kernel(E* dqkv, const E* qkv, const E* dout, const float* lse, const float* D_rows, Dims s,
@@ -331,10 +342,8 @@ __global__ void __launch_bounds__(kThreads, kKeyGradsBlocks<D>)
   SharedPieces pieces(shared);
   E* k = pieces.take<E>(kTile * kLdTile<D>);
   E* v = pieces.take<E>(kTile * kLdTile<D>);
-  E* q = pieces.take<E>(kTile * kLdTile<D>);
-  E* dO = pieces.take<E>(kTile * kLdTile<D>);
-  float* tile_lse = pieces.take<float>(kTile);  // base 2
-  float* tile_D = pieces.take<float>(kTile);
+  const TilePair<E, D> q = take_pair<E, D>(pieces), dO = take_pair<E, D>(pieces);
+  float* rows = pieces.take<float>(4 * kTile);  // two buffers of a query tile's lse, then its D
 
   const int bh = blockIdx.x, b = bh / s.NH, h = bh % s.NH;
   const int s0 = static_cast<int>(blockIdx.y) * kTile;  // the first key tiles see the most queries: they start first
@@ -343,54 +352,66 @@ __global__ void __launch_bounds__(kThreads, kKeyGradsBlocks<D>)
   const int64_t head = s.head_offset(b, h, ld);
   const E* dout_head = dout + s.head_offset(b, h, s.C);
   const float scale_log2 = s.scale * kLog2e;
+  const int first_tile = s0 / kTile;  // the diagonal: earlier queries see none of these keys
 
-  load_tile_fast<D>(k, qkv + head + s.C, s0, s, ld);
-  load_tile_fast<D>(v, qkv + head + 2 * s.C, s0, s, ld);
+  // Batch 0: the block's K and V tiles and the first query tile's Q and dO.
+  issue_tile<D>(k, qkv + head + s.C, s0, s, ld);
+  issue_tile<D>(v, qkv + head + 2 * s.C, s0, s, ld);
+  issue_tile<D>(q[first_tile], qkv + head, s0, s, ld);
+  issue_tile<D>(dO[first_tile], dout_head, s0, s, s.C);
+  issue_query_rows(rows + (first_tile % 2) * 2 * kTile, lse, D_rows, bh, s0, s);
+  __pipeline_commit();
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
 
-  // Query tiles from the diagonal (earlier queries see none of these keys) to the last.
-  for (int qt = s0 / kTile; qt < query_tiles; ++qt) {
+  for (int qt = first_tile; qt < query_tiles; ++qt) {
     const int t0 = qt * kTile;
-    __syncthreads();  // every warp is done with the previous Q, dO, lse and D
-    load_tile_fast<D>(q, qkv + head, t0, s, ld);
-    load_tile_fast<D>(dO, dout_head, t0, s, s.C);
-    load_query_rows(tile_lse, tile_D, lse, D_rows, bh, t0, s, kLog2e);
-    __syncthreads();
-    // On the diagonal, queries before the strip's first key see none of its keys.
-    const int first_live = t0 == s0 ? strip : 0;
-
-    // In steps of kQueryStep queries (32: the f32 fragments of P^T and dS^T for 64 queries, next to dK and dV,
-    // would not fit the registers at head size 128). S^T = K Q^T for the warp's 16 keys; P^T = exp(scale S^T -
-    // lse) where the query sees the key; dV += P^T dO; dP^T = V dO^T; dS^T = P^T (dP^T - D); dK += dS^T Q
-    // (scaled once at the end).
-#pragma unroll 1
-    for (int c0 = 0; c0 < kTile; c0 += kQueryStep) {
-      if (c0 + kQueryStep <= first_live) continue;
-      float p[kQueryStep / 8][4];
-      strip_times_tile_t<E, D, kQueryStep>(p, k, strip, q, c0, first_live);
-#pragma unroll
-      for (int n = 0; n < kQueryStep / 8; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int key = s0 + strip + frag_row(i), c = c0 + frag_col(n, i), query = t0 + c;
-          p[n][i] = query >= key && query < s.T ? exp2f(p[n][i] * scale_log2 - tile_lse[c]) : 0.0f;
-        }
-      probs_times_tile<E, D, kQueryStep>(dv, p, dO, c0, first_live);
-
-      float ds[kQueryStep / 8][4];
-      strip_times_tile_t<E, D, kQueryStep>(ds, v, strip, dO, c0, first_live);
-#pragma unroll
-      for (int n = 0; n < kQueryStep / 8; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) ds[n][i] = p[n][i] * (ds[n][i] - tile_D[c0 + frag_col(n, i)]);
-      probs_times_tile<E, D, kQueryStep>(dk, ds, q, c0, first_live);
+    const bool next = qt + 1 < query_tiles;
+    if (next) {  // into the buffers of tile qt - 1, which every warp finished before the last barrier
+      issue_tile<D>(q[qt + 1], qkv + head, t0 + kTile, s, ld);
+      issue_tile<D>(dO[qt + 1], dout_head, t0 + kTile, s, s.C);
+      issue_query_rows(rows + ((qt + 1) % 2) * 2 * kTile, lse, D_rows, bh, t0 + kTile, s);
+      __pipeline_commit();
     }
+    wait_for_current_tile(next);
+    __syncthreads();  // every thread's copies of tile qt have landed
+    const float* tile_lse = rows + (qt % 2) * 2 * kTile;
+    const float* tile_D = tile_lse + kTile;
+    if (qt == first_tile || t0 + kTile > s.T)
+      key_grads_query_tile<true, E, D>(dk, dv, k, v, q[qt], dO[qt], tile_lse, tile_D, strip, s0 + strip, t0,
+                                       qt == first_tile ? strip : 0, s, scale_log2);
+    else
+      key_grads_query_tile<false, E, D>(dk, dv, k, v, q[qt], dO[qt], tile_lse, tile_D, strip, s0 + strip, t0, 0, s,
+                                        scale_log2);
+    __syncthreads();  // every warp is done with tile qt's buffers
   }
   add_fragments<D>(dqkv + head + s.C, ld, s0 + strip, dk, s.scale, s);
   add_fragments<D>(dqkv + head + 2 * s.C, ld, s0 + strip, dv, 1.0f, s);
 }
 
 // ---------------------------------------------------------------- backward: dQ
+
+// One key tile of the dQ kernel for the warp's 16 queries: S = Q K^T and dP = dO V^T, dS = P (dP - D),
+// dQ += dS K (scaled once at the end). kMasked: the diagonal tile, as in the forward.
+template <bool kMasked, typename E, int D>
+__device__ inline void query_grads_key_tile(float dq[D / 8][4], const E* q, const E* dO, const E* k, const E* v,
+                                            int strip, int query0, int s0, const float row_lse[2], const float row_D[2],
+                                            const Dims& s, float scale_log2) {
+  float p[kKeyGroups][4], ds[kKeyGroups][4];
+  strip_times_tile_t<E, D, kTile>(p, q, strip, k, 0, 0);
+  strip_times_tile_t<E, D, kTile>(ds, dO, strip, v, 0, 0);
+#pragma unroll
+  for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float prob = exp2f(fmaf(p[n][i], scale_log2, -row_lse[i / 2]));
+      if (kMasked) {
+        const int t = query0 + frag_row(i), key = s0 + frag_col(n, i);
+        if (key > t || t >= s.T) prob = 0.0f;
+      }
+      ds[n][i] = prob * (ds[n][i] - row_D[i / 2]);
+    }
+  probs_times_tile<E, D, kTile>(dq, ds, k, 0, 0);
+}
 
 template <typename E, int D>
 __global__ void __launch_bounds__(kThreads, kQueryGradsBlocks<D>)
@@ -400,8 +421,7 @@ __global__ void __launch_bounds__(kThreads, kQueryGradsBlocks<D>)
   SharedPieces pieces(shared);
   E* q = pieces.take<E>(kTile * kLdTile<D>);
   E* dO = pieces.take<E>(kTile * kLdTile<D>);
-  E* k = pieces.take<E>(kTile * kLdTile<D>);
-  E* v = pieces.take<E>(kTile * kLdTile<D>);
+  const TilePair<E, D> k = take_pair<E, D>(pieces), v = take_pair<E, D>(pieces);
 
   const int bh = blockIdx.x, b = bh / s.NH, h = bh % s.NH;
   const int t0 = (query_tiles - 1 - static_cast<int>(blockIdx.y)) * kTile;  // the longest tiles first
@@ -409,6 +429,14 @@ __global__ void __launch_bounds__(kThreads, kQueryGradsBlocks<D>)
   const int64_t ld = s.ld_qkv();
   const int64_t head = s.head_offset(b, h, ld);
   const float scale_log2 = s.scale * kLog2e;
+  const int last_key_tile = (min(t0 + kTile, s.T) - 1) / kTile;  // the diagonal
+
+  // Batch 0: the block's Q and dO tiles and key tile 0.
+  issue_tile<D>(q, qkv + head, t0, s, ld);
+  issue_tile<D>(dO, dout + s.head_offset(b, h, s.C), t0, s, s.C);
+  issue_tile<D>(k[0], qkv + head + s.C, 0, s, ld);
+  issue_tile<D>(v[0], qkv + head + 2 * s.C, 0, s, ld);
+  __pipeline_commit();
   float row_lse[2], row_D[2];  // rows g and g + 8 of the strip; lse in base 2
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -416,33 +444,24 @@ __global__ void __launch_bounds__(kThreads, kQueryGradsBlocks<D>)
     row_lse[r] = t < s.T ? lse[static_cast<int64_t>(bh) * s.T + t] * kLog2e : 0.0f;
     row_D[r] = t < s.T ? D_rows[static_cast<int64_t>(bh) * s.T + t] : 0.0f;
   }
-
-  load_tile_fast<D>(q, qkv + head, t0, s, ld);
-  load_tile_fast<D>(dO, dout + s.head_offset(b, h, s.C), t0, s, s.C);
   float dq[D / 8][4] = {};
 
-  const int last_key_tile = (min(t0 + kTile, s.T) - 1) / kTile;
   for (int kt = 0; kt <= last_key_tile; ++kt) {
-    const int s0 = kt * kTile;
-    __syncthreads();  // every warp is done with the previous K and V
-    load_tile_fast<D>(k, qkv + head + s.C, s0, s, ld);
-    load_tile_fast<D>(v, qkv + head + 2 * s.C, s0, s, ld);
-    __syncthreads();
-
-    // S = Q K^T and dP = dO V^T for the warp's 16 queries and the tile's 64 keys; dS = P (dP - D).
-    float p[kKeyGroups][4], ds[kKeyGroups][4];
-    strip_times_tile_t<E, D, kTile>(p, q, strip, k, 0, 0);
-    strip_times_tile_t<E, D, kTile>(ds, dO, strip, v, 0, 0);
-#pragma unroll
-    for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int t = t0 + strip + frag_row(i), key = s0 + frag_col(n, i);
-        const float prob = key <= t && t < s.T ? exp2f(p[n][i] * scale_log2 - row_lse[i / 2]) : 0.0f;
-        ds[n][i] = prob * (ds[n][i] - row_D[i / 2]);
-      }
-    // dQ += dS K (scaled once at the end)
-    probs_times_tile<E, D, kTile>(dq, ds, k, 0, 0);
+    const bool next = kt < last_key_tile;
+    if (next) {
+      issue_tile<D>(k[kt + 1], qkv + head + s.C, (kt + 1) * kTile, s, ld);
+      issue_tile<D>(v[kt + 1], qkv + head + 2 * s.C, (kt + 1) * kTile, s, ld);
+      __pipeline_commit();
+    }
+    wait_for_current_tile(next);
+    __syncthreads();  // every thread's copies of tile kt have landed
+    if (kt == last_key_tile)
+      query_grads_key_tile<true, E, D>(dq, q, dO, k[kt], v[kt], strip, t0 + strip, kt * kTile, row_lse, row_D, s,
+                                       scale_log2);
+    else
+      query_grads_key_tile<false, E, D>(dq, q, dO, k[kt], v[kt], strip, t0 + strip, kt * kTile, row_lse, row_D, s,
+                                        scale_log2);
+    __syncthreads();  // every warp is done with tile kt's buffers
   }
   add_fragments<D>(dqkv + head, ld, t0 + strip, dq, s.scale, s);
 }

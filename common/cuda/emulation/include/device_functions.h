@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -44,6 +45,10 @@ void warp_task(WarpOp op, unsigned int mask, void* lane_data, WarpTask task);
 void sync_threads();
 unsigned int active_mask();
 void* dynamic_shared_memory();  // this block's dynamic shared memory (the launch's shared_bytes)
+// Asynchronous copies into shared memory, per CUDA thread (cuda_pipeline_primitives.h's stand-in).
+void async_copy(void* dst_shared, const void* src_global, size_t bytes, size_t zfill);
+void async_commit();
+void async_wait_prior(size_t prior);
 
 template <typename T>
 uint64_t to_bits(T value) {
