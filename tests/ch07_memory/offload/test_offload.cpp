@@ -65,7 +65,11 @@ void expect_offloaded_steps_match_the_device(int64_t chunk_elements) {
     EXPECT_NEAR(got[s].grad_norm, expected[s].grad_norm, 1e-5 * expected[s].grad_norm) << "step " << s;
   }
   EXPECT_NE(expected.front().loss, expected.back().loss) << "the steps must have trained";
-  EXPECT_LT(max_abs_difference(model.parameters().params(), reference.parameters().params()), 1e-6);
+  // The two runs' gradients may differ in their last bits: the embedding backward adds into dwte with atomics, in
+  // an order that changes from run to run (docs/gpu.md, "Determinism"; in the emulation build, with the order in
+  // which worker threads run the blocks). Three AdamW steps carry that into the weights: 1.1e-6 was seen once on
+  // a loaded CI machine (the sanitized emulation build), where 15 runs on an idle one stayed under 1e-6.
+  EXPECT_LT(max_abs_difference(model.parameters().params(), reference.parameters().params()), 4e-6);
   EXPECT_LT(max_abs_difference(offloaded->m(), device_adamw.m()), 1e-6);
   EXPECT_LT(max_abs_difference(offloaded->v(), device_adamw.v()), 1e-8);
   EXPECT_EQ(offloaded->steps_taken(), kSteps);
