@@ -72,20 +72,15 @@ struct VersionTensors {
 void run_forward(const VersionTensors& t, Algorithm algorithm, int n_head) {
   switch (algorithm) {
     case Algorithm::Materialized: return ops::attention_forward(t.out, t.saved, t.qkv, n_head);
-    case Algorithm::FlashWmma:
-#ifdef LAB_WITH_CUDA
-      return attention_lab::flash_wmma_forward(t.out, t.saved, t.qkv, n_head);
-#else
-      fail(ErrorKind::Unsupported, "the WMMA flash forward needs the CUDA backend");
-#endif
-    case Algorithm::FlashRegisters:
-#ifdef LAB_WITH_CUDA
-      return attention_lab::flash_registers_forward(t.out, t.saved, t.qkv, n_head);
-#else
-      fail(ErrorKind::Unsupported, "the v6 flash forward needs the CUDA backend");
-#endif
     case Algorithm::Flash:
     case Algorithm::FlashAtomicDq: return ops::flash_attention_forward(t.out, t.saved, t.qkv, n_head);
+#ifdef LAB_WITH_CUDA
+    case Algorithm::FlashWmma: return attention_lab::flash_wmma_forward(t.out, t.saved, t.qkv, n_head);
+    case Algorithm::FlashRegisters: return attention_lab::flash_registers_forward(t.out, t.saved, t.qkv, n_head);
+#else
+    case Algorithm::FlashWmma:
+    case Algorithm::FlashRegisters: fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
+#endif
   }
 }
 
@@ -93,23 +88,16 @@ void run_backward(const VersionTensors& t, Algorithm algorithm, int n_head) {
   switch (algorithm) {
     case Algorithm::Materialized: return ops::attention_backward(t.dqkv, t.dout, t.qkv, t.saved, n_head);
     case Algorithm::Flash: return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
-    case Algorithm::FlashWmma:
 #ifdef LAB_WITH_CUDA
-      return attention_lab::flash_wmma_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
-#else
-      fail(ErrorKind::Unsupported, "the WMMA flash backward needs the CUDA backend");
-#endif
+    case Algorithm::FlashWmma: return attention_lab::flash_wmma_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
     case Algorithm::FlashAtomicDq:
-#ifdef LAB_WITH_CUDA
       return attention_lab::flash_backward_atomic_dq(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
-#else
-      fail(ErrorKind::Unsupported, "the atomic-dQ flash backward needs the CUDA backend");
-#endif
     case Algorithm::FlashRegisters:
-#ifdef LAB_WITH_CUDA
       return attention_lab::flash_registers_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
 #else
-      fail(ErrorKind::Unsupported, "the v6 flash backward needs the CUDA backend");
+    case Algorithm::FlashWmma:
+    case Algorithm::FlashAtomicDq:
+    case Algorithm::FlashRegisters: fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
 #endif
   }
 }

@@ -44,6 +44,25 @@ constexpr size_t backward_shared_bytes() {
   return 4 * piece_bytes<uint16_t>(kTile * kLdTile<D>) + 2 * piece_bytes<float>(kTile);
 }
 
+// Rows [first_row, first_row + 64) of one head into a [64, D] tile of shared memory, 16 bytes per thread and
+// step when the head fills the tile's width and sits 16-byte aligned (the GPT-2 case); otherwise element by
+// element with zero padding (load_tile). All threads.
+template <int D, typename E>
+__device__ void load_tile_fast(E* tile, const E* head, int first_row, const Dims& s, int64_t ld) {
+  struct alignas(16) Chunk {  // 16 bytes of E, copied whole
+    E e[16 / sizeof(E)];
+  };
+  constexpr int kPerRow = D * static_cast<int>(sizeof(E)) / 16;
+  const bool aligned = reinterpret_cast<uintptr_t>(head) % 16 == 0 && ld % 8 == 0;
+  if (s.hs != D || !aligned) return load_tile<D>(tile, head, first_row, s, ld);
+  for (int i = threadIdx.x; i < kTile * kPerRow; i += kThreads) {
+    const int r = i / kPerRow, c = (i % kPerRow) * 8, row = first_row + r;
+    Chunk v{};
+    if (row < s.T) v = *reinterpret_cast<const Chunk*>(head + row * ld + c);
+    *reinterpret_cast<Chunk*>(tile + r * kLdTile<D> + c) = v;
+  }
+}
+
 // ---------------------------------------------------------------- forward
 
 template <typename E, int D>
@@ -279,27 +298,6 @@ __global__ void __launch_bounds__(kThreads, kQueryGradsBlocks<D>)
 
 // ---------------------------------------------------------------- launchers
 
-template <typename E, int D>
-void forward_tiles(const Tensor& out, const Tensor& lse, const Tensor& qkv, const Dims& s, cudaStream_t stream) {
-  const dim3 grid = tile_grid(qkv, s);
-  launch_tiles("flash_registers_forward_kernel", flash_registers_forward_kernel<E, D>, grid, forward_shared_bytes<D>(),
-               stream, static_cast<E*>(out.raw()), lse.data<float>(), static_cast<const E*>(qkv.raw()), s,
-               static_cast<int>(grid.y));
-}
-
-template <typename E, int D>
-void backward_tiles(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& lse, const Tensor& D_rows,
-                    const Dims& s, cudaStream_t stream) {
-  const dim3 grid = tile_grid(qkv, s);
-  const int query_tiles = static_cast<int>(grid.y);
-  launch_tiles("flash_registers_key_grads_kernel", flash_registers_key_grads_kernel<E, D>, grid,
-               backward_shared_bytes<D>(), stream, static_cast<E*>(dqkv.raw()), static_cast<const E*>(qkv.raw()),
-               static_cast<const E*>(dout.raw()), lse.data<float>(), D_rows.data<float>(), s, query_tiles);
-  launch_tiles("flash_registers_query_grads_kernel", flash_registers_query_grads_kernel<E, D>, grid,
-               backward_shared_bytes<D>(), stream, static_cast<E*>(dqkv.raw()), static_cast<const E*>(qkv.raw()),
-               static_cast<const E*>(dout.raw()), lse.data<float>(), D_rows.data<float>(), s, query_tiles);
-}
-
 }  // namespace
 
 void flash_registers_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head) {
@@ -307,7 +305,10 @@ void flash_registers_forward(const Tensor& out, const Tensor& lse, const Tensor&
   const Dims s = dims_of(qkv, n_head);
   ops::cuda::LaunchScope scope(qkv);
   dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {
-    forward_tiles<decltype(element), decltype(width)::value>(out, lse, qkv, s, scope.stream());
+    using E = decltype(element);
+    constexpr int D = decltype(width)::value;
+    launch_forward_tiles<E>("flash_registers_forward_kernel", flash_registers_forward_kernel<E, D>,
+                            forward_shared_bytes<D>(), out, lse, qkv, s, scope.stream());
   });
 }
 
@@ -319,7 +320,11 @@ void flash_registers_backward(const Tensor& dqkv, const Tensor& dout, const Tens
   dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {
     using E = decltype(element);
     const Tensor D_rows = flash_row_dots<E>(dout, out, lse, s, scope.stream());
-    backward_tiles<E, decltype(width)::value>(dqkv, dout, qkv, lse, D_rows, s, scope.stream());
+    constexpr int D = decltype(width)::value;
+    launch_backward_tiles<E>("flash_registers_key_grads_kernel", flash_registers_key_grads_kernel<E, D>,
+                             backward_shared_bytes<D>(), dqkv, dout, qkv, lse, D_rows, s, scope.stream());
+    launch_backward_tiles<E>("flash_registers_query_grads_kernel", flash_registers_query_grads_kernel<E, D>,
+                             backward_shared_bytes<D>(), dqkv, dout, qkv, lse, D_rows, s, scope.stream());
   });
 }
 

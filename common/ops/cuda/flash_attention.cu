@@ -503,27 +503,6 @@ Tensor probabilities_workspace(const Tensor& qkv, int n_head) {
 
 // ---------------------------------------------------------------- launchers
 
-template <typename E, int D>
-void forward_tiles(const Tensor& out, const Tensor& lse, const Tensor& qkv, const Dims& s, cudaStream_t stream) {
-  const dim3 grid = tile_grid(qkv, s);
-  launch_tiles("flash_forward_kernel", flash_forward_kernel<E, D>, grid, forward_shared_bytes<D>(), stream,
-               static_cast<E*>(out.raw()), lse.data<float>(), static_cast<const E*>(qkv.raw()), s,
-               static_cast<int>(grid.y));
-}
-
-template <typename E, int D>
-void backward_tiles(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& lse, const Tensor& D_rows,
-                    const Dims& s, cudaStream_t stream) {
-  const dim3 grid = tile_grid(qkv, s);
-  const int query_tiles = static_cast<int>(grid.y);
-  launch_tiles("flash_key_grads_kernel", flash_key_grads_kernel<E, D>, grid, backward_shared_bytes<D>(), stream,
-               static_cast<E*>(dqkv.raw()), static_cast<const E*>(qkv.raw()), static_cast<const E*>(dout.raw()),
-               lse.data<float>(), D_rows.data<float>(), s, query_tiles);
-  launch_tiles("flash_query_grads_kernel", flash_query_grads_kernel<E, D>, grid, backward_shared_bytes<D>(), stream,
-               static_cast<E*>(dqkv.raw()), static_cast<const E*>(qkv.raw()), static_cast<const E*>(dout.raw()),
-               lse.data<float>(), D_rows.data<float>(), s, query_tiles);
-}
-
 }  // namespace
 
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head) {
@@ -539,7 +518,10 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
     return;
   }
   dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {
-    forward_tiles<decltype(element), decltype(width)::value>(out, lse, qkv, s, scope.stream());
+    using E = decltype(element);
+    constexpr int D = decltype(width)::value;
+    launch_forward_tiles<E>("flash_forward_kernel", flash_forward_kernel<E, D>, forward_shared_bytes<D>(), out, lse,
+                            qkv, s, scope.stream());
   });
 }
 
@@ -558,7 +540,11 @@ void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tens
   dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {
     using E = decltype(element);
     const Tensor D_rows = flash_row_dots<E>(dout, out, lse, s, scope.stream());
-    backward_tiles<E, decltype(width)::value>(dqkv, dout, qkv, lse, D_rows, s, scope.stream());
+    constexpr int D = decltype(width)::value;
+    launch_backward_tiles<E>("flash_key_grads_kernel", flash_key_grads_kernel<E, D>, backward_shared_bytes<D>(), dqkv,
+                             dout, qkv, lse, D_rows, s, scope.stream());
+    launch_backward_tiles<E>("flash_query_grads_kernel", flash_query_grads_kernel<E, D>, backward_shared_bytes<D>(),
+                             dqkv, dout, qkv, lse, D_rows, s, scope.stream());
   });
 }
 

@@ -22,25 +22,6 @@ inline constexpr float kLn2 = 0.6931471805599453f;
 inline constexpr int kKeyGroups = kTile / 8;  // n8 score tiles across a 64-wide tile
 inline constexpr int kQueryStep = 32;         // queries per step of the dK/dV kernels
 
-// Rows [first_row, first_row + 64) of one head into a [64, D] tile of shared memory, 16 bytes per thread and
-// step when the head fills the tile's width and sits 16-byte aligned (the GPT-2 case); otherwise element by
-// element with zero padding (load_tile). All threads.
-template <int D, typename E>
-__device__ void load_tile_fast(E* tile, const E* head, int first_row, const Dims& s, int64_t ld) {
-  struct alignas(16) Chunk {  // 16 bytes of E, copied whole
-    E e[16 / sizeof(E)];
-  };
-  constexpr int kPerRow = D * static_cast<int>(sizeof(E)) / 16;
-  const bool aligned = reinterpret_cast<uintptr_t>(head) % 16 == 0 && ld % 8 == 0;
-  if (s.hs != D || !aligned) return load_tile<D>(tile, head, first_row, s, ld);
-  for (int i = threadIdx.x; i < kTile * kPerRow; i += kThreads) {
-    const int r = i / kPerRow, c = (i % kPerRow) * 8, row = first_row + r;
-    Chunk v{};
-    if (row < s.T) v = *reinterpret_cast<const Chunk*>(head + row * ld + c);
-    *reinterpret_cast<Chunk*>(tile + r * kLdTile<D> + c) = v;
-  }
-}
-
 // The A fragment (16 x 16) at (row0, col0) of a row-major shared tile.
 template <int D, typename E>
 __device__ inline void load_a(uint32_t a[4], const E* tile, int row0, int col0) {

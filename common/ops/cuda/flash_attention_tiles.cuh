@@ -193,6 +193,25 @@ void launch_tiles(const char* name, Kernel kernel, dim3 grid, size_t bytes, cuda
   lab::cuda::launch(name, kernel, {grid, dim3(kThreads), bytes, stream}, args...);
 }
 
+// A forward tile kernel, kernel(out, lse, qkv, s, query_tiles), over tile_grid.
+template <typename E, typename Kernel>
+void launch_forward_tiles(const char* name, Kernel kernel, size_t bytes, const Tensor& out, const Tensor& lse,
+                          const Tensor& qkv, const Dims& s, cudaStream_t stream) {
+  const dim3 grid = tile_grid(qkv, s);
+  launch_tiles(name, kernel, grid, bytes, stream, static_cast<E*>(out.raw()), lse.data<float>(),
+               static_cast<const E*>(qkv.raw()), s, static_cast<int>(grid.y));
+}
+
+// A backward tile kernel (dK/dV or dQ), kernel(dqkv, qkv, dout, lse, D, s, query_tiles), over tile_grid.
+template <typename E, typename Kernel>
+void launch_backward_tiles(const char* name, Kernel kernel, size_t bytes, const Tensor& dqkv, const Tensor& dout,
+                           const Tensor& qkv, const Tensor& lse, const Tensor& D_rows, const Dims& s,
+                           cudaStream_t stream) {
+  const dim3 grid = tile_grid(qkv, s);
+  launch_tiles(name, kernel, grid, bytes, stream, static_cast<E*>(dqkv.raw()), static_cast<const E*>(qkv.raw()),
+               static_cast<const E*>(dout.raw()), lse.data<float>(), D_rows.data<float>(), s, static_cast<int>(grid.y));
+}
+
 // Calls body(E{}, std::integral_constant<int, D>{}) for the 16-bit element type of `dtype` and the kernels' head
 // width D (64 or 128) that holds head size hs.
 template <typename Body>
