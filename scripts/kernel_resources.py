@@ -67,6 +67,7 @@ BLOCK_THREADS = {
     "gelu_forward_pieces_kernel": 256,
     "gelu_backward_pieces_kernel": 256,
     "layernorm_forward_kernel": 256,
+    "layernorm_forward_pieces_kernel": 256,
     "layernorm_backward_dx_kernel": 256,
     "layernorm_backward_pieces_kernel": 128,
     "column_partial_sums_kernel": 512,
@@ -78,6 +79,10 @@ BLOCK_THREADS = {
     "update_loss_scale_kernel": 1,  # one thread moves the loss scale after the norm (loss_scale.cu)
     "residual_forward_kernel": 256,
     "residual_backward_kernel": 256,
+    "residual_forward_pieces_kernel": 256,
+    "residual_backward_pieces_kernel": 256,
+    "gradient_copy_pieces_kernel": 256,
+    "gradient_copy_bytes_kernel": 256,
     "widen_tokens_kernel": 256,
     "convert_kernel": 256,  # fp32 <-> bf16/fp16 (mixed precision)
     # ch06 lab 04 (classifier): a row per block of kRowThreads / kThreads = 512 (v4's fused_float4_kernel<kVec>

@@ -79,13 +79,45 @@ Var gelu(Tape& tape, const Var& x) {
   return out;
 }
 
+namespace {
+
+// The residual add's backward: g, the output's gradient, goes unchanged to both inputs. An input that already
+// holds a gradient gets g added; one whose gradient starts here gets g as it is, without the zero-filled buffer
+// that grad() would allocate for the add: the first such input takes g's own buffer (g is complete when this step
+// runs, and no other step reads it), a second one a copy. In GPT-2 both inputs of every add are of that kind: the
+// stream's other reader, the next LayerNorm, comes before the add in the forward, so its backward runs after the
+// add's, and the branch's output has no other reader. The stream then takes g, the branch a copy: at B = 32,
+// T = 1024 in bf16 an add's backward moves 100 MB (read g, write the copy) instead of 350 MB (zero-fill both
+// gradients, read three tensors, write two).
+void residual_gradient(const Tensor& g, const Var& a, const Var& b) {
+  Tensor add_to[2];
+  int adds = 0;
+  bool g_given = false;
+  for (const Var* v : {&a, &b}) {
+    if (!v->requires_grad()) continue;
+    if (!v->grad_unallocated()) {
+      add_to[adds++] = v->grad();
+    } else if (!g_given) {
+      v->bind_grad(g);
+      g_given = true;
+    } else {
+      const Tensor copy = empty_as(g.shape(), g.dtype(), g.device(), MemCategory::Activations);
+      ops::residual_gradient_copy(copy, g);
+      v->bind_grad(copy);
+    }
+  }
+  // a == b leaves here with g bound to it and g added once more: 2g, as the sum's backward gives.
+  if (adds > 0) ops::residual_backward(add_to[0], add_to[1], g);
+}
+
+}  // namespace
+
 Var residual(Tape& tape, const Var& a, const Var& b) {
   const MemoryOpScope op("residual");
   Var out(new_activation(a.value().shape(), a.value()), tape.recording() && any_requires_grad({&a, &b}));
   ops::residual_forward(out.value(), a.value(), b.value());
   if (out.requires_grad())
-    tape.record("residual", {a.value(), b.value(), out.value()},
-                [=] { ops::residual_backward(a.grad_or_none(), b.grad_or_none(), out.grad()); }, {a, b});
+    tape.record("residual", {a.value(), b.value(), out.value()}, [=] { residual_gradient(out.grad(), a, b); }, {a, b});
   return out;
 }
 

@@ -46,6 +46,10 @@ void Var::bind_grad(Tensor g) const {
   node_->grad = std::move(g);
 }
 
+bool Var::grad_unallocated() const {
+  return requires_grad() && !node_->parameter && !node_->grad.defined();
+}
+
 void Var::bind_value(Tensor v) const {
   LAB_CHECK(node_ && node_->parameter, InvalidArgument, "bind_value on a Var that is not a parameter");
   LAB_CHECK(!v.defined() || v.shape() == node_->value.shape() || !node_->value.defined(), InvalidArgument,

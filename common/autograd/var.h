@@ -2,7 +2,10 @@
 //
 // Parameters are Vars whose value and gradient are views into the model's flat buffers (bound up front).
 // Activations are Vars whose gradient is allocated (zero-filled) the first time a backward step asks for it.
-// Every backward op accumulates (+=) into grad(), so a value used twice simply receives both contributions.
+// Every backward op accumulates (+=) into grad(), so a value used twice simply receives both contributions. One
+// exception saves the zero-filling where the first contribution is a plain copy: the residual add's backward
+// (ag::residual) passes its output's gradient on unchanged, so an input whose gradient is not allocated yet
+// (grad_unallocated) gets that buffer itself, or a copy, bound with bind_grad.
 //
 // A gradient hook tells whoever needs it that a Var's gradient is final for this backward pass: data
 // parallelism starts all-reducing a bucket of gradients as soon as all of them are final, while backward goes
@@ -37,8 +40,13 @@ class Var {
   // The gradient if requires_grad, else an undefined Tensor: what backward ops pass as "maybe skip".
   Tensor grad_or_none() const;
   // Makes `g` the gradient buffer (used by the fused classifier, which computes dlogits in place); an undefined
-  // `g` releases it (a consumer done with a parameter's gradient: chapter 7's optimizer in backward).
+  // `g` releases it (a consumer done with a parameter's gradient: chapter 7's optimizer in backward). A bound
+  // gradient belongs to the Var from then on: once its last contribution is in, the step that reads it may hand
+  // the buffer on to an input (ag::residual), which then adds into it.
   void bind_grad(Tensor g) const;
+  // True for an activation (not a parameter) that requires a gradient and has none allocated or bound yet: no
+  // backward step has added to it.
+  bool grad_unallocated() const;
   // Makes `v` a parameter's value (same shape), or releases it (undefined `v`): ZeRO stage 3 (chapter 7)
   // binds a block's gathered weights just before they are used and releases them after. Functions read a
   // parameter's value when they run, forward or backward, so a rebinding is seen by every copy of this Var.

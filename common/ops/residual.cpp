@@ -20,4 +20,12 @@ void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) {
   LAB_DISPATCH(dout.device(), residual_backward, da, db, dout);
 }
 
+void residual_gradient_copy(const Tensor& dx, const Tensor& dout) {
+  check_same_float_dtype({&dx, &dout}, "residual_gradient_copy");
+  LAB_CHECK(dx.numel() == dout.numel(), InvalidArgument, "residual_gradient_copy: element counts differ (",
+            dout.numel(), " -> ", dx.numel(), ")");
+  check_same_device({&dx, &dout}, "residual_gradient_copy");
+  LAB_DISPATCH(dout.device(), residual_gradient_copy, dx, dout);
+}
+
 }  // namespace lab::ops

@@ -15,7 +15,9 @@ namespace {
 // epilogue), 8 cublasSgemm (the input's and the weight's gradient of each backward), 12 cublasSgemmStridedBatched
 // (attention: 2 products x 2 rows forward, 4 x 2 backward), 4 column_piece_partial_sums_kernel + 4
 // column_totals_kernel (the bias gradients), 2 LayerNorm forward, 2 layernorm_backward_pieces_kernel (dx, and the
-// partial sums of dw and db from the same loads) + 2 column_totals_kernel, 1 + 2 causal softmax, 2 GELU, 4 residual.
+// partial sums of dw and db from the same loads) + 2 column_totals_kernel, 1 + 2 causal softmax, 2 GELU, 2 residual
+// forward and 2 gradient copies (each add's backward: the residual stream takes the gradient as it is, the branch
+// a copy; before, a residual_backward_kernel added it into both, zero-filled).
 // (53 before the bias moved into the matmul: a broadcast_bias_kernel per linear; 49 before the LayerNorm backward
 // took dw and db in dx's pass: a column_partial_sums_kernel of its own per LayerNorm.)
 // Outside, 14: 2 embedding, ln_f's forward, backward and column totals, the LM head's cublasLt matmul and 2
@@ -40,7 +42,8 @@ TEST(StepProfileCountsCuda, LaunchesPerStep) {
 // 4 linears forward, each adding the bias's bf16 copy in its epilogue and storing the bf16 out itself, and 8
 // backward products), 5 convert_kernel around the fp32 core attention (qkv and the output forward; qkv, dout and the
 // gradient's add backward), 12 cublasSgemmStridedBatched, 4 + 4 bias column sums, 2 LayerNorm forward and 2 + 2
-// backward, 1 + 2 causal softmax, 2 GELU, 5 residual (2 forward, 3 backward). Outside, 14: as in fp32, with the LM
+// backward, 1 + 2 causal softmax, 2 GELU, 2 residual forward, 2 gradient copies and 1 residual backward (attention's
+// gradient added after its conversion). Outside, 14: as in fp32, with the LM
 // head's 3 products as cublasLt matmul bf16, and no conversion: AdamW writes the weights' 16-bit copy in its own
 // pass (adamw_kernel<Copy>). Before the bias moved into the matmul's epilogue: 63 per block (4 broadcast_bias_kernel
 // and 4 convert_kernel more: each linear's out computed in fp32, then rounded) and 17 outside (the LM head computed

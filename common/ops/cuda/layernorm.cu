@@ -1,11 +1,12 @@
 // CUDA kernels of common/ops/layernorm.h, for f32, bf16 and f16 activations with fp32 arithmetic
 // (dtype_dispatch.cuh); weight, bias, their gradients and the statistics are f32 whatever the activations are.
 //
-// Forward and the dx part of the backward: one warp per row, kRowsPerBlock rows per block. The 32 lanes
-// stride over the row's C channels (coalesced), and warp shuffles combine their partial sums, with no
-// shared memory and no block barrier; a warp whose row is past the end leaves as a whole. The forward
-// makes two passes for the statistics (mean, then the variance around it: numerically safer than
-// E[x^2] - E[x]^2) and a third to write; the row stays in L1/L2 between passes.
+// Forward and the dx part of the backward: one warp per row. The 32 lanes stride over the row's C channels
+// (coalesced), and warp shuffles combine their partial sums, with no shared memory and no block barrier; a warp
+// whose row is past the end leaves as a whole. The forward makes two passes for the statistics (mean, then the
+// variance around it: numerically safer than E[x^2] - E[x]^2) and a third to write. Rows that split into 16-byte
+// pieces (GPT-2's) are loaded once, a piece at a time, and the passes read the registers
+// (layernorm_forward_pieces_kernel); other rows are read element by element, three times, from L1/L2.
 //
 // dw and db are column sums over all N rows. Rows of 16-byte pieces (GPT-2's) take them in the dx kernel's pass,
 // from the loads dx makes (layernorm_backward_pieces_kernel); other rows in a pass of their own over dout and x
@@ -47,6 +48,60 @@ __global__ void layernorm_forward_kernel(D* out, float* mean, float* rstd, const
   const float s = 1.0f / sqrtf(warp_sum(sq) / static_cast<float>(C) + kLayerNormEps);
   D* outr = out + row * C;
   for (int64_t c = lane; c < C; c += kWarpSize) outr[c] = store_as<D>((load(xr[c]) - m) * s * w[c] + b[c]);
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = s;
+  }
+}
+
+// The forward for rows of `pieces` 16-byte pieces, at most kPieces a lane: the lane loads its pieces of the row
+// once, 16 bytes a load, and keeps them in registers for the statistics and the output. The kernel above loads
+// one element (2 bytes in 16 bits) at a time, three times a row: too few bytes in flight to reach the GPU's
+// bandwidth.
+template <typename D, int kPieces>
+__global__ void layernorm_forward_pieces_kernel(D* out, float* mean, float* rstd, const D* x, const float* w,
+                                                const float* b, int64_t N, int pieces) {
+  constexpr int kPer = Piece<D>::kElements;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  if (row >= N) return;
+  const int64_t C = static_cast<int64_t>(pieces) * kPer;
+  const Piece<D>* xr = reinterpret_cast<const Piece<D>*>(x + row * C);
+  Piece<D> xv[kPieces] = {};  // only the pieces below `pieces` are read
+  float sum = 0.0f;
+#pragma unroll
+  for (int p = 0; p < kPieces; ++p) {
+    const int piece = lane + p * kWarpSize;
+    if (piece >= pieces) continue;
+    xv[p] = xr[piece];
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) sum += load(xv[p].e[e]);
+  }
+  const float m = warp_sum(sum) / static_cast<float>(C);
+  float sq = 0.0f;
+#pragma unroll
+  for (int p = 0; p < kPieces; ++p) {
+    if (lane + p * kWarpSize >= pieces) continue;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const float d = load(xv[p].e[e]) - m;
+      sq += d * d;
+    }
+  }
+  const float s = 1.0f / sqrtf(warp_sum(sq) / static_cast<float>(C) + kLayerNormEps);
+  Piece<D>* outr = reinterpret_cast<Piece<D>*>(out + row * C);
+#pragma unroll
+  for (int p = 0; p < kPieces; ++p) {
+    const int piece = lane + p * kWarpSize;
+    if (piece >= pieces) continue;
+    Piece<D> o;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const int64_t c = static_cast<int64_t>(piece) * kPer + e;
+      o.e[e] = store_as<D>((load(xv[p].e[e]) - m) * s * w[c] + b[c]);
+    }
+    outr[piece] = o;
+  }
   if (lane == 0) {
     mean[row] = m;
     rstd[row] = s;
@@ -166,17 +221,35 @@ __global__ void layernorm_backward_pieces_kernel(D* dx, float* partials, const D
   }
 }
 
+// The pieces a lane takes of a row of `pieces` 16-byte pieces, for the kernels above: 1, 2, 3, 4 or 6 (C up to 1536
+// in 16 bits, 768 in f32), or 0 when the row is wider or does not split into pieces.
+int64_t pieces_per_lane(int64_t pieces) {
+  const int64_t per_lane = ceil_div(pieces, int64_t{kWarpSize});
+  return pieces == 0 || per_lane > 6 ? 0 : per_lane == 5 ? 6 : per_lane;
+}
+
+// Calls launch(std::integral_constant<int, kPieces>) for a count from pieces_per_lane.
+template <typename Launch>
+void with_pieces_per_lane(int64_t per_lane, const Launch& launch) {
+  switch (per_lane) {
+    case 1: launch(std::integral_constant<int, 1>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    case 3: launch(std::integral_constant<int, 3>{}); break;
+    case 4: launch(std::integral_constant<int, 4>{}); break;
+    default: launch(std::integral_constant<int, 6>{}); break;
+  }
+}
+
 // Launches the 16-byte-piece kernel, then the totals of its partial sums into dw and db, when the rows allow it
-// (kPieces up to 6 a lane: C up to 1536 in 16 bits, 768 in f32); false, with nothing queued, otherwise.
+// (pieces_per_lane); false, with nothing queued, otherwise.
 template <typename D>
 bool launch_backward_in_pieces(D* dx, float* dw, float* db, const D* dout, const D* x, const float* w,
                                const float* mean, const float* rstd, int64_t N, int64_t C, Device device,
                                cudaStream_t stream) {
   // A row's pieces; with C a whole number of pieces and aligned starts, every row starts aligned too.
   const int64_t pieces = pieces_of<D>(C, dx, dout, x);
-  if (pieces == 0) return false;
-  const int64_t per_lane = ceil_div(pieces, int64_t{kWarpSize});
-  if (per_lane > 6 || per_lane == 5) return false;
+  const int64_t per_lane = pieces_per_lane(pieces);
+  if (per_lane == 0) return false;
   // One column block of all C columns; about kBackwardBlocks chunks of at least kColumnRows rows.
   const ColumnSplit split = column_split(N, C, C, kBackwardBlocks);
   MemoryScope workspace(MemCategory::Workspace);
@@ -186,17 +259,10 @@ bool launch_backward_in_pieces(D* dx, float* dw, float* db, const D* dout, const
   const int n = static_cast<int>(pieces);
   float* sums = partials.data<float>();
   const int64_t rows = split.rows_per_chunk;
-  const auto launch = [&](auto pieces_per_lane) {  // a std::integral_constant
-    constexpr int kPieces = decltype(pieces_per_lane)::value;
+  with_pieces_per_lane(per_lane, [&](auto count) {
+    constexpr int kPieces = decltype(count)::value;
     LAB_LAUNCH((layernorm_backward_pieces_kernel<D, kPieces>), config, dx, sums, dout, x, w, mean, rstd, N, n, rows);
-  };
-  switch (per_lane) {
-    case 1: launch(std::integral_constant<int, 1>{}); break;
-    case 2: launch(std::integral_constant<int, 2>{}); break;
-    case 3: launch(std::integral_constant<int, 3>{}); break;
-    case 4: launch(std::integral_constant<int, 4>{}); break;
-    default: launch(std::integral_constant<int, 6>{}); break;
-  }
+  });
   LAB_LAUNCH(column_totals_kernel<2>, {grid_for(C, kBlockSize), kBlockSize, 0, stream}, ColumnOutputs<2>{{dw, db}},
              sums, split.row_chunks, C);
   return true;
@@ -230,9 +296,19 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
   dispatch_float_dtype(x.dtype(), "layernorm_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using D = typename DeviceType<T>::type;
-    LAB_LAUNCH(layernorm_forward_kernel<D>, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()},
-               device_data<T>(out), mean.data<float>(), rstd.data<float>(), device_data<T>(x), w.data<float>(),
-               b.data<float>(), N, C);
+    const lab::cuda::LaunchConfig config{grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()};
+    const int64_t pieces = pieces_of<D>(C, device_data<T>(out), device_data<T>(x));
+    if (const int64_t per_lane = pieces_per_lane(pieces); per_lane > 0) {
+      with_pieces_per_lane(per_lane, [&](auto count) {
+        constexpr int kPieces = decltype(count)::value;
+        LAB_LAUNCH((layernorm_forward_pieces_kernel<D, kPieces>), config, device_data<T>(out), mean.data<float>(),
+                   rstd.data<float>(), device_data<T>(x), w.data<float>(), b.data<float>(), N,
+                   static_cast<int>(pieces));
+      });
+      return;
+    }
+    LAB_LAUNCH(layernorm_forward_kernel<D>, config, device_data<T>(out), mean.data<float>(), rstd.data<float>(),
+               device_data<T>(x), w.data<float>(), b.data<float>(), N, C);
   });
 }
 

@@ -373,6 +373,13 @@ TEST_P(ResidualTest, ForwardAndBackwardMatchCpu) {
   ops::residual_backward(Tensor(), db, dout);
   ops::residual_backward(Tensor(), db_gpu, on_gpu(dout));
   EXPECT_TRUE(all_close("residual db (da undefined)", db_gpu, db, tol));
+
+  // The gradient of an input that starts at the add: a copy of dout, on both devices.
+  const Tensor copy = poisoned({n}, Device::cpu()), copy_gpu = poisoned({n}, kGpu);
+  ops::residual_gradient_copy(copy, dout);
+  ops::residual_gradient_copy(copy_gpu, on_gpu(dout));
+  EXPECT_EQ(copy.to_floats(), dout.to_floats());
+  EXPECT_EQ(copy_gpu.to_floats(), dout.to_floats());
 }
 
 // The tape may hand the residual backward the gradient buffer of its output as da (the gradient flows

@@ -33,14 +33,17 @@ TEST_P(Ops16BitGpu, GeluMatchesF32) {
   for (int64_t n : {1, 255, 257, 4096, 4099}) test::expect_gelu_matches_f32(GetParam().dtype, kGpu, n, rng_);
 }
 
+// 4096 splits into 16-byte pieces, which the residual kernels then take (residual.cu); the others do not.
 TEST_P(Ops16BitGpu, ResidualMatchesF32) {
-  for (int64_t n : {1, 255, 257, 4099}) test::expect_residual_matches_f32(GetParam().dtype, kGpu, n, rng_);
+  for (int64_t n : {1, 255, 257, 4096, 4099}) test::expect_residual_matches_f32(GetParam().dtype, kGpu, n, rng_);
 }
 
-// 64 x 768 and 1000 x 256 split into 16-byte pieces, whose kernel takes dw and db too (layernorm.cu): 4 and 59
-// blocks of rows, the last one shorter; the others do not.
+// 64 x 768, 1000 x 256, 7 x 520 and 5 x 1280 split into 16-byte pieces (3, 1, 3 and 5 a lane; in 7 x 520 the last
+// lanes have one fewer), whose forward keeps the row in registers and whose backward takes dw and db too
+// (layernorm.cu): 4, 59, 1 and 1 blocks of rows, the last one shorter; the others do not.
 TEST_P(Ops16BitGpu, LayerNormMatchesF32) {
-  for (auto [N, C] : {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {33, 129}, {64, 768}, {1000, 256}})
+  for (auto [N, C] :
+       {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {33, 129}, {64, 768}, {1000, 256}, {7, 520}, {5, 1280}})
     test::expect_layernorm_matches_f32(GetParam().dtype, kGpu, N, C, rng_);
 }
 

@@ -144,10 +144,16 @@ void expect_residual_matches_f32(DType dtype, Device device, int64_t n, Rng& rng
   EXPECT_TRUE(within_one_ulp("residual out", out16, out, 1));
 
   const Tensor da16 = narrow_on(da, dtype, device), db16 = narrow_on(db, dtype, device);
+  const Tensor dout16 = narrow_on(dout, dtype, device);
   ops::residual_backward(da, db, dout);
-  ops::residual_backward(da16, db16, narrow_on(dout, dtype, device));
+  ops::residual_backward(da16, db16, dout16);
   EXPECT_TRUE(within_one_ulp("residual da", da16, da, 1));
   EXPECT_TRUE(within_one_ulp("residual db", db16, db, 1));
+
+  // The gradient of an input that starts at the add: dout's bits.
+  const Tensor copy16 = poisoned_narrow({n}, dtype, device);
+  ops::residual_gradient_copy(copy16, dout16);
+  EXPECT_EQ(bits_of(copy16), bits_of(dout16));
 }
 
 void expect_layernorm_matches_f32(DType dtype, Device device, int64_t N, int64_t C, Rng& rng) {

@@ -125,6 +125,52 @@ TEST(OpGradients, Residual) {
   EXPECT_EQ(b.grad().to_floats(), r.to_floats());
 }
 
+// The add's backward hands its output's gradient on (functions.cpp, residual_gradient): an input whose gradient
+// starts there takes the output's gradient buffer itself, a second such input a copy, and an input that already
+// holds a gradient gets it added.
+TEST(OpGradients, ResidualHandsItsGradientOn) {
+  Rng rng(61);
+  Var a(random_normal({3, 11}, rng)), b(random_normal({3, 11}, rng));
+  const Tensor r = random_normal({3, 11}, rng);
+  Tape tape;
+  const Var y = ag::residual(tape, a, b);
+  y.grad().copy_from(r);
+  EXPECT_TRUE(a.grad_unallocated());
+  tape.backward();
+  EXPECT_EQ(a.grad().raw(), y.grad().raw()) << "the first input takes the output's gradient buffer";
+  EXPECT_NE(b.grad().raw(), y.grad().raw()) << "the second gets its own";
+  EXPECT_EQ(a.grad().to_floats(), r.to_floats());
+  EXPECT_EQ(b.grad().to_floats(), r.to_floats());
+}
+
+TEST(OpGradients, ResidualAddsToGradientsAlreadyThere) {
+  Rng rng(62);
+  // x feeds two adds; the second add's backward runs first and gives x a gradient, which the first add's must add
+  // to: dx = 2r; b's gradient starts at the first add.
+  Var x(random_normal({2, 9}, rng)), b(random_normal({2, 9}, rng));
+  const Tensor r = random_normal({2, 9}, rng);
+  run_backward([&](Tape& t) { return ag::residual(t, ag::residual(t, x, b), x); }, r);
+  const std::vector<float> rv = r.to_floats();
+  std::vector<float> doubled(rv.size());
+  for (size_t i = 0; i < rv.size(); ++i) doubled[i] = rv[i] + rv[i];
+  EXPECT_EQ(x.grad().to_floats(), doubled);
+  EXPECT_EQ(b.grad().to_floats(), rv);
+
+  // The same input twice: 2r.
+  Var z(random_normal({2, 9}, rng));
+  run_backward([&](Tape& t) { return ag::residual(t, z, z); }, r);
+  EXPECT_EQ(z.grad().to_floats(), doubled);
+
+  // A parameter keeps its own gradient buffer and gets r added; an input without a gradient gets nothing.
+  const Tensor w_grad = Tensor::from_floats(std::vector<float>(18, 1.0f), {2, 9});
+  const Var w = Var::parameter(random_normal({2, 9}, rng), w_grad);
+  const Var constant(random_normal({2, 9}, rng), false);
+  run_backward([&](Tape& t) { return ag::residual(t, constant, w); }, r);
+  EXPECT_EQ(w.grad().raw(), w_grad.raw());
+  for (size_t i = 0; i < rv.size(); ++i) EXPECT_EQ(w.grad().to_floats()[i], 1.0f + rv[i]);
+  EXPECT_FALSE(w.grad_unallocated());
+}
+
 TEST(OpGradients, Embedding) {
   Rng rng(7);
   Tensor tokens = Tensor::from_ints(std::vector<int32_t>{3, 1, 3, 0, 2, 3}, {2, 3});  // repeated ids
