@@ -82,7 +82,7 @@ BLOCK_THREADS = {
     "residual_forward_pieces_kernel": 256,
     "residual_backward_pieces_kernel": 256,
     "gradient_copy_pieces_kernel": 256,
-    "gradient_copy_bytes_kernel": 256,
+    "gradient_copy_kernel": 256,
     "widen_tokens_kernel": 256,
     "convert_kernel": 256,  # fp32 <-> bf16/fp16 (mixed precision)
     # ch06 lab 04 (classifier): a row per block of kRowThreads / kThreads = 512 (v4's fused_float4_kernel<kVec>

@@ -1,9 +1,7 @@
 // CPU reference of common/ops/residual.h, for f32, bf16 and f16 storage with fp32 arithmetic.
 #include "common/ops/residual.h"
 
-#include <algorithm>
-#include <cstring>
-
+#include "common/core/parallel.h"
 #include "common/ops/dispatch.h"
 
 namespace lab::ops::cpu {
@@ -46,13 +44,7 @@ void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) {
 }
 
 void residual_gradient_copy(const Tensor& dx, const Tensor& dout) {
-  const auto* src = static_cast<const unsigned char*>(dout.raw());
-  auto* dst = static_cast<unsigned char*>(dx.raw());
-  const int64_t bytes = static_cast<int64_t>(dout.nbytes());
-  constexpr int64_t kChunk = int64_t{1} << 16;  // threads copy 64 KiB pieces
-#pragma omp parallel for schedule(static)
-  for (int64_t begin = 0; begin < bytes; begin += kChunk)
-    std::memcpy(dst + begin, src + begin, static_cast<size_t>(std::min(kChunk, bytes - begin)));
+  parallel_memcpy(dx.raw(), dout.raw(), dout.nbytes());
 }
 
 }  // namespace lab::ops::cpu

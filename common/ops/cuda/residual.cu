@@ -63,15 +63,16 @@ __global__ void residual_backward_pieces_kernel(D* da, D* db, const D* dout, int
   if (db) add_piece(db, i, g);
 }
 
-// dx = dout, 16 bytes a thread (any dtype: 16-byte pieces of bytes), or a byte a thread when the tensors do not split
-// into 16-byte pieces.
-__global__ void gradient_copy_pieces_kernel(Piece<float>* dst, const Piece<float>* src, int64_t pieces) {
+// dx = dout, a 16-byte piece or an element a thread, as above.
+template <typename D>
+__global__ void gradient_copy_pieces_kernel(D* dx, const D* dout, int64_t pieces) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < pieces) dst[i] = src[i];
+  if (i < pieces) reinterpret_cast<Piece<D>*>(dx)[i] = reinterpret_cast<const Piece<D>*>(dout)[i];
 }
-__global__ void gradient_copy_bytes_kernel(unsigned char* dst, const unsigned char* src, int64_t bytes) {
+template <typename D>
+__global__ void gradient_copy_kernel(D* dx, const D* dout, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < bytes) dst[i] = src[i];
+  if (i < n) dx[i] = dout[i];
 }
 
 template <typename T>
@@ -119,17 +120,19 @@ void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) {
 }
 
 void residual_gradient_copy(const Tensor& dx, const Tensor& dout) {
-  const int64_t bytes = static_cast<int64_t>(dout.nbytes());
-  if (bytes == 0) return;
+  const int64_t n = dout.numel();
+  if (n == 0) return;
   LaunchScope scope(dout);
-  auto* dst = static_cast<float*>(dx.raw());
-  const auto* src = static_cast<const float*>(dout.raw());
-  if (const int64_t pieces = pieces_of<float>(bytes / 4, dst, src); bytes % 4 == 0 && pieces > 0)
-    LAB_LAUNCH(gradient_copy_pieces_kernel, {grid_for(pieces, kBlockSize), kBlockSize, 0, scope.stream()},
-               reinterpret_cast<Piece<float>*>(dst), reinterpret_cast<const Piece<float>*>(src), pieces);
-  else
-    LAB_LAUNCH(gradient_copy_bytes_kernel, {grid_for(bytes, kBlockSize), kBlockSize, 0, scope.stream()},
-               static_cast<unsigned char*>(dx.raw()), static_cast<const unsigned char*>(dout.raw()), bytes);
+  dispatch_float_dtype(dout.dtype(), "residual_gradient_copy", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using D = typename DeviceType<T>::type;
+    if (const int64_t pieces = pieces_of<D>(n, device_data<T>(dx), device_data<T>(dout)); pieces > 0)
+      LAB_LAUNCH(gradient_copy_pieces_kernel<D>, {grid_for(pieces, kBlockSize), kBlockSize, 0, scope.stream()},
+                 device_data<T>(dx), device_data<T>(dout), pieces);
+    else
+      LAB_LAUNCH(gradient_copy_kernel<D>, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()}, device_data<T>(dx),
+                 device_data<T>(dout), n);
+  });
 }
 
 }  // namespace lab::ops::cuda
