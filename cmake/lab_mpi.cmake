@@ -61,6 +61,7 @@ function(lab_add_mpi_gtest name)
   target_compile_definitions(${name} PRIVATE LAB_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
                                              LAB_BINARY_DIR="${PROJECT_BINARY_DIR}")
   lab_target_defaults(${name})
+  lab_test_compile_options(${name})
   lab_add_mpi_test(${name} RANKS ${ARG_RANKS} TIMEOUT ${ARG_TIMEOUT} COMMAND $<TARGET_FILE:${name}>)
   # The test main exits with 77 when every test skipped (no GPU for CUDA tests): skipped, never passed.
   foreach(ranks ${ARG_RANKS})
