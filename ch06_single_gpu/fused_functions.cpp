@@ -61,8 +61,9 @@ Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x, const ModelOptions& opti
         }
         matmul_epilogue(dpre, pre_gelu.reshape({rows, hidden_width}), matmul_operand(dout, operands).reshape({rows, C}),
                         w_proj, /*b_transposed=*/false, Tensor(), Epilogue::GeluGrad);
-        ops::linear_backward(x.grad_or_none(), w_fc_var.grad_or_none(), b_fc.defined() ? b_fc.grad_or_none() : Tensor(),
-                             dpre, matmul_operand(xv, operands), w_fc);
+        const ag::GradientTarget dx = ag::gradient_target(x);
+        ops::linear_backward(dx.grad, w_fc_var.grad_or_none(), b_fc.defined() ? b_fc.grad_or_none() : Tensor(), dpre,
+                             matmul_operand(xv, operands), w_fc, dx.write);
       },
       {x, w_fc_var, b_fc, w_proj_var, b_proj});
   return out;

@@ -57,11 +57,10 @@ Tensor chunked_head_loss(Tape& tape, const Var& h, const Linear& head, const Ten
   const ops::GradScale dloss = ag::mean_loss_gradient(with_grad, grad_scale, N, "chunked_head_loss");
 
   const Tensor losses = ag::empty_as({N}, DType::F32, hv.device(), MemCategory::Activations);
-  Tensor dh;
-  if (with_grad && h.requires_grad()) {
-    MemoryScope scope(MemCategory::Activations);
-    dh = Tensor::zeros({N, C}, hv.dtype(), hv.device());
-  }
+  // h's gradient, its rows written over chunk by chunk (h feeds this head alone).
+  const Tensor dh = with_grad && h.requires_grad()
+                        ? ag::empty_as({N, C}, hv.dtype(), hv.device(), MemCategory::Activations)
+                        : Tensor();
   const Tensor rows_h = matmul_operand(hv, weight.dtype()).reshape({N, C});
   const Tensor flat_targets = targets.reshape({N});
   const int64_t chunk = std::min(N, chunk_rows > 0 ? chunk_rows : lm_head_chunk_rows(N, Vp, C));
@@ -74,7 +73,8 @@ Tensor chunked_head_loss(Tape& tape, const Var& h, const Linear& head, const Ten
     ops::linear_forward(logits, x, weight, Tensor());
     options.classifier(logits, losses.slice_rows(first, end), flat_targets.slice_rows(first, end), vocab, dloss);
     if (with_grad)  // the logits now hold their gradient
-      ops::linear_backward(dh.defined() ? dh.slice_rows(first, end) : Tensor(), dwte, Tensor(), logits, x, weight);
+      ops::linear_backward(dh.defined() ? dh.slice_rows(first, end) : Tensor(), dwte, Tensor(), logits, x, weight,
+                           ops::GradWrite::Overwrite);
   }
   if (!with_grad) return losses;
   if (dh.defined()) h.bind_grad(dh.reshape(hv.shape()));

@@ -47,7 +47,8 @@ Var TiedEmbeddingGradient::lm_head(Tape& tape, const Var& x, const Var& wte) con
     tape.record("linear", {x.value(), out.value()},
                 [=, this] {
                   // wte's value is read when the step runs (stage 3 gathers it again for this backward).
-                  ops::linear_backward(x.grad_or_none(), Tensor(), Tensor(), out.grad(), x.value(), wte.value());
+                  const ag::GradientTarget dx = ag::gradient_target(x);
+                  ops::linear_backward(dx.grad, Tensor(), Tensor(), out.grad(), x.value(), wte.value(), dx.write);
                   if (!wte.requires_grad()) return;
                   for_each_chunk(x.value().device(), [&](const Tensor& piece, int64_t first_row) {
                     ops::linear_weight_grad_rows(piece, out.grad(), x.value(), first_row);

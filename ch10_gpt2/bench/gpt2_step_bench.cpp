@@ -169,6 +169,14 @@ void add_profile(StepBench& bench, bench::BenchResult& result) {
         "%lld kernel launches and cuBLAS calls (device time between CUDA events; under the CUDA emulator, the "
         "emulated kernels' host time):\n%s",
         static_cast<long long>(profile.calls(ProfileKind::Kernel)), profile.table(ProfileKind::Kernel).c_str());
+  const ZeroFills fills = profile.zero_fills();
+  std::printf("%lld zero-fills, %.1f MB\n", static_cast<long long>(fills.count),
+              static_cast<double>(fills.bytes) / 1e6);
+  Json fill_row = Json::object();
+  fill_row.set("profile", "zero-fills");
+  fill_row.set("calls", fills.count);
+  fill_row.set("bytes", fills.bytes);
+  result.add_row(fill_row);
   for (const ProfileKind kind : {ProfileKind::Op, ProfileKind::Kernel}) {
     double total = 0;
     for (const ProfileRow& r : profile.rows(kind)) total += r.seconds;
@@ -183,6 +191,7 @@ void add_profile(StepBench& bench, bench::BenchResult& result) {
   }
   result.describe_column("total_ms", "ms", bench::Better::Lower);
   result.describe_column("calls", "count", bench::Better::Lower);
+  result.describe_column("bytes", "bytes", bench::Better::Lower);
 }
 
 int run(int argc, char** argv) {

@@ -11,6 +11,7 @@
 #include "common/core/memory.h"
 #include "common/core/tensor.h"
 #include "common/ops/grad_scale.h"
+#include "common/ops/grad_write.h"
 
 namespace lab::ag {
 
@@ -34,6 +35,22 @@ inline ops::GradScale mean_loss_gradient(bool with_grad, const ops::GradScale& g
                                          const char* op) {
   LAB_CHECK(!with_grad || grad_scale.value != 0.0f, InvalidArgument, op, ": grad_scale must be non-zero");
   return with_grad ? grad_scale.divided_by(static_cast<float>(rows)) : ops::GradScale(0.0f);
+}
+
+// Where a backward step writes the gradient of its input `x`, and how (ops::GradWrite). While no step has added
+// to x (x.grad_unallocated(): the first of x's consumers to run backward), a new buffer, not zero-filled, bound
+// to x as its gradient, to be written over: the step must then write every element. Else x's gradient, to add
+// to. An undefined tensor when x needs no gradient.
+struct GradientTarget {
+  Tensor grad;
+  ops::GradWrite write = ops::GradWrite::Add;
+};
+inline GradientTarget gradient_target(const Var& x) {
+  if (!x.requires_grad()) return {};
+  if (!x.grad_unallocated()) return {x.grad(), ops::GradWrite::Add};
+  const Tensor grad = empty_as(x.value().shape(), x.value().dtype(), x.value().device(), MemCategory::Activations);
+  x.bind_grad(grad);
+  return {grad, ops::GradWrite::Overwrite};
 }
 
 // True when some defined Var of `vars` wants a gradient: only then does a function record its backward.

@@ -42,8 +42,9 @@ Var linear(Tape& tape, const Var& x, const Var& w, const Var& b) {
   if (out.requires_grad())
     tape.record("linear", {x.value(), out.value()},
                 [=] {
-                  ops::linear_backward(x.grad_or_none(), w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(),
-                                       out.grad(), x.value(), w.value());
+                  const GradientTarget dx = gradient_target(x);
+                  ops::linear_backward(dx.grad, w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(), out.grad(),
+                                       x.value(), w.value(), dx.write);
                 },
                 {x, w, b});
   return out;
@@ -75,7 +76,12 @@ Var gelu(Tape& tape, const Var& x) {
   Var out(new_activation(x.value().shape(), x.value()), tape.recording() && x.requires_grad());
   ops::gelu_forward(out.value(), x.value());
   if (out.requires_grad())
-    tape.record("gelu", {x.value(), out.value()}, [=] { ops::gelu_backward(x.grad(), x.value(), out.grad()); }, {x});
+    tape.record("gelu", {x.value(), out.value()},
+                [=] {
+                  const GradientTarget dx = gradient_target(x);
+                  ops::gelu_backward(dx.grad, x.value(), out.grad(), dx.write);
+                },
+                {x});
   return out;
 }
 

@@ -2,10 +2,11 @@
 //
 // Parameters are Vars whose value and gradient are views into the model's flat buffers (bound up front).
 // Activations are Vars whose gradient is allocated (zero-filled) the first time a backward step asks for it.
-// Every backward op accumulates (+=) into grad(), so a value used twice simply receives both contributions. One
-// exception saves the zero-filling where the first contribution is a plain copy: the residual add's backward
-// (ag::residual) passes its output's gradient on unchanged, so an input whose gradient is not allocated yet
-// (grad_unallocated) gets that buffer itself, or a copy, bound with bind_grad.
+// Every backward op accumulates (+=) into grad(), so a value used twice simply receives both contributions. Two
+// exceptions save the zero-filling where the first contribution can be written over a new buffer, both for an
+// input whose gradient is not allocated yet (grad_unallocated), with the buffer bound by bind_grad: the residual
+// add's backward (ag::residual) passes its output's gradient on unchanged, as that buffer itself or a copy; the
+// linear layer's writes its input's gradient over a new buffer (ag::gradient_target, ops::GradWrite).
 //
 // A gradient hook tells whoever needs it that a Var's gradient is final for this backward pass: data
 // parallelism starts all-reducing a bucket of gradients as soon as all of them are final, while backward goes

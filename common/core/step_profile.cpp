@@ -49,6 +49,17 @@ void StepProfile::add(ProfileKind kind, const char* name, double seconds) {
   row.seconds += seconds;
 }
 
+void StepProfile::add_zero_fill(int64_t bytes) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  ++zero_fills_.count;
+  zero_fills_.bytes += bytes;
+}
+
+ZeroFills StepProfile::zero_fills() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return zero_fills_;
+}
+
 void StepProfile::at_close(std::function<void(StepProfile&)> finish) {
   const std::lock_guard<std::mutex> lock(mutex_);
   finishers_.push_back(std::move(finish));

@@ -9,7 +9,9 @@
 //           pair of CUDA events around it, read when the profile closes (common/cuda/kernel_timing.h). Under
 //           the emulator the events time the emulated kernels on the host.
 // Counts are exact on every backend, so the list of ops and the number of launches per step can be tested
-// without a GPU; times are for reading, never for tests.
+// without a GPU; times are for reading, never for tests. Zero-fills (Tensor::zero_ and Tensor::zeros, on any device)
+// are counted apart, with their bytes: memory traffic that is no op's work (cudaMemsetAsync on CUDA, no kernel of
+// ours), most of it gradients starting at zero, which a step can often do without (ops::GradWrite).
 //
 // Every op also pushes an NVTX range named after it (through the GPU backend, so in a CUDA build only), whether a
 // profile is open or not, so that Nsight Systems shows the step's structure by name.
@@ -26,6 +28,10 @@
 namespace lab {
 
 enum class ProfileKind { Op, Kernel };
+
+struct ZeroFills {
+  int64_t count = 0, bytes = 0;
+};
 
 struct ProfileRow {
   std::string name;
@@ -46,6 +52,9 @@ class StepProfile {
 
   // One call of `name` (a string that outlives the profile: a literal) taking `seconds`. Thread-safe.
   void add(ProfileKind kind, const char* name, double seconds);
+  // One zero-fill of `bytes`. Thread-safe.
+  void add_zero_fill(int64_t bytes);
+  ZeroFills zero_fills() const;
   // `finish` runs once, at close(), before the rows are final (the CUDA backend reads its events there).
   void at_close(std::function<void(StepProfile&)> finish);
   // Stops recording and runs the finishers; later calls do nothing.
@@ -60,6 +69,7 @@ class StepProfile {
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<ProfileKind, std::string>, ProfileRow> rows_;
+  ZeroFills zero_fills_;
   std::vector<std::function<void(StepProfile&)>> finishers_;
   bool closed_ = false;
 };

@@ -4,6 +4,7 @@
 
 #include "common/core/gpu_backend.h"
 #include "common/core/parallel.h"
+#include "common/core/step_profile.h"
 
 namespace lab {
 
@@ -53,6 +54,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 
 void zero_bytes(void* dst, Device device, size_t bytes) {
   if (bytes == 0) return;
+  if (StepProfile* profile = StepProfile::open_profile()) profile->add_zero_fill(static_cast<int64_t>(bytes));
   if (device.is_cpu()) {
     parallel_memset_zero(dst, bytes);
     return;

@@ -1,5 +1,6 @@
 #include "common/nn/low_precision_linear.h"
 
+#include "common/autograd/function_support.h"
 #include "common/core/memory.h"
 #include "common/ops/convert.h"
 #include "common/ops/linear.h"
@@ -39,8 +40,9 @@ Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tens
   if (out.requires_grad())
     tape.record(
         [=] {
-          ops::linear_backward(x.grad_or_none(), weight.grad_or_none(), bias.defined() ? bias.grad_or_none() : Tensor(),
-                               out.grad(), matmul_operand(x.value(), weight_16bit.dtype()), weight_16bit);
+          const ag::GradientTarget dx = ag::gradient_target(x);
+          ops::linear_backward(dx.grad, weight.grad_or_none(), bias.defined() ? bias.grad_or_none() : Tensor(),
+                               out.grad(), matmul_operand(x.value(), weight_16bit.dtype()), weight_16bit, dx.write);
         },
         {x, weight, bias});
   return out;

@@ -60,16 +60,13 @@ Var gelu_linear_recomputing_gelu(Tape& tape, const Var& pre, const Linear& linea
                 [=] {
                   Tensor gelu_out = ag::new_activation(h.shape(), h);
                   ops::gelu_forward(gelu_out, h);
-                  // The GELU output's gradient starts at zero, as a Var's gradient does on the plain tape.
-                  Tensor dgelu;
-                  if (pre.requires_grad()) {
-                    MemoryScope scope(MemCategory::Activations);
-                    dgelu = Tensor::zeros(h.shape(), h.dtype(), h.device());
-                  }
+                  // The GELU output's gradient: this product is its only contribution, written over a new buffer.
+                  const Tensor dgelu = pre.requires_grad() ? ag::new_activation(h.shape(), h) : Tensor();
                   ops::linear_backward(dgelu, w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(), out.grad(),
-                                       matmul_operand(gelu_out, operands), weight);
+                                       matmul_operand(gelu_out, operands), weight, ops::GradWrite::Overwrite);
                   gelu_out = Tensor();  // GELU's backward reads its input, not its output
-                  if (pre.requires_grad()) ops::gelu_backward(pre.grad(), h, dgelu);
+                  if (const ag::GradientTarget dpre = ag::gradient_target(pre); dpre.grad.defined())
+                    ops::gelu_backward(dpre.grad, h, dgelu, dpre.write);
                 },
                 {pre, w, b});
   return out;

@@ -9,6 +9,25 @@
 
 namespace lab::test {
 
+namespace {
+
+// The GPT-2 of count_one_step: a vocabulary of 97 padded to 128, 16 positions, 32 wide; 2 x 16 tokens.
+constexpr int64_t kPaddedVocab = 128, kMaxT = 16, kWidth = 32, kRows = 2 * 16;
+
+}  // namespace
+
+ZeroFills expected_zero_fills(int64_t layers, int64_t activation_bytes, bool attention_converts) {
+  const int64_t block_parameters = 12 * kWidth * kWidth + 13 * kWidth;
+  const int64_t parameters = kPaddedVocab * kWidth + kMaxT * kWidth + 2 * kWidth + layers * block_parameters;
+  const int64_t qkv = kRows * 3 * kWidth;
+  ZeroFills fills{3 + layers, 4 * parameters + 3 * 4 + activation_bytes * (kRows * kWidth + layers * qkv)};
+  if (attention_converts) {
+    fills.count += layers;
+    fills.bytes += layers * 4 * qkv;
+  }
+  return fills;
+}
+
 StepCounts count_one_step(Device device, int64_t layers, DType dtype, ModelOptions options) {
   options.activations = dtype;
   GPT2 model(tiny_gpt2_config(97, layers, 2, 32, 16), device, options);
@@ -23,8 +42,8 @@ StepCounts count_one_step(Device device, int64_t layers, DType dtype, ModelOptio
   StepProfile profile;
   step.run(batch, 1e-3);
   profile.close();
-  return {profile.calls(ProfileKind::Op), profile.calls(ProfileKind::Kernel), profile.table(ProfileKind::Op),
-          profile.table(ProfileKind::Kernel)};
+  return {profile.calls(ProfileKind::Op), profile.calls(ProfileKind::Kernel), profile.zero_fills(),
+          profile.table(ProfileKind::Op), profile.table(ProfileKind::Kernel)};
 }
 
 }  // namespace lab::test

@@ -7,12 +7,14 @@
 
 #include "common/core/device.h"
 #include "common/core/dtype.h"
+#include "common/core/step_profile.h"
 #include "common/nn/modules.h"
 
 namespace lab::test {
 
 struct StepCounts {
   int64_t ops = 0, kernels = 0;
+  ZeroFills zero_fills;
   std::string op_table, kernel_table;  // to print when a count is not the one expected
 };
 
@@ -21,6 +23,16 @@ struct StepCounts {
 // the first time inside the profile). `dtype` f32: fp32 throughout; bf16 or f16: matmuls in that type and the
 // activations in it end to end (ModelOptions::activations, gpt2_train's --activations 16bit).
 // `options`: the model's hooks (the core's by default; chapter 6's fused kernels, say), its activations set here.
+// The zero-fills of that step with activations (and so their gradients) of `activation_bytes` an element: the
+// parameters' flat gradient at the step's start (f32), the step's three f32 scalars on the device, ln_f's input
+// gradient (the residual stream's last gradient, whose first contribution LayerNorm's backward adds), and each
+// block's qkv gradient (attention's backward adds into it), 3 + `layers` fills; with `attention_converts` (16-bit
+// activations, the core attention computing in f32), each block's f32 qkv gradient too, converted and added.
+// Every other gradient's first contribution is written over a new buffer (ops::GradWrite: the linear layers' and
+// GELU's) or handed on (the residual adds'). Before that, 4 + 6 a block: each linear's input gradient and GELU's
+// were zero-filled as well.
+ZeroFills expected_zero_fills(int64_t layers, int64_t activation_bytes, bool attention_converts = false);
+
 StepCounts count_one_step(Device device, int64_t layers, DType dtype = DType::F32, ModelOptions options = {});
 
 }  // namespace lab::test

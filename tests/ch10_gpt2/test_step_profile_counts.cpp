@@ -2,7 +2,8 @@
 // LayerNorms, four linears, attention, GELU, two residual adds; their 10 backwards) and 10 outside them (the
 // embedding and the final LayerNorm forward and backward, the LM head's linear forward and backward, the fused
 // classifier, the losses' sum added into the step's scalars, the gradient norm and scale, AdamW). An op added to or
-// dropped from the step changes these numbers: that is the point of pinning them.
+// dropped from the step changes these numbers: that is the point of pinning them. So do the step's zero-fills
+// (step_profile_counts.h).
 #include <gtest/gtest.h>
 
 #include "tests/ch10_gpt2/step_profile_counts.h"
@@ -15,6 +16,8 @@ TEST(StepProfileCounts, OpsPerStepOnTheCpu) {
     const test::StepCounts counts = test::count_one_step(Device::cpu(), layers);
     EXPECT_EQ(counts.ops, 10 + 20 * layers) << layers << " blocks:\n" << counts.op_table;
     EXPECT_EQ(counts.kernels, 0);
+    EXPECT_EQ(counts.zero_fills.count, test::expected_zero_fills(layers, 4).count) << layers << " blocks";
+    EXPECT_EQ(counts.zero_fills.bytes, test::expected_zero_fills(layers, 4).bytes) << layers << " blocks";
   }
 }
 

@@ -34,6 +34,8 @@ TEST(StepProfileCountsCuda, LaunchesPerStep) {
     EXPECT_EQ(counts.ops, 10 + 20 * layers) << layers << " blocks:\n" << counts.op_table;
     EXPECT_EQ(counts.kernels, kLaunchesOutside + kLaunchesPerBlock * layers) << layers << " blocks:\n"
                                                                              << counts.kernel_table;
+    EXPECT_EQ(counts.zero_fills.count, test::expected_zero_fills(layers, 4).count) << layers << " blocks";
+    EXPECT_EQ(counts.zero_fills.bytes, test::expected_zero_fills(layers, 4).bytes) << layers << " blocks";
   }
 }
 
@@ -58,6 +60,9 @@ TEST(StepProfileCountsCuda, LaunchesPerBf16StepWith16BitActivations) {
     const test::StepCounts counts = test::count_one_step(Device::cuda(), layers, DType::BF16);
     EXPECT_EQ(counts.kernels, kBf16LaunchesOutside + kBf16LaunchesPerBlock * layers) << layers << " blocks:\n"
                                                                                      << counts.kernel_table;
+    const ZeroFills fills = test::expected_zero_fills(layers, 2, /*attention_converts=*/true);
+    EXPECT_EQ(counts.zero_fills.count, fills.count) << layers << " blocks";
+    EXPECT_EQ(counts.zero_fills.bytes, fills.bytes) << layers << " blocks";
   }
 }
 

@@ -105,7 +105,7 @@ TEST(TrainerCommandLine, ProfilePrintsTheOpsOfTheStepItNames) {
   EXPECT_NE(run.out.find("profile of step 2: "), std::string::npos) << run.out;
   EXPECT_EQ(run.out.find("profile of step 1"), std::string::npos);
   EXPECT_EQ(run.out.find("profile of step 3"), std::string::npos);
-  for (const char* op : {"linear_forward", "attention_backward", "adamw_update", "total"})
+  for (const char* op : {"linear_forward", "attention_backward", "adamw_update", "total", "zero-fills"})
     EXPECT_NE(run.out.find(op), std::string::npos) << op;
   const auto beyond = run_gpt2_train(tiny_flags(dir) + " --steps 3 --profile 4");
   EXPECT_EQ(beyond.exit_code, 1);

@@ -50,11 +50,9 @@ void fused_f32(const Tensor& out, const Tensor& pre_gelu, const Tensor& a, const
     ops::cpu::sgemm(false, b_transposed, rows, N, K, 1.0f, a.data<float>() + r0 * K, K, b.data<float>(),
                     b_transposed ? K : N, bias.defined() ? 1.0f : 0.0f, d, N);
     if (gelu) ops::cpu::gelu_forward(out.view(r0 * N, {rows, N}), dst);
-    if (gelu_grad) {  // gelu_backward adds to its dx: onto zeros, out's rows get gelu'(pre) * product
-      const Tensor dx = out.view(r0 * N, {rows, N});
-      std::fill_n(dx.data<float>(), rows * N, 0.0f);
-      ops::cpu::gelu_backward(dx, pre_gelu.view(r0 * N, {rows, N}), dst);
-    }
+    if (gelu_grad)  // out's rows get gelu'(pre) * product, written over
+      ops::cpu::gelu_backward(out.view(r0 * N, {rows, N}), pre_gelu.view(r0 * N, {rows, N}), dst,
+                              ops::GradWrite::Overwrite);
   }
 }
 

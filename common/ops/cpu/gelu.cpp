@@ -25,14 +25,14 @@ void forward(T* op, const T* xp, int64_t n) {
 }
 
 template <typename T>
-void backward(T* dxp, const T* xp, const T* dp, int64_t n) {
+void backward(T* dxp, const T* xp, const T* dp, int64_t n, bool add) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float v = to_float(xp[i]);
     // d/dv [v s(2u)] = s + 2 v s (1 - s) u',  s = sigmoid(2u) = 0.5 (1 + tanh u)
     const float s = 1.0f / (1.0f + exp_fast(-2.0f * kSqrt2OverPi * (v + kCubic * v * v * v)));
     const float grad = s + 2.0f * v * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
-    dxp[i] = from_float<T>(to_float(dxp[i]) + grad * to_float(dp[i]));
+    dxp[i] = from_float<T>((add ? to_float(dxp[i]) : 0.0f) + grad * to_float(dp[i]));
   }
 }
 
@@ -45,10 +45,10 @@ void gelu_forward(const Tensor& out, const Tensor& x) {
   });
 }
 
-void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) {
+void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout, GradWrite dx_write) {
   dispatch_float_dtype(x.dtype(), "gelu_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    backward(dx.data<T>(), x.data<T>(), dout.data<T>(), x.numel());
+    backward(dx.data<T>(), x.data<T>(), dout.data<T>(), x.numel(), dx_write == GradWrite::Add);
   });
 }
 

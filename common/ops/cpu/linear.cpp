@@ -7,7 +7,8 @@
 // 16-bit inputs are widened to fp32 temporaries (exact: every bf16 and fp16 value is a float) and multiplied by
 // the fp32 GEMM: the same products, with fp32 accumulation, as a GPU's 16-bit GEMM. A 16-bit out is computed into an
 // fp32 temporary, bias and all, then rounded into out. Backward rounds an f32 dout to the 16-bit type first
-// (linear.h); a 16-bit dinp is widened into an fp32 temporary that the GEMM adds onto, then rounded back.
+// (linear.h); a 16-bit dinp is widened into an fp32 temporary that the GEMM adds onto (or, written over, the GEMM
+// writes a new one), then rounded back.
 // The temporaries are workspace, freed at the end of the call.
 #include "common/ops/linear.h"
 
@@ -74,15 +75,20 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                     const Tensor& inp, const Tensor& weight) {
+                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write) {
   const int64_t OC = weight.dim(0), C = weight.dim(1), N = inp.numel() / C;
   // dout as the products read it: a 16-bit dout widened, an f32 one rounded to the inputs' type.
   const Tensor product_dout = dout.dtype() == DType::F32 ? rounded_to(dout, inp.dtype()) : widened(dout);
   const float* pd = product_dout.data<float>();
-  if (dinp.defined()) {  // dinp[N,C] += dout[N,OC] @ weight[OC,C]
-    const Tensor sum = widened(dinp);
-    GemmRecorder::note({false, false, N, C, OC, true});
-    sgemm(false, false, N, C, OC, 1.0f, pd, OC, widened(weight).data<float>(), C, 1.0f, sum.data<float>(), C);
+  if (dinp.defined()) {  // dinp[N,C] += dout[N,OC] @ weight[OC,C], or = with Overwrite
+    const bool add = dinp_write == GradWrite::Add;
+    // The fp32 sum: dinp itself when f32, else dinp widened (Add) or a new buffer (Overwrite: dinp is not read).
+    const Tensor sum = dinp.dtype() == DType::F32 ? dinp
+                       : add                      ? widened(dinp)
+                                                  : Tensor::empty(dinp.shape(), DType::F32, dinp.device());
+    GemmRecorder::note({false, false, N, C, OC, add});
+    sgemm(false, false, N, C, OC, 1.0f, pd, OC, widened(weight).data<float>(), C, add ? 1.0f : 0.0f, sum.data<float>(),
+          C);
     if (dinp.dtype() != DType::F32) convert(dinp, sum);
   }
   if (dweight.defined()) {  // dweight[OC,C] += dout^T[OC,N] @ inp[N,C]

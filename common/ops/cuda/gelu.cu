@@ -29,14 +29,14 @@ __global__ void gelu_forward_kernel(D* out, const D* x, int64_t n) {
 }
 
 template <typename D>
-__global__ void gelu_backward_kernel(D* dx, const D* x, const D* dout, int64_t n) {
+__global__ void gelu_backward_kernel(D* dx, const D* x, const D* dout, int64_t n, bool add) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float v = load(x[i]);
   // d/dv [v s(2u)] = s + 2 v s (1 - s) u',  s = sigmoid(2u) = 0.5 (1 + tanh u)
   const float s = 1.0f / (1.0f + expf(-2.0f * kSqrt2OverPi * (v + kCubic * v * v * v)));
   const float grad = s + 2.0f * v * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
-  dx[i] = store_as<D>(load(dx[i]) + grad * load(dout[i]));
+  dx[i] = store_as<D>((add ? load(dx[i]) : 0.0f) + grad * load(dout[i]));  // add false: dx is never read
 }
 
 // The same over 16-byte pieces (16 / sizeof(D) elements a thread) when n splits into them and the tensors are
@@ -57,17 +57,18 @@ __global__ void gelu_forward_pieces_kernel(D* out, const D* x, int64_t pieces) {
 }
 
 template <typename D>
-__global__ void gelu_backward_pieces_kernel(D* dx, const D* x, const D* dout, int64_t pieces) {
+__global__ void gelu_backward_pieces_kernel(D* dx, const D* x, const D* dout, int64_t pieces, bool add) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= pieces) return;
   const Piece<D> xv = reinterpret_cast<const Piece<D>*>(x)[i], dv = reinterpret_cast<const Piece<D>*>(dout)[i];
-  Piece<D> gv = reinterpret_cast<const Piece<D>*>(dx)[i];
+  Piece<D> gv;
+  if (add) gv = reinterpret_cast<const Piece<D>*>(dx)[i];
 #pragma unroll
   for (int e = 0; e < Piece<D>::kElements; ++e) {
     const float v = load(xv.e[e]);
     const float s = 1.0f / (1.0f + expf(-2.0f * kSqrt2OverPi * (v + kCubic * v * v * v)));
     const float grad = s + 2.0f * v * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
-    gv.e[e] = store_as<D>(load(gv.e[e]) + grad * load(dv.e[e]));
+    gv.e[e] = store_as<D>((add ? load(gv.e[e]) : 0.0f) + grad * load(dv.e[e]));
   }
   reinterpret_cast<Piece<D>*>(dx)[i] = gv;
 }
@@ -92,19 +93,20 @@ void gelu_forward(const Tensor& out, const Tensor& x) {
   });
 }
 
-void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) {
+void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout, GradWrite dx_write) {
   const int64_t n = x.numel();
   if (n == 0) return;
   LaunchScope scope(x);
+  const bool add = dx_write == GradWrite::Add;
   dispatch_float_dtype(x.dtype(), "gelu_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using D = typename DeviceType<T>::type;
     if (const int64_t pieces = pieces_of<D>(n, device_data<T>(dx), device_data<T>(x), device_data<T>(dout)); pieces > 0)
       LAB_LAUNCH(gelu_backward_pieces_kernel<D>, {grid_for(pieces, kBlockSize), kBlockSize, 0, scope.stream()},
-                 device_data<T>(dx), device_data<T>(x), device_data<T>(dout), pieces);
+                 device_data<T>(dx), device_data<T>(x), device_data<T>(dout), pieces, add);
     else
       LAB_LAUNCH(gelu_backward_kernel<D>, {grid_for(n, kBlockSize), kBlockSize, 0, scope.stream()}, device_data<T>(dx),
-                 device_data<T>(x), device_data<T>(dout), n);
+                 device_data<T>(x), device_data<T>(dout), n, add);
   });
 }
 

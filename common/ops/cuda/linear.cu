@@ -116,7 +116,7 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                     const Tensor& inp, const Tensor& weight) {
+                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write) {
   const int64_t OC = weight.dim(0), C = weight.dim(1);
   LAB_CHECK(C > 0, InvalidArgument, "linear_backward: weight ", shape_str(weight.shape()), " has no input features");
   const int64_t N = inp.numel() / C;
@@ -131,7 +131,9 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
     convert(product_dout, dout);
   }
   if (dinp.defined()) {  // with 16-bit activations dinp is 16-bit: cuBLASLt's 16-bit D
-    gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, weight.raw(), c, product_dout.raw(), oc, 1.0f, dinp.raw(),
+    // beta 0 for Overwrite: cuBLAS then reads nothing of C (its documented rule), so dinp may hold anything.
+    const float beta = dinp_write == GradWrite::Add ? 1.0f : 0.0f;
+    gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, weight.raw(), c, product_dout.raw(), oc, beta, dinp.raw(),
          dinp.dtype(), c, scope.stream());
   }
   if (dweight.defined()) {

@@ -1,6 +1,6 @@
 // The step profile (common/core/step_profile.h): every op dispatched while it is open is counted under its name,
 // nothing before or after; one profile at a time; the finishers run once, at close; the table lists every row
-// with its calls.
+// with its calls; zero-fills are counted apart, with their bytes.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -46,6 +46,20 @@ TEST(StepProfile, CountsTheOpsDispatchedWhileOpen) {
   const std::string table = profile.table(ProfileKind::Op);
   for (const char* part : {"gelu_forward", "residual_forward", "sum_squares", "calls", "total"})
     EXPECT_NE(table.find(part), std::string::npos) << part << " in:\n" << table;
+}
+
+TEST(StepProfile, CountsZeroFillsAndTheirBytesApart) {
+  const Tensor x = Tensor::empty({5, 3}, DType::F32);
+  x.zero_();  // before: not counted
+  StepProfile profile;
+  x.zero_();
+  const Tensor y = Tensor::zeros({7}, DType::BF16);
+  x.slice_rows(1, 3).zero_();
+  profile.close();
+  x.zero_();  // after: not counted
+  EXPECT_EQ(profile.zero_fills().count, 3);
+  EXPECT_EQ(profile.zero_fills().bytes, 5 * 3 * 4 + 7 * 2 + 2 * 3 * 4);
+  EXPECT_EQ(profile.calls(ProfileKind::Op), 0);  // a fill is no op
 }
 
 TEST(StepProfile, OneAtATime) {

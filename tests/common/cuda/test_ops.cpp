@@ -199,6 +199,24 @@ TEST_P(LinearTest, ForwardAndBackwardMatchCpu) {
   }
 }
 
+// GradWrite::Overwrite: dinp = dout @ weight over a buffer of NaNs, which neither side may read; the reference is the
+// CPU's dinp accumulated from zeros.
+TEST_P(LinearTest, BackwardWritesDinpOverWithoutReadingIt) {
+  const LinearCase p = GetParam();
+  const Tolerance tol = tolerance_for(DType::F32, std::max({p.C, p.OC, p.B * p.T}));
+  const Tensor inp = random_normal({p.B, p.T, p.C}, rng_);
+  const Tensor weight = random_normal({p.OC, p.C}, rng_, 0.5f);
+  const Tensor dout = random_normal({p.B, p.T, p.OC}, rng_);
+  const Tensor from_zeros = Tensor::zeros({p.B, p.T, p.C}, DType::F32);
+  ops::linear_backward(from_zeros, Tensor(), Tensor(), dout, inp, weight);
+  const Tensor dinp = poisoned({p.B, p.T, p.C}, Device::cpu()), dinp_gpu = poisoned({p.B, p.T, p.C}, kGpu);
+  ops::linear_backward(dinp, Tensor(), Tensor(), dout, inp, weight, ops::GradWrite::Overwrite);
+  ops::linear_backward(dinp_gpu, Tensor(), Tensor(), on_gpu(dout), on_gpu(inp), on_gpu(weight),
+                       ops::GradWrite::Overwrite);
+  EXPECT_TRUE(all_close("linear dinp (written over, CPU)", dinp, from_zeros, tol));
+  EXPECT_TRUE(all_close("linear dinp (written over)", dinp_gpu, from_zeros, tol));
+}
+
 TEST_P(LinearTest, BackwardSkipsUndefinedGradients) {
   const LinearCase p = GetParam();
   const Tolerance tol = tolerance_for(DType::F32, std::max({p.C, p.OC, p.B * p.T}));
@@ -316,6 +334,15 @@ TEST_P(GeluTest, ForwardAndBackwardMatchCpu) {
   ops::gelu_backward(dx, x, dout);
   ops::gelu_backward(dx_gpu, on_gpu(x), on_gpu(dout));
   EXPECT_TRUE(all_close("gelu dx", dx_gpu, dx, tol));
+
+  // Written over (GradWrite::Overwrite) a buffer of NaNs, which neither side may read: the backward from zeros.
+  const Tensor from_zeros = Tensor::zeros({n}, DType::F32);
+  ops::gelu_backward(from_zeros, x, dout);
+  const Tensor over = poisoned({n}, Device::cpu()), over_gpu = poisoned({n}, kGpu);
+  ops::gelu_backward(over, x, dout, ops::GradWrite::Overwrite);
+  ops::gelu_backward(over_gpu, on_gpu(x), on_gpu(dout), ops::GradWrite::Overwrite);
+  EXPECT_TRUE(all_close("gelu dx (written over, CPU)", over, from_zeros, tol));
+  EXPECT_TRUE(all_close("gelu dx (written over)", over_gpu, from_zeros, tol));
 }
 
 // Both backends against GELU in double precision over [-9, 9], element by element: in the negative tail

@@ -131,6 +131,12 @@ void expect_gelu_matches_f32(DType dtype, Device device, int64_t n, Rng& rng) {
   ops::gelu_backward(dx, x, dout);
   ops::gelu_backward(dx16, narrow_on(x, dtype, device), narrow_on(dout, dtype, device));
   EXPECT_TRUE(within_one_ulp("gelu dx", dx16, dx, 1));
+
+  // Written over a NaN-filled dx (GradWrite::Overwrite), which is never read: the backward from zeros.
+  const Tensor from_zeros = Tensor::zeros({n}, DType::F32), over16 = poisoned_narrow({n}, dtype, device);
+  ops::gelu_backward(from_zeros, x, dout);
+  ops::gelu_backward(over16, narrow_on(x, dtype, device), narrow_on(dout, dtype, device), ops::GradWrite::Overwrite);
+  EXPECT_TRUE(within_one_ulp("gelu dx (written over)", over16, from_zeros, 1));
 }
 
 void expect_residual_matches_f32(DType dtype, Device device, int64_t n, Rng& rng) {
@@ -229,6 +235,11 @@ void expect_linear_backward_matches_f32(DType dtype, Device device, int64_t N, i
   EXPECT_TRUE(within_one_ulp("linear dinp", dx16, dx, OC, 0.01, {product, dx_start}));
   EXPECT_TRUE(all_close("linear dweight", dw16, dw, tolerance_for(DType::F32, N)));
   EXPECT_TRUE(all_close("linear dbias", db16, db, tolerance_for(DType::F32, N)));
+  // Written over (GradWrite::Overwrite): the product alone, rounded once; the NaNs dinp held are never read.
+  const Tensor dx16_over = poisoned_narrow({N, C}, dtype, device);
+  ops::linear_backward(dx16_over, Tensor(), Tensor(), narrow_on(dout, dtype, device), narrow_on(x, dtype, device),
+                       narrow_on(w, dtype, device), ops::GradWrite::Overwrite);
+  EXPECT_TRUE(within_one_ulp("linear dinp (written over)", dx16_over, product, OC));
 }
 
 void expect_embedding_matches_f32(DType dtype, Device device, int64_t B, int64_t T, int64_t C, int64_t Vp,

@@ -69,7 +69,7 @@ struct RoundedTwice {
                                           int64_t reduction_length, double inexact_fraction = 0.01,
                                           const RoundedTwice& rounded_twice = {});
 
-// gelu_forward and gelu_backward (dx starting from random values) on n elements.
+// gelu_forward and gelu_backward (dx starting from random values, and written over a NaN-filled dx) on n elements.
 void expect_gelu_matches_f32(DType dtype, Device device, int64_t n, Rng& rng);
 // residual_forward and residual_backward (da, db starting from random values) on n elements.
 void expect_residual_matches_f32(DType dtype, Device device, int64_t n, Rng& rng);
@@ -81,7 +81,8 @@ void expect_layernorm_matches_f32(DType dtype, Device device, int64_t N, int64_t
 // The reference is the f32 op on the same values.
 void expect_linear_forward_matches_f32(DType dtype, Device device, int64_t N, int64_t C, int64_t OC, Rng& rng);
 // linear_backward with 16-bit activations: dout, inp, weight and dinp in the 16-bit type (dinp accumulated onto its
-// starting values), dweight and dbias f32; the reference is the f32 op on the same values.
+// starting values, and written over a NaN-filled dinp), dweight and dbias f32; the reference is the f32 op on the
+// same values.
 void expect_linear_backward_matches_f32(DType dtype, Device device, int64_t N, int64_t C, int64_t OC, Rng& rng);
 
 // embedding_forward with a 16-bit out and embedding_backward with a 16-bit dout on tokens [B, T] drawn from

@@ -10,6 +10,7 @@
 
 #include "common/autograd/functions.h"
 #include "common/ops/classifier.h"
+#include "common/ops/linear.h"
 #include "tests/support/test_support.h"
 
 namespace lab {
@@ -169,6 +170,28 @@ TEST(OpGradients, ResidualAddsToGradientsAlreadyThere) {
   EXPECT_EQ(w.grad().raw(), w_grad.raw());
   for (size_t i = 0; i < rv.size(); ++i) EXPECT_EQ(w.grad().to_floats()[i], 1.0f + rv[i]);
   EXPECT_FALSE(w.grad_unallocated());
+}
+
+// The linear layer's backward writes the first gradient of its input over a new buffer (ag::gradient_target) and
+// adds the later ones: x feeding two layers gets r @ w1 + r @ w2, x feeding one gets r @ w, as the layer's backward
+// adds them into zeros.
+TEST(OpGradients, LinearWritesItsInputsFirstGradientOverAndAddsTheRest) {
+  Rng rng(63);
+  const Tensor w1 = random_normal({5, 7}, rng), w2 = random_normal({5, 7}, rng), r = random_normal({3, 5}, rng);
+  const auto expect_gradient = [&](const Var& x, std::initializer_list<Tensor> weights, const char* what) {
+    const Tensor expected = Tensor::zeros({3, 7}, DType::F32);
+    for (const Tensor& w : weights) ops::linear_backward(expected, Tensor(), Tensor(), r, x.value(), w);
+    const std::vector<float> got = x.grad().to_floats(), want = expected.to_floats();
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << what << ", element " << i;
+  };
+  Var x(random_normal({3, 7}, rng));
+  const Var v1(w1, false), v2(w2, false);
+  run_backward([&](Tape& t) { return ag::residual(t, ag::linear(t, x, v1, Var()), ag::linear(t, x, v2, Var())); }, r);
+  expect_gradient(x, {w1, w2}, "x feeding two layers");
+
+  Var single(random_normal({3, 7}, rng));
+  run_backward([&](Tape& t) { return ag::linear(t, single, v1, Var()); }, r);
+  expect_gradient(single, {w1}, "x feeding one layer");
 }
 
 TEST(OpGradients, Embedding) {
