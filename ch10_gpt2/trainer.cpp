@@ -49,9 +49,7 @@ void print_profile(const StepProfile& profile, int64_t step) {
   if (profile.calls(ProfileKind::Kernel) > 0)
     std::printf("%lld kernel launches and cuBLAS calls (device time between CUDA events):\n%s",
                 static_cast<long long>(profile.calls(ProfileKind::Kernel)), profile.table(ProfileKind::Kernel).c_str());
-  const ZeroFills fills = profile.zero_fills();
-  std::printf("%lld zero-fills, %.1f MB\n", static_cast<long long>(fills.count),
-              static_cast<double>(fills.bytes) / 1e6);
+  std::printf("%s\n", profile.zero_fills().line().c_str());
 }
 
 // The settings that must not change between a run and its resumption (they define the batches and the

@@ -170,8 +170,7 @@ void add_profile(StepBench& bench, bench::BenchResult& result) {
         "emulated kernels' host time):\n%s",
         static_cast<long long>(profile.calls(ProfileKind::Kernel)), profile.table(ProfileKind::Kernel).c_str());
   const ZeroFills fills = profile.zero_fills();
-  std::printf("%lld zero-fills, %.1f MB\n", static_cast<long long>(fills.count),
-              static_cast<double>(fills.bytes) / 1e6);
+  std::printf("%s\n", fills.line().c_str());
   Json fill_row = Json::object();
   fill_row.set("profile", "zero-fills");
   fill_row.set("calls", fills.count);

@@ -55,6 +55,13 @@ void StepProfile::add_zero_fill(int64_t bytes) {
   zero_fills_.bytes += bytes;
 }
 
+std::string ZeroFills::line() const {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%lld zero-fills, %.1f MB", static_cast<long long>(count),
+                static_cast<double>(bytes) / 1e6);
+  return text;
+}
+
 ZeroFills StepProfile::zero_fills() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   return zero_fills_;

@@ -31,6 +31,8 @@ enum class ProfileKind { Op, Kernel };
 
 struct ZeroFills {
   int64_t count = 0, bytes = 0;
+  // "N zero-fills, X MB": the line the profile's readers print under its tables.
+  std::string line() const;
 };
 
 struct ProfileRow {

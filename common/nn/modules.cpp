@@ -1,7 +1,6 @@
 #include "common/nn/modules.h"
 
 #include "common/autograd/function_support.h"
-#include "common/core/memory.h"
 #include "common/nn/low_precision_linear.h"
 #include "common/ops/gelu.h"
 #include "common/ops/linear.h"

@@ -60,6 +60,7 @@ TEST(StepProfile, CountsZeroFillsAndTheirBytesApart) {
   EXPECT_EQ(profile.zero_fills().count, 3);
   EXPECT_EQ(profile.zero_fills().bytes, 5 * 3 * 4 + 7 * 2 + 2 * 3 * 4);
   EXPECT_EQ(profile.calls(ProfileKind::Op), 0);  // a fill is no op
+  EXPECT_EQ(ZeroFills({3, 1300000}).line(), "3 zero-fills, 1.3 MB");
 }
 
 TEST(StepProfile, OneAtATime) {
