@@ -70,6 +70,23 @@ function(lab_test_compile_options target)
   endif()
 endfunction()
 
+# With LAB_BUILD_TESTS_WITH_LABELS set, a test program none of whose labels is in that list is left out of the
+# default build (`cmake --build --target NAME` still builds it); its tests show as NAME_NOT_BUILT, unlabelled, so
+# that `ctest -L` with the same labels passes them by. scripts/test.sh uses it in the plain build, which runs only
+# the tests labelled cuda or plain_build (the emulation build runs them all): the others' programs would be
+# compiled for nothing.
+function(lab_test_build_selection target labels)
+  if(NOT LAB_BUILD_TESTS_WITH_LABELS)
+    return()
+  endif()
+  foreach(label IN LISTS labels)
+    if(label IN_LIST LAB_BUILD_TESTS_WITH_LABELS)
+      return()
+    endif()
+  endforeach()
+  set_target_properties(${target} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+endfunction()
+
 # lab_add_gtest(NAME SOURCES t.cpp ... [DEPS lib ...] [LABELS l ...] [ENVIRONMENT VAR=value ...] [TIMEOUT s]
 #               [NO_LEAK_CHECK])
 # A test's own TIMEOUT overrides `ctest --timeout`, so the default one is a cache variable: LAB_TEST_TIMEOUT
@@ -94,6 +111,7 @@ function(lab_add_gtest name)
                                              LAB_BINARY_DIR="${PROJECT_BINARY_DIR}")
   lab_target_defaults(${name})
   lab_test_compile_options(${name})
+  lab_test_build_selection(${name} "${ARG_LABELS}")
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
     WORKING_DIRECTORY ${PROJECT_BINARY_DIR}

@@ -1,12 +1,12 @@
 # Multi-process tests: programs that run as real processes under mpirun.
 #
-#   lab_add_mpi_test(NAME RANKS 2 4 [TIMEOUT s] COMMAND program args...)
+#   lab_add_mpi_test(NAME RANKS 2 4 [TIMEOUT s] [LABELS l ...] COMMAND program args...)
 #
 # registers one CTest test per rank count, NAME.np<N>: `mpiexec -n N --oversubscribe --bind-to none program
-# args...`, labelled "mpi" and reserving N processors, so ctest -j does not run other tests beside it. A rank
-# that exits non-zero makes the job's exit status non-zero.
+# args...`, labelled "mpi" (and LABELS) and reserving N processors, so ctest -j does not run other tests beside
+# it. A rank that exits non-zero makes the job's exit status non-zero.
 #
-#   lab_add_mpi_gtest(NAME SOURCES t.cpp ... [DEPS lib ...] [RANKS 2 4] [TIMEOUT s])
+#   lab_add_mpi_gtest(NAME SOURCES t.cpp ... [DEPS lib ...] [RANKS 2 4] [TIMEOUT s] [LABELS l ...])
 #
 # builds NAME with the MPI test main (tests/common/comm/mpi_test_main.cpp: the World, and output from rank 0
 # plus every other rank's failures) and registers it as above. Every TEST() of the binary runs in that one
@@ -19,7 +19,7 @@
 set(LAB_MPI_TEST_ENVIRONMENT OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1)
 
 function(lab_add_mpi_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "RANKS;COMMAND" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "RANKS;LABELS;COMMAND" ${ARGN})
   if(NOT LAB_WITH_TESTS OR NOT LAB_WITH_MPI)
     return()
   endif()
@@ -27,6 +27,7 @@ function(lab_add_mpi_test name)
     set(ARG_TIMEOUT 300)
   endif()
   list(POP_FRONT ARG_COMMAND program)
+  set(labels mpi ${ARG_LABELS})
   foreach(ranks ${ARG_RANKS})
     add_test(NAME ${name}.np${ranks}
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} --oversubscribe --bind-to none
@@ -38,7 +39,7 @@ function(lab_add_mpi_test name)
       list(APPEND environment LAB_EMU_DEVICES=${ranks})
     endif()
     set_tests_properties(${name}.np${ranks} PROPERTIES
-      LABELS mpi TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${ranks} ENVIRONMENT "${environment}")
+      LABELS "${labels}" TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${ranks} ENVIRONMENT "${environment}")
     if(LAB_SANITIZE MATCHES "address")
       # Open MPI leaks at exit from components it has already unloaded, which leaves LeakSanitizer no
       # symbol to suppress them by: leak checking is off in these processes (every other check stays on).
@@ -49,7 +50,7 @@ function(lab_add_mpi_test name)
 endfunction()
 
 function(lab_add_mpi_gtest name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;RANKS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;RANKS;LABELS" ${ARGN})
   if(NOT LAB_WITH_TESTS OR NOT LAB_WITH_MPI)
     return()
   endif()
@@ -62,7 +63,10 @@ function(lab_add_mpi_gtest name)
                                              LAB_BINARY_DIR="${PROJECT_BINARY_DIR}")
   lab_target_defaults(${name})
   lab_test_compile_options(${name})
-  lab_add_mpi_test(${name} RANKS ${ARG_RANKS} TIMEOUT ${ARG_TIMEOUT} COMMAND $<TARGET_FILE:${name}>)
+  set(labels mpi ${ARG_LABELS})
+  lab_test_build_selection(${name} "${labels}")
+  lab_add_mpi_test(${name} RANKS ${ARG_RANKS} TIMEOUT ${ARG_TIMEOUT} LABELS ${ARG_LABELS}
+                   COMMAND $<TARGET_FILE:${name}>)
   # The test main exits with 77 when every test skipped (no GPU for CUDA tests): skipped, never passed.
   foreach(ranks ${ARG_RANKS})
     set_tests_properties(${name}.np${ranks} PROPERTIES SKIP_RETURN_CODE 77)
