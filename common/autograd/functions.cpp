@@ -64,10 +64,13 @@ Var layernorm(Tape& tape, const Var& x, const Var& w, const Var& b) {
   }
   ops::layernorm_forward(out.value(), mean, rstd, xv, w.value(), b.value());
   if (out.requires_grad())
-    tape.record(
-        "layernorm", {xv, mean, rstd, out.value()},
-        [=] { ops::layernorm_backward(x.grad(), w.grad(), b.grad(), out.grad(), x.value(), w.value(), mean, rstd); },
-        {x, w, b});
+    tape.record("layernorm", {xv, mean, rstd, out.value()},
+                [=] {
+                  const GradientTarget dx = gradient_target(x);
+                  ops::layernorm_backward(dx.grad, w.grad(), b.grad(), out.grad(), x.value(), w.value(), mean, rstd,
+                                          dx.write);
+                },
+                {x, w, b});
   return out;
 }
 

@@ -6,7 +6,8 @@
 // exceptions save the zero-filling where the first contribution can be written over a new buffer, both for an
 // input whose gradient is not allocated yet (grad_unallocated), with the buffer bound by bind_grad: the residual
 // add's backward (ag::residual) passes its output's gradient on unchanged, as that buffer itself or a copy; the
-// linear layers' and GELU's write their input's gradient over a new buffer (ag::gradient_target, ops::GradWrite).
+// linear layers', GELU's and LayerNorm's write their input's gradient over a new buffer (ag::gradient_target,
+// ops::GradWrite).
 //
 // A gradient hook tells whoever needs it that a Var's gradient is final for this backward pass: data
 // parallelism starts all-reducing a bucket of gradients as soon as all of them are final, while backward goes

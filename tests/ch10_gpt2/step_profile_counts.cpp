@@ -20,7 +20,7 @@ ZeroFills expected_zero_fills(int64_t layers, int64_t activation_bytes, bool att
   const int64_t block_parameters = 12 * kWidth * kWidth + 13 * kWidth;
   const int64_t parameters = kPaddedVocab * kWidth + kMaxT * kWidth + 2 * kWidth + layers * block_parameters;
   const int64_t qkv = kRows * 3 * kWidth;
-  ZeroFills fills{3 + layers, 4 * parameters + 3 * 4 + activation_bytes * (kRows * kWidth + layers * qkv)};
+  ZeroFills fills{2 + layers, 4 * parameters + 3 * 4 + activation_bytes * layers * qkv};
   if (attention_converts) {
     fills.count += layers;
     fills.bytes += layers * 4 * qkv;

@@ -24,13 +24,12 @@ struct StepCounts {
 // activations in it end to end (ModelOptions::activations, gpt2_train's --activations 16bit).
 // `options`: the model's hooks (the core's by default; chapter 6's fused kernels, say), its activations set here.
 // The zero-fills of that step with activations (and so their gradients) of `activation_bytes` an element: the
-// parameters' flat gradient at the step's start (f32), the step's three f32 scalars on the device, ln_f's input
-// gradient (the residual stream's last gradient, whose first contribution LayerNorm's backward adds), and each
-// block's qkv gradient (attention's backward adds into it), 3 + `layers` fills; with `attention_converts` (16-bit
+// parameters' flat gradient at the step's start (f32), the step's three f32 scalars on the device, and each
+// block's qkv gradient (attention's backward adds into it), 2 + `layers` fills; with `attention_converts` (16-bit
 // activations, the core attention computing in f32), each block's f32 qkv gradient too, converted and added.
-// Every other gradient's first contribution is written over a new buffer (ops::GradWrite: the linear layers' and
-// GELU's) or handed on (the residual adds'). Before that, 4 + 6 a block: each linear's input gradient and GELU's
-// were zero-filled as well.
+// Every other gradient's first contribution is written over a new buffer (ops::GradWrite: the linear layers',
+// GELU's and LayerNorm's) or handed on (the residual adds'). Before that, 4 + 6 a block: each linear's input
+// gradient, GELU's and ln_f's were zero-filled as well.
 ZeroFills expected_zero_fills(int64_t layers, int64_t activation_bytes, bool attention_converts = false);
 
 StepCounts count_one_step(Device device, int64_t layers, DType dtype = DType::F32, ModelOptions options = {});

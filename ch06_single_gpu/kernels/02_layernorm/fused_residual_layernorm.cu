@@ -122,10 +122,12 @@ void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const
   const auto raw_or_null = [](const Tensor& t) -> const void* { return t.defined() ? t.raw() : nullptr; };
   if (!fits_register_row(
           C, {raw_or_null(da), raw_or_null(db), raw_or_null(dresidual), dout.raw(), residual.raw(), weight.raw()})) {
-    // The unfused chain: the LayerNorm's dx added onto a copy of dresidual, then the residual's backward.
+    // The unfused chain: the LayerNorm's dx added onto a copy of dresidual (or, without one, written over a new
+    // buffer), then the residual's backward.
     const Tensor total =
-        dresidual.defined() ? dresidual.clone() : Tensor::zeros(residual.shape(), DType::F32, residual.device());
-    ops::cuda::layernorm_backward(total, dweight, dbias, dout, residual, weight, mean, rstd);
+        dresidual.defined() ? dresidual.clone() : Tensor::empty(residual.shape(), DType::F32, residual.device());
+    ops::cuda::layernorm_backward(total, dweight, dbias, dout, residual, weight, mean, rstd,
+                                  dresidual.defined() ? ops::GradWrite::Add : ops::GradWrite::Overwrite);
     ops::cuda::residual_backward(da, db, total);
     return;
   }

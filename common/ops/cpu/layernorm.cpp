@@ -37,8 +37,8 @@ void forward(T* op, float* mp, float* rp, const T* xp, const float* wp, const fl
 
 template <typename T>
 void backward(T* dxp, float* dwp, float* dbp, const T* dp, const T* xp, const float* wp, const float* mp,
-              const float* rp, int64_t N, int64_t C) {
-  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  with g = dout * w
+              const float* rp, int64_t N, int64_t C, bool add) {
+  // dx (+)= rstd * (g - mean(g) - xhat * mean(g * xhat)),  with g = dout * w
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const T* row = xp + n * C;
@@ -57,7 +57,8 @@ void backward(T* dxp, float* dwp, float* dbp, const T* dp, const T* xp, const fl
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       const float xhat = (to_float(row[c]) - m) * s;
-      dxrow[c] = from_float<T>(to_float(dxrow[c]) + s * (to_float(drow[c]) * wp[c] - g_mean - xhat * gx_mean));
+      dxrow[c] =
+          from_float<T>((add ? to_float(dxrow[c]) : 0.0f) + s * (to_float(drow[c]) * wp[c] - g_mean - xhat * gx_mean));
     }
   }
 
@@ -98,12 +99,12 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
 }
 
 void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
-                        const Tensor& w, const Tensor& mean, const Tensor& rstd) {
+                        const Tensor& w, const Tensor& mean, const Tensor& rstd, GradWrite dx_write) {
   const int64_t C = x.dim(-1), N = x.numel() / C;
   dispatch_float_dtype(x.dtype(), "layernorm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     backward(dx.data<T>(), dw.data<float>(), db.data<float>(), dout.data<T>(), x.data<T>(), w.data<float>(),
-             mean.data<float>(), rstd.data<float>(), N, C);
+             mean.data<float>(), rstd.data<float>(), N, C, dx_write == GradWrite::Add);
   });
 }
 

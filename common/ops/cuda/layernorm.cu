@@ -108,10 +108,10 @@ __global__ void layernorm_forward_pieces_kernel(D* out, float* mean, float* rstd
   }
 }
 
-// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)),  with g = dout * w
+// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)),  with g = dout * w; without `add`, dx = ..., dx not read
 template <typename D>
 __global__ void layernorm_backward_dx_kernel(D* dx, const D* dout, const D* x, const float* w, const float* mean,
-                                             const float* rstd, int64_t N, int64_t C) {
+                                             const float* rstd, int64_t N, int64_t C, bool add) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= N) return;
@@ -129,7 +129,7 @@ __global__ void layernorm_backward_dx_kernel(D* dx, const D* dout, const D* x, c
   D* dxr = dx + row * C;
   for (int64_t c = lane; c < C; c += kWarpSize) {
     const float xhat = (load(xr[c]) - m) * s;
-    dxr[c] = store_as<D>(load(dxr[c]) + s * (load(dr[c]) * w[c] - g_mean - xhat * gx_mean));
+    dxr[c] = store_as<D>((add ? load(dxr[c]) : 0.0f) + s * (load(dr[c]) * w[c] - g_mean - xhat * gx_mean));
   }
 }
 
@@ -156,7 +156,7 @@ constexpr int64_t kBackwardBlocks = 528;
 template <typename D, int kPieces>
 __global__ void layernorm_backward_pieces_kernel(D* dx, float* partials, const D* dout, const D* x, const float* w,
                                                  const float* mean, const float* rstd, int64_t N, int pieces,
-                                                 int64_t rows_per_block) {
+                                                 int64_t rows_per_block, bool add) {
   constexpr int kPer = Piece<D>::kElements, kSlots = kPieces * kPer * kWarpSize;
   // Warp w's sums of dw (k = 0) and db (k = 1); element e of lane i's p-th piece at slot (p * kPer + e) * 32 + i,
   // so the lanes of a warp reach 32 banks. At most 48 KiB (kPieces = 6 in 16 bits).
@@ -194,12 +194,13 @@ __global__ void layernorm_backward_pieces_kernel(D* dx, float* partials, const D
     for (int p = 0; p < kPieces; ++p) {
       const int piece = lane + p * kWarpSize;
       if (piece >= pieces) continue;
-      Piece<D> out = dxr[piece];
+      Piece<D> out;
+      if (add) out = dxr[piece];  // without `add`, dx is written, never read
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
         const float xhat = (load(xv[p].e[e]) - m) * s;
         const float d = load(dv[p].e[e]);
-        out.e[e] = store_as<D>(load(out.e[e]) + s * (d * w[piece * kPer + e] - g_mean - xhat * gx_mean));
+        out.e[e] = store_as<D>((add ? load(out.e[e]) : 0.0f) + s * (d * w[piece * kPer + e] - g_mean - xhat * gx_mean));
         const int slot = (p * kPer + e) * kWarpSize + lane;
         dw_sum[slot] += d * xhat;
         db_sum[slot] += d;
@@ -244,7 +245,7 @@ void with_pieces_per_lane(int64_t per_lane, const Launch& launch) {
 // (pieces_per_lane); false, with nothing queued, otherwise.
 template <typename D>
 bool launch_backward_in_pieces(D* dx, float* dw, float* db, const D* dout, const D* x, const float* w,
-                               const float* mean, const float* rstd, int64_t N, int64_t C, Device device,
+                               const float* mean, const float* rstd, int64_t N, int64_t C, bool add, Device device,
                                cudaStream_t stream) {
   // A row's pieces; with C a whole number of pieces and aligned starts, every row starts aligned too.
   const int64_t pieces = pieces_of<D>(C, dx, dout, x);
@@ -261,7 +262,8 @@ bool launch_backward_in_pieces(D* dx, float* dw, float* db, const D* dout, const
   const int64_t rows = split.rows_per_chunk;
   with_pieces_per_lane(per_lane, [&](auto count) {
     constexpr int kPieces = decltype(count)::value;
-    LAB_LAUNCH((layernorm_backward_pieces_kernel<D, kPieces>), config, dx, sums, dout, x, w, mean, rstd, N, n, rows);
+    LAB_LAUNCH((layernorm_backward_pieces_kernel<D, kPieces>), config, dx, sums, dout, x, w, mean, rstd, N, n, rows,
+               add);
   });
   LAB_LAUNCH(column_totals_kernel<2>, {grid_for(C, kBlockSize), kBlockSize, 0, stream}, ColumnOutputs<2>{{dw, db}},
              sums, split.row_chunks, C);
@@ -313,21 +315,22 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
 }
 
 void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
-                        const Tensor& w, const Tensor& mean, const Tensor& rstd) {
+                        const Tensor& w, const Tensor& mean, const Tensor& rstd, GradWrite dx_write) {
   const int64_t C = x.dim(-1);
   if (C == 0 || x.numel() == 0) return;
   const int64_t N = x.numel() / C;
+  const bool add = dx_write == GradWrite::Add;
   LaunchScope scope(x);
   dispatch_float_dtype(x.dtype(), "layernorm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using D = typename DeviceType<T>::type;
     if (launch_backward_in_pieces(device_data<T>(dx), dw.data<float>(), db.data<float>(), device_data<T>(dout),
-                                  device_data<T>(x), w.data<float>(), mean.data<float>(), rstd.data<float>(), N, C,
+                                  device_data<T>(x), w.data<float>(), mean.data<float>(), rstd.data<float>(), N, C, add,
                                   x.device(), scope.stream()))
       return;
     LAB_LAUNCH(layernorm_backward_dx_kernel<D>, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()},
                device_data<T>(dx), device_data<T>(dout), device_data<T>(x), w.data<float>(), mean.data<float>(),
-               rstd.data<float>(), N, C);
+               rstd.data<float>(), N, C, add);
     add_column_sums<2>(
         {{dw.data<float>(), db.data<float>()}},
         WeightAndBiasTerms<D>{device_data<T>(dout), device_data<T>(x), mean.data<float>(), rstd.data<float>(), C}, N, C,

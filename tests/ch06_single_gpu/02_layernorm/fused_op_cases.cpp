@@ -79,7 +79,8 @@ FusedResults run_unfused_reference(const FusedInputs& in, const GradientSet& g) 
   const Tensor total = g.dresidual ? in.dresidual.clone() : Tensor::zeros({N, C}, DType::F32);
   r.dweight = in.dweight.clone();
   r.dbias = in.dbias.clone();
-  ops::cpu::layernorm_backward(total, r.dweight, r.dbias, in.dout, r.residual, in.weight, r.mean, r.rstd);
+  ops::cpu::layernorm_backward(total, r.dweight, r.dbias, in.dout, r.residual, in.weight, r.mean, r.rstd,
+                               ops::GradWrite::Add);
   // da aliasing dresidual starts from dresidual's values, as the fused op's da then does.
   if (g.da) r.da = g.da_is_dresidual ? in.dresidual.clone() : in.da.clone();
   if (g.db) r.db = in.db.clone();

@@ -289,6 +289,18 @@ void expect_layernorm_matches_cpu(const LayerNormCase& p, Rng& rng, float offset
   EXPECT_TRUE(all_close("layernorm dx", dx_gpu, dx, tol));
   EXPECT_TRUE(all_close("layernorm dw", dw_gpu, dw, tol));
   EXPECT_TRUE(all_close("layernorm db", db_gpu, db, tol));
+
+  // dx written over (GradWrite::Overwrite) a buffer of NaNs, which neither side may read: the backward from zeros.
+  const auto zeros = [](const Shape& shape, Device device) { return Tensor::zeros(shape, DType::F32, device); };
+  const Tensor from_zeros = zeros({p.N, p.C}, Device::cpu());
+  ops::layernorm_backward(from_zeros, zeros({p.C}, Device::cpu()), zeros({p.C}, Device::cpu()), dout, x, w, mean, rstd);
+  const Tensor over = poisoned({p.N, p.C}, Device::cpu()), over_gpu = poisoned({p.N, p.C}, kGpu);
+  ops::layernorm_backward(over, zeros({p.C}, Device::cpu()), zeros({p.C}, Device::cpu()), dout, x, w, mean, rstd,
+                          ops::GradWrite::Overwrite);
+  ops::layernorm_backward(over_gpu, zeros({p.C}, kGpu), zeros({p.C}, kGpu), on_gpu(dout), on_gpu(x), on_gpu(w),
+                          on_gpu(mean), on_gpu(rstd), ops::GradWrite::Overwrite);
+  EXPECT_TRUE(all_close("layernorm dx (written over, CPU)", over, from_zeros, tol));
+  EXPECT_TRUE(all_close("layernorm dx (written over)", over_gpu, from_zeros, tol));
 }
 
 TEST_P(LayerNormTest, ForwardAndBackwardMatchCpu) {

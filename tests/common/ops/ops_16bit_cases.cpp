@@ -187,6 +187,14 @@ void expect_layernorm_matches_f32(DType dtype, Device device, int64_t N, int64_t
   EXPECT_TRUE(within_one_ulp("layernorm dx", dx16, dx, C));
   EXPECT_TRUE(all_close("layernorm dw", dw16, dw, tolerance_for(DType::F32, N)));
   EXPECT_TRUE(all_close("layernorm db", db16, db, tolerance_for(DType::F32, N)));
+
+  // dx written over a NaN-filled buffer (GradWrite::Overwrite), which is never read: the backward from zeros.
+  const auto zeros = [](const Shape& shape) { return Tensor::zeros(shape, DType::F32); };
+  const Tensor from_zeros = zeros({N, C}), over16 = poisoned_narrow({N, C}, dtype, device);
+  ops::layernorm_backward(from_zeros, zeros({C}), zeros({C}), dout, x, w, mean, rstd);
+  ops::layernorm_backward(over16, on_device(zeros({C})), on_device(zeros({C})), narrow_on(dout, dtype, device),
+                          narrow_on(x, dtype, device), on_device(w), mean16, rstd16, ops::GradWrite::Overwrite);
+  EXPECT_TRUE(within_one_ulp("layernorm dx (written over)", over16, from_zeros, C));
 }
 
 void expect_linear_forward_matches_f32(DType dtype, Device device, int64_t N, int64_t C, int64_t OC, Rng& rng) {

@@ -10,6 +10,7 @@
 
 #include "common/autograd/functions.h"
 #include "common/ops/classifier.h"
+#include "common/ops/layernorm.h"
 #include "common/ops/linear.h"
 #include "tests/support/test_support.h"
 
@@ -192,6 +193,34 @@ TEST(OpGradients, LinearWritesItsInputsFirstGradientOverAndAddsTheRest) {
   Var single(random_normal({3, 7}, rng));
   run_backward([&](Tape& t) { return ag::linear(t, single, v1, Var()); }, r);
   expect_gradient(single, {w1}, "x feeding one layer");
+}
+
+// LayerNorm's backward too: x feeding two LayerNorms gets both backward terms, x feeding one gets its term alone,
+// as the op's backward adds them into zeros.
+TEST(OpGradients, LayerNormWritesItsInputsFirstGradientOverAndAddsTheRest) {
+  Rng rng(64);
+  const Tensor w1 = random_normal({7}, rng), w2 = random_normal({7}, rng), b = random_normal({7}, rng);
+  const Tensor r = random_normal({3, 7}, rng);
+  const auto expect_gradient = [&](const Var& x, std::initializer_list<Tensor> weights, const char* what) {
+    const Tensor expected = Tensor::zeros({3, 7}, DType::F32);
+    for (const Tensor& w : weights) {
+      const Tensor out = Tensor::empty({3, 7}, DType::F32);
+      const Tensor mean = Tensor::empty({3}, DType::F32), rstd = Tensor::empty({3}, DType::F32);
+      ops::layernorm_forward(out, mean, rstd, x.value(), w, b);
+      ops::layernorm_backward(expected, Tensor::zeros({7}, DType::F32), Tensor::zeros({7}, DType::F32), r, x.value(), w,
+                              mean, rstd);
+    }
+    const std::vector<float> got = x.grad().to_floats(), want = expected.to_floats();
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << what << ", element " << i;
+  };
+  Var x(random_normal({3, 7}, rng));
+  const Var v1(w1), v2(w2), vb1(b), vb2(b);
+  run_backward([&](Tape& t) { return ag::residual(t, ag::layernorm(t, x, v1, vb1), ag::layernorm(t, x, v2, vb2)); }, r);
+  expect_gradient(x, {w1, w2}, "x feeding two LayerNorms");
+
+  Var single(random_normal({3, 7}, rng));
+  run_backward([&](Tape& t) { return ag::layernorm(t, single, v1, vb1); }, r);
+  expect_gradient(single, {w1}, "x feeding one LayerNorm");
 }
 
 TEST(OpGradients, Embedding) {
