@@ -65,9 +65,11 @@ fi
 phase "layering check"
 python3 scripts/check_layering.py
 
+# The labels of the tests the plain build runs (see its test phase), a CMake list: only their programs are built.
+PLAIN_TEST_LABELS="cuda;plain_build"
 phase "configure ($BUILD_DIR)"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAB_WERROR=ON \
-  -DLAB_BUILD_TESTS_WITH_LABELS="cuda;plain_build"
+  -DLAB_BUILD_TESTS_WITH_LABELS="$PLAIN_TEST_LABELS"
 phase "build"
 cmake --build "$BUILD_DIR" -j "$JOBS"
 # The emulation build below runs every test; here only those whose path depends on the build: the CUDA tests
@@ -75,8 +77,8 @@ cmake --build "$BUILD_DIR" -j "$JOBS"
 # where no GPU can be used or that exist only in this build (label plain_build: the READMEs' commands, the
 # PyTorch anchor, a GPU that is not there refused). The other CPU tests would run a second time, unsanitized,
 # for a third of the run's test time, and their programs are not built here (LAB_BUILD_TESTS_WITH_LABELS).
-phase "test (labels cuda and plain_build)"
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -L 'cuda|plain_build'
+phase "test (labels ${PLAIN_TEST_LABELS//;/ and })"
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -L "${PLAIN_TEST_LABELS//;/|}"
 
 # Every kernel's registers, spills and occupancy on sm_90 from ptxas: fails on a kernel that spills without a
 # reason in scripts/kernel_resources_allowlist.txt, that has no block size in the script's table, or that should
