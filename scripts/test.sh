@@ -8,9 +8,9 @@
 #              build runs all of them
 #              then the static resources of every kernel (scripts/kernel_resources.py, when nvcc is found)
 #   DIR-libcxx clang 16 against libc++ with its transitive includes removed: every source (tests and the .cu
-#              files as C++ included) and every header on its own, compiled without code generation
-#              (scripts/check_includes.py), so a missing standard include fails here before it fails a user
-#              on a newer GCC or on clang
+#              files as C++ included) and every header on its own, compiled without code generation, libc++'s
+#              headers read as clang modules (scripts/check_includes.py), so a missing standard include fails
+#              here before it fails a user on a newer GCC or on clang
 #   DIR-asan   the CUDA emulation build under AddressSanitizer + UndefinedBehaviorSanitizer: the same CUDA
 #              sources compiled by the host compiler and run on the CPU (common/cuda/emulation/README.md);
 #              every test runs, and every test labelled cuda must run: a skipped one fails CI

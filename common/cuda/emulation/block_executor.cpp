@@ -63,8 +63,14 @@ const char* op_name(WarpOp op) {
     case WarpOp::WmmaLoad: return "nvcuda::wmma::load_matrix_sync";
     case WarpOp::WmmaStore: return "nvcuda::wmma::store_matrix_sync";
     case WarpOp::WmmaMma: return "nvcuda::wmma::mma_sync";
+    case WarpOp::MmaSync: return "mma.sync.m16n8k16";
+    case WarpOp::Ldmatrix: return "ldmatrix.sync";
   }
   return "a warp collective";
+}
+
+bool is_task(WarpOp op) {
+  return op >= WarpOp::WmmaLoad;
 }
 
 bool is_shuffle(WarpOp op) {
@@ -176,9 +182,7 @@ class BlockExecutor {
   CudaThread* take_unstarted();
   CudaThread* take_ready();
   Runner* acquire_runner();
-  void switch_to(Runner& runner);
-  void start_runner();
-  void resume(CudaThread& thread);
+  Fiber& next_fiber();
   void enter(CudaThread& thread);
   void run_thread(CudaThread& thread);
   void on_exit(CudaThread& thread);
@@ -207,6 +211,7 @@ class BlockExecutor {
   std::vector<CudaThread*> barrier_waiters_;
   size_t exited_ = 0;
   CudaThread* current_ = nullptr;
+  Fiber scheduler_;  // the OS thread's own stack, where run() waits while the block's fibers run
   std::optional<std::string> fault_;
   bool shuffled_ = false;
   Rng rng_;
@@ -235,15 +240,13 @@ BlockExecutor& running_executor(const char* function) {
 std::optional<std::string> BlockExecutor::run(const GridLaunch& launch, uint3 block) {
   set_up(launch, block);
   t_running = this;
-  const size_t n = threads_.size();
+  // The fibers switch to one another while they find work (suspend()); the scheduler is switched back to only
+  // when none is left: the block has finished, faulted or cannot go on.
   while (!fault_) {
-    const bool can_start = next_unstarted_ < n;
-    // Resume a released thread first (or, shuffled, pick at random between the two kinds of work).
-    if (!ready_.empty() && !(can_start && shuffled_ && rng_.below(2) == 0)) {
-      resume(*take_ready());
-    } else if (can_start) {
-      start_runner();
-    } else if (exited_ == n) {
+    Fiber& next = next_fiber();
+    if (&next != &scheduler_) {
+      Fiber::switch_to(scheduler_, next);
+    } else if (exited_ == threads_.size()) {
       break;
     } else {
       diagnose_deadlock();
@@ -343,25 +346,22 @@ Runner* BlockExecutor::acquire_runner() {
   return runner;
 }
 
-void BlockExecutor::switch_to(Runner& runner) {
-  runner.fiber.resume();
-  if (runner.fiber.finished()) {
-    runner.in_use = false;
-    idle_runners_.push_back(&runner);
+// The fiber to run next, ready to be switched to: a released thread's, where it waits (first, or shuffled at
+// random), or a new runner's, which starts the threads not started yet; the scheduler's when there is neither.
+Fiber& BlockExecutor::next_fiber() {
+  if (fault_) return scheduler_;
+  const bool can_start = next_unstarted_ < threads_.size();
+  if (!ready_.empty() && !(can_start && shuffled_ && rng_.below(2) == 0)) {
+    CudaThread& thread = *take_ready();
+    thread.state = State::Running;
+    enter(thread);
+    return thread.runner->fiber;
   }
-}
-
-void BlockExecutor::start_runner() {
+  if (!can_start) return scheduler_;
   Runner& runner = *acquire_runner();
-  runner.fiber.start(*runner.stack, &BlockExecutor::runner_main, &runner, runner.abandoned);
+  runner.fiber.start(*runner.stack, &BlockExecutor::runner_main, &runner, runner.abandoned, scheduler_);
   runner.abandoned = false;
-  switch_to(runner);
-}
-
-void BlockExecutor::resume(CudaThread& thread) {
-  thread.state = State::Running;
-  enter(thread);
-  switch_to(*thread.runner);
+  return runner.fiber;
 }
 
 void BlockExecutor::enter(CudaThread& thread) {
@@ -378,6 +378,9 @@ void BlockExecutor::runner_main(void* arg) {
     self.enter(*thread);
     self.run_thread(*thread);
   }
+  // Free for the next runner once this fiber has made its last switch, to the scheduler (nothing runs between).
+  runner.in_use = false;
+  self.idle_runners_.push_back(&runner);
 }
 
 void BlockExecutor::run_thread(CudaThread& thread) {
@@ -417,8 +420,11 @@ void BlockExecutor::make_ready(CudaThread& thread) {
   ready_.push_back(&thread);
 }
 
+// The thread waits: the OS thread goes straight on to the next work, one switch (through the scheduler, two).
 void BlockExecutor::suspend(CudaThread& thread) {
-  thread.runner->fiber.suspend();
+  Fiber& me = thread.runner->fiber;
+  Fiber& next = next_fiber();
+  if (&next != &me) Fiber::switch_to(me, next);  // itself when a yielding thread is picked again (shuffled)
 }
 
 void BlockExecutor::yield(CudaThread& thread) {
@@ -537,7 +543,7 @@ int BlockExecutor::source_lane(const CudaThread& lane) const {
 // Every lane of the group has arrived: compute each lane's result and release the others.
 void BlockExecutor::complete(const PendingCollective& group) {
   const CudaThread& me = current();
-  if (group.op == WarpOp::WmmaLoad || group.op == WarpOp::WmmaStore || group.op == WarpOp::WmmaMma) {
+  if (is_task(group.op)) {
     void* lanes[kWarpSize] = {};
     for (unsigned l = group.mask; l != 0; l &= l - 1) {
       const unsigned lane = static_cast<unsigned>(std::countr_zero(l));
@@ -698,7 +704,7 @@ void BlockExecutor::set_fault(const CudaThread& named, const std::string& what) 
 // From inside a fiber: records the fault and leaves the block for good (the scheduler stops at once).
 void BlockExecutor::fault_at(const CudaThread& named, const std::string& what) {
   set_fault(named, what);
-  current().runner->fiber.suspend();
+  Fiber::switch_to(current().runner->fiber, scheduler_);
   std::fprintf(stderr, "lab cuda emulation: a faulted block was resumed\n");
   std::abort();
 }

@@ -2,7 +2,8 @@
 // fiber, and checks the block's use of barriers and warp collectives.
 //
 // Scheduling. A fiber runs until its CUDA thread reaches a __syncthreads, a warp collective or its end;
-// only there does control go back to the scheduler, which then resumes another fiber. Most kernels have no
+// only there does it switch, straight to the next fiber with work (a released thread, or a new runner for the
+// threads not started yet); the scheduler is switched back to only when there is none. Most kernels have no
 // barrier at all: there one fiber ("runner") simply runs the threads of the block one after another, with no
 // switch, and a second runner starts only when a thread blocks. So a fiber (and a stack) is needed per
 // *waiting* thread, not per thread, and an elementwise kernel costs little more than a loop over its threads.

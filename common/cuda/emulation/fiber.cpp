@@ -70,7 +70,15 @@ FiberStack::~FiberStack() {
 
 // ---------------------------------------------------------------- Fiber
 
-void Fiber::start(FiberStack& stack, void (*entry)(void*), void* arg, bool stack_was_abandoned) {
+// What a switch hands over: the context that switched (its continuation is stored in it on arrival) and the
+// one switched to (which a fiber's first run learns itself from). It lives on the switching side's stack, which
+// stays put until that side is resumed.
+struct Fiber::Switch {
+  Fiber* from;
+  Fiber* to;
+};
+
+void Fiber::start(FiberStack& stack, void (*entry)(void*), void* arg, bool stack_was_abandoned, Fiber& exit_to) {
 #if LAB_EMU_ASAN
   if (stack_was_abandoned) __asan_unpoison_memory_region(stack.bottom(), stack.size());
 #else
@@ -79,39 +87,46 @@ void Fiber::start(FiberStack& stack, void (*entry)(void*), void* arg, bool stack
   stack_ = &stack;
   entry_ = entry;
   arg_ = arg;
+  exit_to_ = &exit_to;
   finished_ = false;
   fake_stack_ = nullptr;
+  stack_bottom_ = stack.bottom();
+  stack_size_ = stack.size();
   // fcontext takes the top of the stack: it grows down from there.
   void* top = static_cast<char*>(stack.bottom()) + stack.size();
   context_ = fc::make_fcontext(top, stack.size(), [](fc::transfer_t t) { trampoline(&t); });
 }
 
-void Fiber::resume() {
-  void* scheduler_fake_stack = nullptr;
-  start_switch(&scheduler_fake_stack, stack_->bottom(), stack_->size());
-  const fc::transfer_t back = fc::jump_fcontext(context_, this);
-  finish_switch(scheduler_fake_stack, nullptr, nullptr);
-  context_ = back.fctx;
+void Fiber::switch_to(Fiber& from, Fiber& to) {
+  // A finished fiber's last switch: a null fake-stack slot tells AddressSanitizer its stack is done with.
+  start_switch(from.finished_ ? nullptr : &from.fake_stack_, to.stack_bottom_, to.stack_size_);
+  Switch handover{&from, &to};
+  const fc::transfer_t back = fc::jump_fcontext(to.context_, &handover);
+  from.arrived(*static_cast<const Switch*>(back.data), back.fctx);
 }
 
-void Fiber::suspend() {
-  start_switch(&fake_stack_, scheduler_bottom_, scheduler_size_);
-  const fc::transfer_t back = fc::jump_fcontext(scheduler_, nullptr);
-  finish_switch(fake_stack_, &scheduler_bottom_, &scheduler_size_);
-  scheduler_ = back.fctx;
+// On this context's stack, just after a switch into it: the context that switched continues at `its_context`.
+void Fiber::arrived(const Switch& handover, void* its_context) {
+  const void* bottom = nullptr;
+  size_t size = 0;
+  finish_switch(fake_stack_, &bottom, &size);
+  Fiber& from = *handover.from;
+  from.context_ = its_context;
+  if (from.stack_ == nullptr) {  // the OS thread's stack: AddressSanitizer knows its bounds
+    from.stack_bottom_ = bottom;
+    from.stack_size_ = size;
+  }
 }
 
 void Fiber::trampoline(void* transfer) {
   const fc::transfer_t t = *static_cast<fc::transfer_t*>(transfer);
-  Fiber& self = *static_cast<Fiber*>(t.data);
-  self.scheduler_ = t.fctx;
-  finish_switch(nullptr, &self.scheduler_bottom_, &self.scheduler_size_);
+  const Switch& handover = *static_cast<const Switch*>(t.data);
+  Fiber& self = *handover.to;
+  self.arrived(handover, t.fctx);
   self.entry_(self.arg_);
   self.finished_ = true;
-  // The last switch: a null fake-stack slot tells AddressSanitizer this fiber's stack is done with.
-  start_switch(nullptr, self.scheduler_bottom_, self.scheduler_size_);
-  fc::jump_fcontext(self.scheduler_, nullptr);
-  __builtin_unreachable();  // nobody resumes a finished fiber
+  switch_to(self, *self.exit_to_);
+  __builtin_unreachable();  // nobody switches to a finished fiber
 }
 
 }  // namespace lab::cuda::emu

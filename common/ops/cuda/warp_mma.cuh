@@ -21,10 +21,12 @@
 // [2 (lane % 4) + 1][lane / 4] (the transposed matrix). Which rows each lane names for an A operand or a pair of
 // B operands: a_row/a_col and bt_row/bt_col below.
 //
-// Under LAB_CUDA_EMULATION both are built from __shfl_sync only, following the layouts above to the letter (a
-// layout bug fails the tests there as it would on a GPU); the emulated mma sums the 16 products of each output
-// in k order with an f32 FMA each (products of 16-bit values are exact in f32). On a GPU the hardware's order of
-// additions differs, so results agree to f32 rounding, not bit for bit.
+// Under LAB_CUDA_EMULATION each is one warp task of the block executor (device_functions.h): every lane arrives
+// with its operands, as on a GPU all 32 must, and the last to arrive moves the elements between the lanes'
+// registers following the layouts above to the letter (a layout bug fails the tests there as it would on a
+// GPU). The emulated mma sums the 16 products of each output in k order with an f32 FMA each (products of
+// 16-bit values are exact in f32). On a GPU the hardware's order of additions differs, so results agree to f32
+// rounding, not bit for bit.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -99,14 +101,7 @@ __device__ inline int bt_col(int lane) {
 namespace detail {
 
 inline constexpr unsigned int kAllLanes = 0xffffffffu;
-
-// Lane `src`'s shared-memory row address, in two 32-bit shuffles.
-inline const unsigned char* shuffle_address(const void* p, int src) {
-  const uint64_t bits = reinterpret_cast<uint64_t>(p);
-  const uint32_t lo = __shfl_sync(kAllLanes, static_cast<uint32_t>(bits), src);
-  const uint32_t hi = __shfl_sync(kAllLanes, static_cast<uint32_t>(bits >> 32), src);
-  return reinterpret_cast<const unsigned char*>((static_cast<uint64_t>(hi) << 32) | lo);
-}
+inline constexpr int kLanes = 32;
 
 inline uint16_t element_at(const unsigned char* row, int index) {
   uint16_t v;
@@ -114,44 +109,89 @@ inline uint16_t element_at(const unsigned char* row, int index) {
   return v;
 }
 
+// What one lane brings to ldmatrix: the row address it names, and its destination registers.
+struct LdmatrixLane {
+  const unsigned char* row;
+  uint32_t* r;
+};
+
+// Every lane's registers from the rows the lanes name, by the layout at the top: lanes 8i .. 8i+7 name the rows
+// of matrix i. All are read before any is written.
+template <int kMatrices, bool kTrans>
+void ldmatrix_task(void* const* lanes, unsigned int /*mask*/) {
+  const auto row_of = [&](int lane) { return static_cast<const LdmatrixLane*>(lanes[lane])->row; };
+  uint32_t r[kLanes][kMatrices];
+  for (int lane = 0; lane < kLanes; ++lane) {
+    for (int i = 0; i < kMatrices; ++i) {
+      if (!kTrans) {
+        const unsigned char* row = row_of(8 * i + lane / 4);
+        r[lane][i] = element_at(row, 2 * (lane % 4)) | static_cast<uint32_t>(element_at(row, 2 * (lane % 4) + 1)) << 16;
+      } else {
+        const unsigned char* row0 = row_of(8 * i + 2 * (lane % 4));
+        const unsigned char* row1 = row_of(8 * i + 2 * (lane % 4) + 1);
+        r[lane][i] = element_at(row0, lane / 4) | static_cast<uint32_t>(element_at(row1, lane / 4)) << 16;
+      }
+    }
+  }
+  for (int lane = 0; lane < kLanes; ++lane)
+    memcpy(static_cast<const LdmatrixLane*>(lanes[lane])->r, r[lane], sizeof(r[lane]));
+}
+
 template <int kMatrices, bool kTrans>
 inline void ldmatrix(uint32_t* r, const void* shared_row) {
-  const int lane = threadIdx.x % 32;
-  for (int i = 0; i < kMatrices; ++i) {
-    if (!kTrans) {
-      const unsigned char* row = shuffle_address(shared_row, 8 * i + lane / 4);
-      r[i] = element_at(row, 2 * (lane % 4)) | static_cast<uint32_t>(element_at(row, 2 * (lane % 4) + 1)) << 16;
-    } else {
-      const unsigned char* row0 = shuffle_address(shared_row, 8 * i + 2 * (lane % 4));
-      const unsigned char* row1 = shuffle_address(shared_row, 8 * i + 2 * (lane % 4) + 1);
-      r[i] = element_at(row0, lane / 4) | static_cast<uint32_t>(element_at(row1, lane / 4)) << 16;
+  LdmatrixLane lane{static_cast<const unsigned char*>(shared_row), r};
+  lab::cuda::emu::device::warp_task(lab::cuda::emu::device::WarpOp::Ldmatrix, kAllLanes, &lane,
+                                    &ldmatrix_task<kMatrices, kTrans>);
+}
+
+// What one lane brings to mma.sync: its fragments of A, B and C, and where its part of D goes (which may be C).
+struct MmaLane {
+  float* d;
+  const uint32_t* a;
+  const uint32_t* b;
+  const float* c;
+};
+
+// D = A B + C for the whole warp: A, B and C gathered from every lane's registers by the layouts at the top,
+// each output summed in k order with one f32 FMA per product, D scattered back the same way.
+template <typename E>
+void mma_task(void* const* lanes, unsigned int /*mask*/) {
+  float a[16][16], b[16][8], c[16][8];
+  for (int lane = 0; lane < kLanes; ++lane) {
+    const MmaLane& in = *static_cast<const MmaLane*>(lanes[lane]);
+    const int g = lane / 4, t = lane % 4;
+    for (int h = 0; h < 2; ++h) {
+      a[g][2 * t + h] = unpack<E>(in.a[0], h);
+      a[g + 8][2 * t + h] = unpack<E>(in.a[1], h);
+      a[g][2 * t + 8 + h] = unpack<E>(in.a[2], h);
+      a[g + 8][2 * t + 8 + h] = unpack<E>(in.a[3], h);
+      b[2 * t + h][g] = unpack<E>(in.b[0], h);
+      b[2 * t + 8 + h][g] = unpack<E>(in.b[1], h);
+      c[g][2 * t + h] = in.c[h];
+      c[g + 8][2 * t + h] = in.c[2 + h];
     }
+  }
+  for (int row = 0; row < 16; ++row) {
+    for (int col = 0; col < 8; ++col) {
+      float acc = c[row][col];
+      for (int k = 0; k < 16; ++k) acc = fmaf(a[row][k], b[k][col], acc);
+      c[row][col] = acc;
+    }
+  }
+  for (int lane = 0; lane < kLanes; ++lane) {
+    float* d = static_cast<const MmaLane*>(lanes[lane])->d;
+    const int g = lane / 4, t = lane % 4;
+    d[0] = c[g][2 * t];
+    d[1] = c[g][2 * t + 1];
+    d[2] = c[g + 8][2 * t];
+    d[3] = c[g + 8][2 * t + 1];
   }
 }
 
-// D = A B + C by the layouts at the top: for each k pair, every lane fetches the registers holding its rows of A
-// (lanes 4 g + k/2 % 4) and its columns of B (lanes 4 (2t + j) + k/2 % 4), then one f32 FMA per product in k order.
 template <typename E>
 inline void mma(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  float acc[4] = {c[0], c[1], c[2], c[3]};
-  for (int kp = 0; kp < 8; ++kp) {  // k = 2 kp, 2 kp + 1
-    const int high_k = kp / 4;      // k >= 8: registers a[2], a[3] and b[1]
-    const int a_src = 4 * g + kp % 4;
-    const uint32_t a_top = __shfl_sync(kAllLanes, a[2 * high_k], a_src);              // A[g][k, k+1]
-    const uint32_t a_bottom = __shfl_sync(kAllLanes, a[2 * high_k + 1], a_src);       // A[g+8][k, k+1]
-    const uint32_t b0 = __shfl_sync(kAllLanes, b[high_k], 4 * (2 * t) + kp % 4);      // B[k, k+1][2t]
-    const uint32_t b1 = __shfl_sync(kAllLanes, b[high_k], 4 * (2 * t + 1) + kp % 4);  // B[k, k+1][2t+1]
-    for (int h = 0; h < 2; ++h) {
-      const float top = unpack<E>(a_top, h), bottom = unpack<E>(a_bottom, h);
-      const float col0 = unpack<E>(b0, h), col1 = unpack<E>(b1, h);
-      acc[0] = fmaf(top, col0, acc[0]);
-      acc[1] = fmaf(top, col1, acc[1]);
-      acc[2] = fmaf(bottom, col0, acc[2]);
-      acc[3] = fmaf(bottom, col1, acc[3]);
-    }
-  }
-  for (int i = 0; i < 4; ++i) d[i] = acc[i];
+  MmaLane lane{d, a, b, c};
+  lab::cuda::emu::device::warp_task(lab::cuda::emu::device::WarpOp::MmaSync, kAllLanes, &lane, &mma_task<E>);
 }
 
 }  // namespace detail

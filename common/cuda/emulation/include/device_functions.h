@@ -29,8 +29,24 @@ inline constexpr int warpSize = 32;
 
 namespace lab::cuda::emu::device {
 
-// The warp collectives, one rendezvous each (see block_executor.cpp). The Wmma ones are warp tasks (below).
-enum class WarpOp : int { Sync, Shfl, ShflUp, ShflDown, ShflXor, Ballot, Any, All, WmmaLoad, WmmaStore, WmmaMma };
+// The warp collectives, one rendezvous each (see block_executor.cpp). From WmmaLoad on they are warp tasks
+// (below): WMMA's functions (mma.h), and the PTX instructions mma.sync and ldmatrix as
+// common/ops/cuda/warp_mma.cuh emulates them.
+enum class WarpOp : int {
+  Sync,
+  Shfl,
+  ShflUp,
+  ShflDown,
+  ShflXor,
+  Ballot,
+  Any,
+  All,
+  WmmaLoad,
+  WmmaStore,
+  WmmaMma,
+  MmaSync,
+  Ldmatrix
+};
 
 // Waits until every lane of `mask` has called the same collective with the same mask, then returns this
 // lane's result: the value read from the source lane (shuffles, where `arg` is the source lane, delta or
