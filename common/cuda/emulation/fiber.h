@@ -48,8 +48,6 @@ class Fiber {
   // From `from`, the context running now, to `to`. Returns, on `from`'s stack, when a context switches back.
   static void switch_to(Fiber& from, Fiber& to);
 
-  bool finished() const { return finished_; }
-
  private:
   struct Switch;
   static void trampoline(void* transfer);

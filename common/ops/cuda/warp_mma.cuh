@@ -101,7 +101,6 @@ __device__ inline int bt_col(int lane) {
 namespace detail {
 
 inline constexpr unsigned int kAllLanes = 0xffffffffu;
-inline constexpr int kLanes = 32;
 
 inline uint16_t element_at(const unsigned char* row, int index) {
   uint16_t v;
@@ -120,8 +119,8 @@ struct LdmatrixLane {
 template <int kMatrices, bool kTrans>
 void ldmatrix_task(void* const* lanes, unsigned int /*mask*/) {
   const auto row_of = [&](int lane) { return static_cast<const LdmatrixLane*>(lanes[lane])->row; };
-  uint32_t r[kLanes][kMatrices];
-  for (int lane = 0; lane < kLanes; ++lane) {
+  uint32_t r[warpSize][kMatrices];
+  for (int lane = 0; lane < warpSize; ++lane) {
     for (int i = 0; i < kMatrices; ++i) {
       if (!kTrans) {
         const unsigned char* row = row_of(8 * i + lane / 4);
@@ -133,7 +132,7 @@ void ldmatrix_task(void* const* lanes, unsigned int /*mask*/) {
       }
     }
   }
-  for (int lane = 0; lane < kLanes; ++lane)
+  for (int lane = 0; lane < warpSize; ++lane)
     memcpy(static_cast<const LdmatrixLane*>(lanes[lane])->r, r[lane], sizeof(r[lane]));
 }
 
@@ -157,7 +156,7 @@ struct MmaLane {
 template <typename E>
 void mma_task(void* const* lanes, unsigned int /*mask*/) {
   float a[16][16], b[16][8], c[16][8];
-  for (int lane = 0; lane < kLanes; ++lane) {
+  for (int lane = 0; lane < warpSize; ++lane) {
     const MmaLane& in = *static_cast<const MmaLane*>(lanes[lane]);
     const int g = lane / 4, t = lane % 4;
     for (int h = 0; h < 2; ++h) {
@@ -178,7 +177,7 @@ void mma_task(void* const* lanes, unsigned int /*mask*/) {
       c[row][col] = acc;
     }
   }
-  for (int lane = 0; lane < kLanes; ++lane) {
+  for (int lane = 0; lane < warpSize; ++lane) {
     float* d = static_cast<const MmaLane*>(lanes[lane])->d;
     const int g = lane / 4, t = lane % 4;
     d[0] = c[g][2 * t];
