@@ -61,9 +61,8 @@ function(lab_add_executable name)
 endfunction()
 
 # The options of LAB_TEST_COMPILE_OPTIONS for a test program's own sources; they come after the build type's
-# flags, so an -O level there wins. scripts/test.sh compiles the sanitized build's tests at -O1: with
-# -fsanitize=undefined, GCC 12 takes about three times as long on a test file at -O2 as without it, and -O1
-# halves that, while the code under test keeps the build's -O2 and every check of both sanitizers.
+# flags, so an -O level there wins. scripts/test.sh compiles the tests at -O0 (it says why), while the code under
+# test keeps the build's -O2.
 function(lab_test_compile_options target)
   if(LAB_TEST_COMPILE_OPTIONS)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${LAB_TEST_COMPILE_OPTIONS}>)

@@ -11,7 +11,9 @@ comments and blank lines are dropped), and every line starting with `$ ` in an u
 transcript: the lines without `$ ` are its output). Commands run in the order of each file, every file's in
 one scratch directory of its own, with `build/` linked to the build directory, `build/bin` on the PATH (the
 chapter READMEs name programs by their bare names too), `data/` holding links to the bundled data, and links to
-the source tree's other top-level entries. A command that exits non-zero fails the test.
+the source tree's other top-level entries. A command that exits non-zero fails the test. Files run side by side,
+--jobs at a time (default: the machine's cores), each file's report printed whole, in file order; the commands
+that build (cmake, scripts/lab.sh, scripts/train.sh) run one at a time, as two builds of one folder must not.
 
 A comment on the line just before a block adapts the block to a test run (it is invisible on a rendered page):
 
@@ -29,16 +31,22 @@ has changed (a documented command must not write into the checkout). Exit status
 both checks passed, 1 otherwise.
 """
 import argparse
+import concurrent.futures
+import contextlib
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIRECTIVE = re.compile(r"^<!--\s*docs-test:(.*?)-->\s*$")
 TIMEOUT_S = 600
+# Commands that may build: they take turns, since two builds of one folder at once race on its files.
+BUILDS = re.compile(r"(^|[\s/])(cmake|lab\.sh|train\.sh)\s")
+BUILD_LOCK = threading.Lock()
 
 
 class Block:
@@ -201,12 +209,32 @@ def scratch_for(build, parent):
 def run(command, cwd, env):
     start = time.monotonic()
     try:
-        p = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=env, capture_output=True,
-                           text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+        with BUILD_LOCK if BUILDS.search(command) else contextlib.nullcontext():
+            p = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=env, capture_output=True,
+                               text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
         return p.returncode, p.stdout + p.stderr, time.monotonic() - start
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         return 124, out + f"\n(timed out after {TIMEOUT_S} s)", time.monotonic() - start
+
+
+def run_file(path, blocks, programs, scratch, env):
+    """Runs one file's blocks in order in its scratch directory; returns its report lines, its problems, and how
+    many commands ran and were skipped."""
+    lines, problems, ran, skipped = [], [], 0, 0
+    for b in blocks:
+        if b.skip:
+            skipped += len(b.commands)
+            lines.append(f"skip {path}:{b.line}: {b.skip}")
+            continue
+        for command in b.setups + b.runnable(programs):
+            code, output, seconds = run(command, scratch, env)
+            ran += 1
+            lines.append(f"{'ok  ' if code == 0 else 'FAIL'} {path}:{b.line} ({seconds:.1f} s): {command}")
+            if code != 0:
+                tail = "\n".join(output.strip().split("\n")[-15:])
+                problems.append(f"{path}:{b.line}: exit {code}: {command}\n    " + tail.replace("\n", "\n    "))
+    return lines, problems, ran, skipped
 
 
 def main():
@@ -214,6 +242,7 @@ def main():
     parser.add_argument("--build", required=True, help="the build directory whose build/bin the commands use")
     parser.add_argument("--list", action="store_true", help="print the commands, run nothing")
     parser.add_argument("--only", help="only the Markdown files whose path contains this")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="files run side by side")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
     if not os.path.isdir(os.path.join(build, "bin")):
@@ -253,20 +282,15 @@ def main():
     os.makedirs(parent, exist_ok=True)
     before = source_tree_state()
     ran = skipped = 0
-    for path, blocks in blocks_by_file.items():
-        scratch = scratch_for(build, parent)
-        for b in blocks:
-            if b.skip:
-                skipped += len(b.commands)
-                print(f"skip {path}:{b.line}: {b.skip}")
-                continue
-            for command in b.setups + b.runnable(programs):
-                code, output, seconds = run(command, scratch, env)
-                ran += 1
-                print(f"{'ok  ' if code == 0 else 'FAIL'} {path}:{b.line} ({seconds:.1f} s): {command}", flush=True)
-                if code != 0:
-                    tail = "\n".join(output.strip().split("\n")[-15:])
-                    problems.append(f"{path}:{b.line}: exit {code}: {command}\n    " + tail.replace("\n", "\n    "))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        reports = [pool.submit(run_file, path, blocks, programs, scratch_for(build, parent), env)
+                   for path, blocks in blocks_by_file.items()]
+        for report in reports:
+            lines, file_problems, file_ran, file_skipped = report.result()
+            print("\n".join(lines), flush=True)
+            problems += file_problems
+            ran += file_ran
+            skipped += file_skipped
     after = source_tree_state()
     if before is not None and after is not None and after != before:
         problems.append("the commands changed the source tree: " + ", ".join(sorted(after ^ before)))

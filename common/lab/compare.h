@@ -2,7 +2,7 @@
 // with the first bad elements named, poisoned outputs, and the low-precision rule.
 //
 // Every fast path of the project is judged by these, in the kernel labs (kernel_lab.h) and in the tests
-// (tests/common/cuda/op_check.h wraps compare_close() for GoogleTest).
+// (tests/support/op_check.h wraps compare_close() for GoogleTest).
 //
 // Two ways to judge a result:
 //   close:          every element within a tolerance of the reference (tolerance_for() derives it from the

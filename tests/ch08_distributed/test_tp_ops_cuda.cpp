@@ -9,7 +9,7 @@
 #include "common/ops/embedding.h"
 #include "tests/ch08_distributed/tp_ops_reference.h"
 #include "tests/common/cuda/gpu_test.h"
-#include "tests/common/cuda/op_check.h"
+#include "tests/support/op_check.h"
 #include "tests/support/test_support.h"
 
 namespace lab {

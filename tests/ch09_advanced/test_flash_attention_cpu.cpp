@@ -16,8 +16,8 @@
 #include "common/ops/flash_attention.h"
 #include "tests/ch06_single_gpu/lab_versions.h"
 #include "tests/ch09_advanced/flash_cases.h"
-#include "tests/common/cuda/op_check.h"
 #include "tests/common/expect_error.h"
+#include "tests/support/op_check.h"
 
 namespace lab {
 namespace {

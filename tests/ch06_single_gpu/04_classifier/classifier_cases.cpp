@@ -8,7 +8,7 @@
 #include "ch06_single_gpu/fused_classifier.h"
 #include "common/core/error.h"
 #include "common/ops/classifier.h"
-#include "tests/common/cuda/op_check.h"
+#include "tests/support/op_check.h"
 
 namespace lab::test {
 

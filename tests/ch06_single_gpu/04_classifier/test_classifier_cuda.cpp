@@ -17,8 +17,8 @@
 #include "tests/ch06_single_gpu/04_classifier/classifier_cases.h"
 #include "tests/ch06_single_gpu/lab_versions.h"
 #include "tests/common/cuda/gpu_test.h"
-#include "tests/common/cuda/op_check.h"
 #include "tests/common/ops/ops_16bit_cases.h"
+#include "tests/support/op_check.h"
 
 namespace lab {
 namespace {

@@ -10,7 +10,7 @@
 #include "common/nn/gpt2.h"
 #include "common/ops/adamw.h"
 #include "common/util/rng.h"
-#include "tests/common/cuda/op_check.h"
+#include "tests/support/op_check.h"
 
 namespace lab::test {
 

@@ -14,7 +14,7 @@
 #include "tests/ch06_single_gpu/05_adamw/adamw_cases.h"
 #include "tests/ch06_single_gpu/lab_versions.h"
 #include "tests/common/cuda/gpu_test.h"
-#include "tests/common/cuda/op_check.h"
+#include "tests/support/op_check.h"
 
 namespace lab {
 namespace {

@@ -9,7 +9,7 @@
 #include "common/optim/adamw.h"
 #include "common/train/train_step.h"
 #include "common/util/rng.h"
-#include "tests/common/cuda/op_check.h"
+#include "tests/support/op_check.h"
 #include "tests/support/test_support.h"
 
 namespace lab::test {

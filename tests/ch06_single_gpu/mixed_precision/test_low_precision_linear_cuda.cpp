@@ -12,7 +12,7 @@
 #include "common/ops/reduce.h"
 #include "tests/ch06_single_gpu/mixed_precision/linear_cases.h"
 #include "tests/common/cuda/gpu_test.h"
-#include "tests/common/cuda/op_check.h"
+#include "tests/support/op_check.h"
 #include "tests/support/test_support.h"
 
 namespace lab::test {

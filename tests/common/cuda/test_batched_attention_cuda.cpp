@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "tests/common/cuda/gpu_test.h"
-#include "tests/common/cuda/op_check.h"
 #include "tests/common/ops/batched_attention_cases.h"
+#include "tests/support/op_check.h"
 
 namespace lab {
 namespace {

@@ -10,7 +10,7 @@
 #include "common/nn/gpt2.h"
 #include "common/optim/adamw.h"
 #include "tests/common/cuda/gpu_test.h"
-#include "tests/common/cuda/op_check.h"
+#include "tests/support/op_check.h"
 #include "tests/support/test_support.h"
 
 namespace lab {

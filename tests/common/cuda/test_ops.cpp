@@ -29,7 +29,7 @@
 #include "common/ops/reduce.h"
 #include "common/ops/residual.h"
 #include "tests/common/cuda/gpu_test.h"
-#include "tests/common/cuda/op_check.h"
+#include "tests/support/op_check.h"
 #include "tests/support/test_support.h"
 
 namespace lab {

@@ -14,8 +14,8 @@
 #include "common/ops/layernorm.h"
 #include "common/ops/linear.h"
 #include "common/ops/residual.h"
-#include "tests/common/cuda/op_check.h"
 #include "tests/common/expect_error.h"
+#include "tests/support/op_check.h"
 #include "tests/support/test_support.h"
 
 namespace lab::test {

@@ -29,9 +29,9 @@
 
 #include "common/core/error.h"
 #include "common/ops/batched_attention.h"
-#include "tests/common/cuda/op_check.h"
 #include "tests/common/expect_error.h"
 #include "tests/common/ops/batched_attention_cases.h"
+#include "tests/support/op_check.h"
 
 namespace lab {
 namespace {

@@ -1,4 +1,4 @@
-#include "tests/common/cuda/op_check.h"
+#include "tests/support/op_check.h"
 
 namespace lab::test {
 
