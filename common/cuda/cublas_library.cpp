@@ -22,13 +22,12 @@
 
 namespace {
 
-#define LAB_STRINGIFY_(x) #x
-#define LAB_STRINGIFY(x) LAB_STRINGIFY_(x)
-
 enum class Library { Cublas, CublasLt };
 
-void* open_library(const char* soname) {
-  if (void* handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL)) return handle;
+// `name` ("libcublas") with the toolkit's major version, e.g. libcublas.so.13.
+void* open_library(const std::string& name) {
+  const std::string soname = name + ".so." + std::to_string(CUBLAS_VER_MAJOR);
+  if (void* handle = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
   const std::string first_error = dlerror();
   const std::string in_toolkit = std::string(LAB_CUDA_LIBRARY_DIR) + "/" + soname;
   if (void* handle = dlopen(in_toolkit.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
@@ -39,10 +38,10 @@ void* open_library(const char* soname) {
 // Opened once per process, on first use; a failed open throws and is tried again by the next call.
 void* library(Library which) {
   if (which == Library::Cublas) {
-    static void* const cublas = open_library("libcublas.so." LAB_STRINGIFY(CUBLAS_VER_MAJOR));
+    static void* const cublas = open_library("libcublas");
     return cublas;
   }
-  static void* const cublaslt = open_library("libcublasLt.so." LAB_STRINGIFY(CUBLAS_VER_MAJOR));
+  static void* const cublaslt = open_library("libcublasLt");
   return cublaslt;
 }
 
