@@ -1,6 +1,8 @@
 // The pipeline's training step (see pipeline_step.h).
 #include "ch08_distributed/pp/pipeline_step.h"
 
+#include <vector>
+
 #include "ch08_distributed/pp/simulation.h"
 #include "ch08_distributed/tp/gradient_norm.h"
 
@@ -24,39 +26,39 @@ PipelineStep::PipelineStep(const comm::ParallelContext& context, PpSchedule sche
 void PipelineStep::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
   const int M = static_cast<int>(config().accum_steps);
   comm::Communicator& pp = context_.pp();
-  const Device device = model().device();
   pp.barrier();  // the stages start the schedule together, so that their spans compare
-  const StageStepStats s = stage_.run(next_batch, M, loss_gradient_scale(), [this] {
+  const StageStepStats s = stage_.run(next_batch, M, loss_gradient_scale(), loss_sum(), [this] {
     if (dp_reducer_) dp_reducer_->before_last_backward();
   });
   result.data_seconds += s.data_seconds;
-  result.forward_seconds += config().time_phases ? s.span_seconds - s.data_seconds : 0.0;
+  if (config().time_phases) {  // forward and backward interleave: their time together, less the data's
+    lap(result.forward_seconds);
+    result.forward_seconds -= s.data_seconds;
+  }
+  stats_.peak_live = s.peak_live;
 
-  // One message per step carries the loss to every stage and the busy times and spans for the bubble:
-  // [loss, busy, span] summed over the stages, then the span's maximum.
-  const std::vector<float> host_sums{static_cast<float>(pp.rank() == pp.size() - 1 ? s.loss_sum / M : 0.0),
-                                     static_cast<float>(s.busy_seconds)};
-  const std::vector<float> host_span{static_cast<float>(s.span_seconds)};
-  const Tensor sums = Tensor::from_floats(host_sums, {2}, device);
-  const Tensor span = Tensor::from_floats(host_span, {1}, device);
+  // The loss, summed on the last stage (the others' sums are 0), goes to every stage and is averaged over the dp
+  // group, on the device.
+  if (pp.size() > 1) pp.all_reduce(loss_sum(), comm::ReduceOp::Sum);
+  if (context_.dp().size() > 1) context_.dp().all_reduce(loss_sum(), comm::ReduceOp::Avg);
+}
+
+void PipelineStep::after_report() {
+  // The bubble, from the stages' device times, read now that the step is done: the busy times summed over the
+  // stages and the spans' maximum, one all-reduce each.
+  comm::Communicator& pp = context_.pp();
+  const StageTimes times = stage_.last_times();
+  const Device device = model().device();
+  const Tensor busy = Tensor::from_floats(std::vector<float>{static_cast<float>(times.busy_seconds)}, {1}, device);
+  const Tensor span = Tensor::from_floats(std::vector<float>{static_cast<float>(times.span_seconds)}, {1}, device);
   if (pp.size() > 1) {
-    pp.all_reduce(sums, comm::ReduceOp::Sum);
+    pp.all_reduce(busy, comm::ReduceOp::Sum);
     pp.all_reduce(span, comm::ReduceOp::Max);
   }
-  const std::vector<float> totals = sums.to_floats();
-  double loss = totals[0];
-  if (context_.dp().size() > 1) {
-    const Tensor t = Tensor::from_floats(std::vector<float>{totals[0]}, {1}, device);
-    context_.dp().all_reduce(t, comm::ReduceOp::Avg);
-    loss = t.item();
-  }
-  write_loss(loss);
-
-  stats_.busy_seconds = s.busy_seconds;
+  stats_.busy_seconds = times.busy_seconds;
   stats_.span_seconds = span.item();
-  stats_.peak_live = s.peak_live;
-  stats_.ideal_bubble = ideal_bubble_fraction(pp.size(), M);
-  const double mean_busy = totals[1] / static_cast<double>(pp.size());
+  stats_.ideal_bubble = ideal_bubble_fraction(pp.size(), static_cast<int>(config().accum_steps));
+  const double mean_busy = busy.item() / static_cast<double>(pp.size());
   stats_.bubble = stats_.span_seconds > 0 ? bubble_fraction({mean_busy}, stats_.span_seconds) : 0.0;
 }
 

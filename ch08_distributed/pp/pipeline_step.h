@@ -8,11 +8,12 @@
 //   2. with data parallelism, the stage's gradients are averaged over its dp group (the dp stage's
 //      GradientReducer, as DataParallelStep uses it; the overlapped stage starts during the last backward);
 //   3. the gradient norm sums each stage's (and each tp rank's) share once (tp/gradient_norm.h).
-// The loss, computed on the last stage, is sent to every stage of the pipeline and averaged over the dp group,
-// so every rank logs the loss of the whole global batch.
+// The loss, computed on the last stage, is all-reduced to every stage of the pipeline and averaged over the dp
+// group, on the device, so every rank logs the loss of the whole global batch and enqueue() reads nothing back.
 //
-// Each step also measures the pipeline's bubble: every stage times its forwards and backwards (busy) and the
-// whole schedule (span, from a barrier that starts the stages together), and bubble_fraction() of the
+// Each step also measures the pipeline's bubble: every stage marks its forwards and backwards (busy) and the
+// whole schedule (span, from a barrier that starts the stages together) on its device's clock (CUDA events on a
+// GPU: the device is not synchronised between the ops), and when the step is reported, bubble_fraction() of the
 // pipeline's busy times over its longest span is what the stages spent idle, next to the ideal
 // (P-1)/(M+P-1).
 #pragma once
@@ -45,11 +46,10 @@ class PipelineStep : public TrainStep {
                std::unique_ptr<dist::GradientReducer> dp_reducer, GPT2& model, AdamW& optimizer,
                TrainStepConfig config);
 
+  // As of the last report() (run() reports).
   const PipelineStepStats& last_stats() const { return stats_; }
   const dist::GradientReducer* dp_reducer() const { return dp_reducer_.get(); }
-  std::string capture_blocker() const override {
-    return "the pipeline exchanges activations between ranks and reads its loss on the host";
-  }
+  std::string capture_blocker() const override { return "the pipeline's transfers between ranks wait on the host"; }
 
  protected:
   // Fills result.loss and data_seconds; the forward and backward phases interleave, so with time_phases their
@@ -57,6 +57,8 @@ class PipelineStep : public TrainStep {
   void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) override;
   void reduce_gradients() override;
   void compute_gradient_norm() override;
+  // Reads the stages' device times and measures the bubble (collective over the pipeline).
+  void after_report() override;
 
  private:
   const comm::ParallelContext& context_;

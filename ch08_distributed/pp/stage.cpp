@@ -30,7 +30,7 @@ Tensor new_boundary_tensor(const MicroBatch& batch, const GPT2& model) {
 }  // namespace
 
 StageStepStats PipelineStage::run(const BatchSource& next_batch, int micro_batches, const ops::GradScale& grad_scale,
-                                  const std::function<void()>& before_last_backward) {
+                                  const Tensor& loss_sum, const std::function<void()>& before_last_backward) {
   const Device device = model_.device();
   const std::vector<PipeAction> actions = pipeline_schedule(schedule_, link_.stage(), link_.stages(), micro_batches);
   StageStepStats stats;
@@ -50,15 +50,17 @@ StageStepStats PipelineStage::run(const BatchSource& next_batch, int micro_batch
     f.batch = std::move(batch);
     return f;
   };
-  // Times a forward or backward, the device synchronised so that the time is the computation's.
+  // Marks a forward or backward's start and end on the device's clock: its time is the device's, read later
+  // (last_times), with no synchronisation between the ops.
   auto compute = [&](const std::function<void()>& body) {
-    const bench::Timer timer;
+    const int start = clock_.mark();
     body();
-    synchronize(device);
-    stats.busy_seconds += timer.seconds();
+    busy_marks_.emplace_back(start, clock_.mark());
   };
 
-  const bench::Timer span;
+  clock_.clear();
+  busy_marks_.clear();
+  span_start_ = clock_.mark();
   for (const PipeAction& a : actions) {
     InFlight& f = flight(a.micro_batch);
     switch (a.op) {
@@ -86,7 +88,9 @@ StageStepStats PipelineStage::run(const BatchSource& next_batch, int micro_batch
       case PipeOp::Backward:
         if (a.micro_batch == micro_batches - 1 && before_last_backward) before_last_backward();
         compute([&] { f.tape->backward(); });
-        if (link_.is_last()) stats.loss_sum += ops::sum(f.losses) / static_cast<double>(f.losses.numel());
+        if (link_.is_last())
+          ops::accumulate_sum(loss_sum, f.losses,
+                              1.0 / (static_cast<double>(f.losses.numel()) * static_cast<double>(micro_batches)));
         if (link_.is_first()) in_flight.erase(a.micro_batch);
         break;
       case PipeOp::SendGradient:
@@ -95,8 +99,16 @@ StageStepStats PipelineStage::run(const BatchSource& next_batch, int micro_batch
         break;
     }
   }
-  stats.span_seconds = span.seconds();
+  span_end_ = clock_.mark();
   return stats;
+}
+
+StageTimes PipelineStage::last_times() const {
+  StageTimes times;
+  if (clock_.marks() == 0) return times;  // no run yet
+  for (const auto& [start, end] : busy_marks_) times.busy_seconds += clock_.seconds(start, end);
+  times.span_seconds = clock_.seconds(span_start_, span_end_);
+  return times;
 }
 
 }  // namespace lab::ch08::pp

@@ -14,9 +14,12 @@
 #pragma once
 
 #include <functional>
+#include <utility>
+#include <vector>
 
 #include "ch08_distributed/pp/schedule.h"
 #include "ch08_distributed/pp/stage_link.h"
+#include "common/core/device_clock.h"
 #include "common/nn/gpt2.h"
 #include "common/ops/grad_scale.h"
 #include "common/train/train_step.h"
@@ -24,24 +27,34 @@
 namespace lab::ch08::pp {
 
 struct StageStepStats {
-  double loss_sum = 0;      // last stage: the sum of the micro-batches' mean losses (0 elsewhere)
   int peak_live = 0;        // the most micro-batches whose activations the stage held at once
-  double busy_seconds = 0;  // in forwards and backwards (the device synchronised after each)
+  double data_seconds = 0;  // waiting for micro-batches (within the span, counted as neither busy nor idle)
+};
+
+// The device's time in a run, read from its marks (StageTimes::read waits for the run's work).
+struct StageTimes {
+  double busy_seconds = 0;  // in forwards and backwards
   double span_seconds = 0;  // the whole schedule, transfers and waits included
-  double data_seconds = 0;  // waiting for micro-batches (within the span, counted as neither)
 };
 
 class PipelineStage {
  public:
   // The model (this stage's shard) and the link must outlive the stage.
-  PipelineStage(GPT2& model, StageLink& link, PpSchedule schedule) : model_(model), link_(link), schedule_(schedule) {}
+  PipelineStage(GPT2& model, StageLink& link, PpSchedule schedule)
+      : model_(model), link_(link), schedule_(schedule), clock_(model.device()) {}
 
   // Runs the schedule for `micro_batches` micro-batches from `next_batch`; each backward adds grad_scale
   // times its micro-batch's gradient into the model's gradient buffer (1/micro_batches, times fp16's loss scale,
-  // which lives on the device: TrainStep::loss_gradient_scale). `before_last_backward`, when given,
-  // runs right before the step's last backward (data parallelism's overlapped all-reduce listens from there).
+  // which lives on the device: TrainStep::loss_gradient_scale). The last stage adds each micro-batch's mean loss
+  // / micro_batches into `loss_sum` ([1] f32 on the model's device), on the device. `before_last_backward`, when
+  // given, runs right before the step's last backward (data parallelism's overlapped all-reduce listens from there).
+  // Nothing is read back: the forwards and backwards are timed by marks on the device's clock (last_times()).
   StageStepStats run(const BatchSource& next_batch, int micro_batches, const ops::GradScale& grad_scale,
-                     const std::function<void()>& before_last_backward = {});
+                     const Tensor& loss_sum, const std::function<void()>& before_last_backward = {});
+
+  // The last run's busy time and span, from its marks; on a GPU this waits for the run's work, so read it once the
+  // step is done (PipelineStep reads it when the step is reported).
+  StageTimes last_times() const;
 
   const GPT2& model() const { return model_; }
 
@@ -49,6 +62,9 @@ class PipelineStage {
   GPT2& model_;
   StageLink& link_;
   PpSchedule schedule_;
+  DeviceClock clock_;
+  std::vector<std::pair<int, int>> busy_marks_;  // the last run's forwards and backwards: (start, end) marks
+  int span_start_ = 0, span_end_ = 0;            // the last run's schedule
 };
 
 }  // namespace lab::ch08::pp

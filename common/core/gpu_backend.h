@@ -1,5 +1,6 @@
 // The GPU, as the core sees it: the few calls the core makes on a device other than the CPU (how many GPUs
-// there are, their names, synchronising one, TF32, its allocator, copying and zeroing bytes, NVTX ranges).
+// there are, their names, synchronising one, TF32, its allocator, copying and zeroing bytes, NVTX ranges, timing
+// marks).
 //
 // The core does not include the CUDA backend: it calls gpu_backend(), which the backend defines
 // (common/cuda/gpu_backend.cpp, compiled with LAB_WITH_CUDA) and a build without it defines as "none"
@@ -8,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "common/core/device.h"
@@ -15,6 +17,17 @@
 namespace lab {
 
 class Allocator;
+
+// Marks in one GPU's time (device_clock.h): CUDA events recorded on the device's current stream, kept for reuse
+// across clear().
+class GpuClock {
+ public:
+  virtual ~GpuClock() = default;
+  virtual void mark() = 0;
+  // Seconds between marks `from` and `to` (numbered from 0 since the last clear()); waits for `to`.
+  virtual double seconds(int from, int to) const = 0;
+  virtual void clear() = 0;
+};
 
 class GpuBackend {
  public:
@@ -32,6 +45,8 @@ class GpuBackend {
   // An NVTX range around an op (step_profile.h), for Nsight Systems; nothing where NVTX is not built in.
   virtual void range_push(const char* name) const = 0;
   virtual void range_pop() const = 0;
+  // A clock of marks on `device` (validated).
+  virtual std::unique_ptr<GpuClock> new_clock(int device) const = 0;
 };
 
 // The backend of this build; null when it was built without one.

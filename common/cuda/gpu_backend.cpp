@@ -1,9 +1,13 @@
 // The CUDA backend's answer to the core's gpu_backend() (common/core/gpu_backend.h).
 #include "common/core/gpu_backend.h"
 
+#include <memory>
+#include <vector>
+
 #include "common/cuda/caching_allocator.h"
 #include "common/cuda/cublas.h"
 #include "common/cuda/runtime.h"
+#include "common/cuda/stream.h"
 
 #ifndef LAB_CUDA_EMULATION
 #include <nvtx3/nvToolsExt.h>  // header-only NVTX 3: a no-op until a tool such as Nsight Systems attaches
@@ -12,6 +16,30 @@
 namespace lab {
 
 namespace {
+
+// Marks as timing events on the device's current stream. An event is made the first time its mark number is used
+// and recorded again after clear(), so a step that marks the same points every step creates its events once.
+class CudaClock final : public GpuClock {
+ public:
+  explicit CudaClock(int device) : device_(device) { cuda::check_device_index(device); }
+  void mark() override {
+    if (used_ == events_.size()) {
+      cuda::DeviceGuard guard(device_);  // an event belongs to the device current when it is made
+      events_.push_back(std::make_unique<cuda::Event>());
+    }
+    events_[used_++]->record();
+  }
+  double seconds(int from, int to) const override {
+    return 1e-3 * static_cast<double>(
+                      cuda::elapsed_ms(*events_.at(static_cast<size_t>(from)), *events_.at(static_cast<size_t>(to))));
+  }
+  void clear() override { used_ = 0; }
+
+ private:
+  int device_;
+  std::vector<std::unique_ptr<cuda::Event>> events_;
+  size_t used_ = 0;
+};
 
 class CudaBackend final : public GpuBackend {
  public:
@@ -43,6 +71,9 @@ class CudaBackend final : public GpuBackend {
     nvtxRangePop();
   }
 #endif
+  std::unique_ptr<GpuClock> new_clock(int device) const override {
+    return std::make_unique<CudaClock>(device);
+  }
 };
 
 }  // namespace

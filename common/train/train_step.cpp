@@ -105,6 +105,7 @@ TrainStepResult TrainStep::report() {
     if (result.skipped) optimizer_.set_steps_taken(optimizer_.steps_taken() - 1);
   }
   reported_ = true;
+  after_report();
   result.seconds = step_timer_.seconds();
   return result;
 }

@@ -30,7 +30,7 @@
 // and the loss scale's removal), live in one small f32 tensor on the model's device, written by the ops that
 // compute them and read by AdamW there (ops::GradScale); so does fp16's loss scaler (its scale, its step counts and
 // whether this step was skipped). report() reads them, once, and waits for the step. run() is the two. What still
-// reads back inside enqueue(): the pipeline's loss and the offloaded optimizer (its update runs on the CPU). The steps
+// reads back inside enqueue(): the offloaded optimizer (its update runs on the CPU). The steps
 // whose gradients are spread over ranks (ZeRO-2 and 3, tensor and pipeline parallelism) add their partial sums of
 // squares on the device and all-reduce that one float there (write_gradient_norm). On the CPU the losses and weights
 // are bitwise those of reading back, as the same double arithmetic runs in the same order. A step that reads nothing
@@ -173,6 +173,10 @@ class TrainStep {
   ops::GradScale loss_gradient_scale() const;
   // The loss scale: 1 without loss scaling, else the scaler's scale on the device.
   ops::GradScale loss_scale() const;
+
+  // Called by report() once it has read the step's scalars (the step's work is done): a step that measured the step
+  // on the device reads its own measurements here, once (the pipeline's bubble). Collective when the step is.
+  virtual void after_report() {}
 
   // With time_phases: synchronises the device and adds the time since the last lap to `phase_seconds`.
   void lap(double& phase_seconds);

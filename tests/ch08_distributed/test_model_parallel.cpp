@@ -13,10 +13,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <vector>
 
 #include "ch08_distributed/pp/pipeline_step.h"
 #include "ch08_distributed/tp/tensor_parallel.h"
 #include "ch08_distributed/tp/whole_tensors.h"
+#include "common/core/step_profile.h"
 #include "common/nn/gpt2_weights.h"
 #include "common/train/loss_scaler.h"
 #include "tests/ch08_distributed/layout_runs.h"
@@ -195,11 +197,45 @@ TEST(Pipeline, OneFOneBBoundsTheLiveMicroBatches) {
     EXPECT_DOUBLE_EQ(stats.ideal_bubble, (P - 1.0) / (run.micro_batches + P - 1.0));
     EXPECT_GE(stats.bubble, 0.0);
     EXPECT_LT(stats.bubble, 1.0);
+    EXPECT_GT(stats.busy_seconds, 0.0);  // read from the stage's marks at the report
+    EXPECT_LE(stats.busy_seconds, stats.span_seconds);
     if (world->rank() == 0)
       std::printf("%s, %d stages, %lld micro-batches: bubble %.3f measured, %.3f in theory\n",
                   ch08::pp_schedule_name(schedule), P, static_cast<long long>(run.micro_batches), stats.bubble,
                   stats.ideal_bubble);
   }
+}
+
+// The pipeline's step reads no loss back while it is enqueued: the last stage adds each micro-batch's mean loss into
+// the step's device sum (accumulate_sum, never the host's sum), and an all-reduce on the device gives every stage the
+// loss that report() reads.
+TEST(Pipeline, EnqueueReadsNoLossBack) {
+  const std::unique_ptr<comm::Communicator> world = testing::fresh_communicator();
+  const int P = world->size();
+  testing::RunSettings run;
+  run.steps = 1;
+  const testing::LayoutRun r =
+      testing::run_layout(*world, {{1, 1, P}, PpSchedule::OneFOneB}, testing::layout_test_config(), run);
+  const bool last = r.context->is_last_stage();
+  const MicroBatch batch{Tensor::from_ints(std::vector<int32_t>(run.batch * run.seq, 7), {run.batch, run.seq}),
+                         Tensor::from_ints(std::vector<int32_t>(run.batch * run.seq, 11), {run.batch, run.seq})};
+  StepProfile profile;
+  r.step->enqueue([&] { return batch; }, testing::kLearningRate);
+  profile.close();
+  const TrainStepResult result = r.step->report();
+  int64_t host_sums = 0, device_sums = 0;
+  for (const ProfileRow& row : profile.rows(ProfileKind::Op)) {
+    if (row.name == "sum") host_sums += row.calls;
+    if (row.name == "accumulate_sum") device_sums += row.calls;
+  }
+  EXPECT_EQ(host_sums, 0) << "a loss was summed on the host in enqueue()";
+  EXPECT_EQ(device_sums, last ? run.micro_batches : 0);
+  // Every stage reports the last stage's loss: a fresh model's, about log(vocabulary).
+  const float loss = static_cast<float>(result.loss);
+  const Tensor extremes = Tensor::from_floats(std::vector<float>{loss, -loss}, {2});  // the highest, -the lowest
+  world->all_reduce(extremes, comm::ReduceOp::Max);
+  EXPECT_EQ(extremes.to_floats()[0], -extremes.to_floats()[1]);
+  EXPECT_GT(result.loss, 1.0);
 }
 
 }  // namespace

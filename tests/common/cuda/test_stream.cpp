@@ -1,12 +1,16 @@
 // Streams, events and pinned memory: the current stream and its guard, ops queued on the current stream,
-// ordering across streams with events, event timing, and asynchronous copies from pinned buffers.
+// ordering across streams with events, event timing (and the device clock's marks), and asynchronous copies from
+// pinned buffers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
+#include <thread>
 #include <vector>
 
+#include "common/core/device_clock.h"
 #include "common/core/tensor.h"
 #include "common/cuda/check.h"
 #include "common/cuda/pinned.h"
@@ -106,6 +110,28 @@ TEST(CudaStream, EventsTimeGpuWork) {
   cuda::Event untimed(false);
   untimed.record();
   testing::expect_error([&] { cuda::elapsed_ms(start, untimed); }, ErrorKind::InvalidArgument, {"timing"});
+}
+
+// The device clock's marks are events on the current stream: marking does not wait for the stream, and the span
+// between two marks is the device's time between them (here a stream held for 30 ms by the host), read afterwards.
+TEST(DeviceClockOnCuda, MarksTheStreamWithoutWaitingForIt) {
+  LAB_REQUIRE_GPU();
+  cuda::Stream stream;
+  const cuda::StreamGuard on(stream);
+  DeviceClock clock(kGpu);
+  const int start = clock.mark();
+  StreamGate gate(stream);
+  const int end = clock.mark();
+  EXPECT_FALSE(stream.query()) << "marking waited for the stream";
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  gate.release();
+  EXPECT_GE(clock.seconds(start, end), 0.025);
+  // After clear() the events are recorded again, from mark 0.
+  clock.clear();
+  EXPECT_EQ(clock.mark(), 0);
+  const Tensor t = Tensor::zeros({int64_t{1} << 20}, DType::F32, kGpu);
+  EXPECT_EQ(clock.mark(), 1);
+  EXPECT_GE(clock.seconds(0, 1), 0.0);
 }
 
 // query() answers "not ready" without disturbing the thread's error state: an error left pending by an
