@@ -57,6 +57,7 @@ SHARED_UNIT = 128  # allocation granularity of shared memory
 # common/ops/cuda/launch.cuh; the column sums use 32 x kColumnRows = 512; the classifier kThreads = 512).
 BLOCK_THREADS = {
     "adamw_kernel": 256,
+    "add_bias_gradient_kernel": 256,
     "causal_softmax_kernel": 256,
     "causal_softmax_backward_kernel": 256,
     "fused_classifier_kernel": 512,

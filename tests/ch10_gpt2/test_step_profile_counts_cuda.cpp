@@ -40,18 +40,20 @@ TEST(StepProfileCountsCuda, LaunchesPerStep) {
 }
 
 // The same step with bf16 matmuls and 16-bit activations end to end (ModelOptions::activations, gpt2_train's
-// --dtype bf16 --activations 16bit), the core attention (fp32 inside). Per block, 53: 12 cublasLt matmul bf16 (the
-// 4 linears forward, each adding the bias's bf16 copy in its epilogue and storing the bf16 out itself, and 8
-// backward products), 5 convert_kernel around the fp32 core attention (qkv and the output forward; qkv, dout and the
-// gradient's add backward), 12 cublasSgemmStridedBatched, 4 + 4 bias column sums, 2 LayerNorm forward and 2 + 2
-// backward, 1 + 2 causal softmax, 2 GELU, 2 residual forward, 2 gradient copies and 1 residual backward (attention's
-// gradient added after its conversion). Outside, 14: as in fp32, with the LM
+// --dtype bf16 --activations 16bit), the core attention (fp32 inside). Per block, 49: 8 cublasLt matmul bf16 (the
+// 4 linears forward, each adding the bias's bf16 copy in its epilogue and storing the bf16 out itself, and the 4
+// input gradients), 4 cublasLt matmul+bgrad bf16 (the weight gradients, each giving its bias's gradient in its
+// epilogue) and 4 add_bias_gradient_kernel (adding it into the gradient), 5 convert_kernel around the fp32 core
+// attention (qkv and the output forward; qkv, dout and the gradient's add backward), 12 cublasSgemmStridedBatched, 2
+// LayerNorm forward and 2 + 2 backward, 1 + 2 causal softmax, 2 GELU, 2 residual forward, 2 gradient copies and 1
+// residual backward (attention's gradient added after its conversion). Outside, 14: as in fp32, with the LM
 // head's 3 products as cublasLt matmul bf16, and no conversion: AdamW writes the weights' 16-bit copy in its own
-// pass (adamw_kernel<Copy>). Before the bias moved into the matmul's epilogue: 63 per block (4 broadcast_bias_kernel
-// and 4 convert_kernel more: each linear's out computed in fp32, then rounded) and 17 outside (the LM head computed
-// its bf16 logits in fp32 and converted them); 55 and 16 before the LayerNorm backward took dw and db in dx's pass,
-// 15 outside before AdamW wrote the copy (a convert_kernel after it).
-constexpr int64_t kBf16LaunchesPerBlock = 53;
+// pass (adamw_kernel<Copy>). 53 per block before the bias gradients moved into the weight gradients' epilogue (4 + 4
+// column sums instead of the 4 additions). Before the bias moved into the matmul's epilogue: 63 per block (4
+// broadcast_bias_kernel and 4 convert_kernel more: each linear's out computed in fp32, then rounded) and 17 outside
+// (the LM head computed its bf16 logits in fp32 and converted them); 55 and 16 before the LayerNorm backward took dw
+// and db in dx's pass, 15 outside before AdamW wrote the copy (a convert_kernel after it).
+constexpr int64_t kBf16LaunchesPerBlock = 49;
 constexpr int64_t kBf16LaunchesOutside = 14;
 
 TEST(StepProfileCountsCuda, LaunchesPerBf16StepWith16BitActivations) {
@@ -66,13 +68,14 @@ TEST(StepProfileCountsCuda, LaunchesPerBf16StepWith16BitActivations) {
   }
 }
 
-// The same bf16 step with chapter 6's fused kernels (--kernels fused). Per block, 51: the 53 above less the GELU
+// The same bf16 step with chapter 6's fused kernels (--kernels fused). Per block, 47: the 49 above less the GELU
 // kernel forward and backward. The MLP's first GEMM applies bias and GELU in its epilogue (cublasLt matmul+gelu
 // bf16, keeping GELU's input as its aux output), and in backward the GEMM that gives the GELU output's gradient
-// applies GELU's derivative in its epilogue instead (cublasLt matmul+dgelu bf16), so 10 cublasLt matmul bf16 are
-// left. (With 16-bit activations the fused residual + LayerNorm runs the core's ops, and the fused classifier is
-// the core's launch count.) Outside, 14, as above.
-constexpr int64_t kFusedBf16LaunchesPerBlock = 51;
+// applies GELU's derivative in its epilogue instead (cublasLt matmul+dgelu bf16), so 6 cublasLt matmul bf16 are
+// left beside the 4 cublasLt matmul+bgrad bf16 (51 per block before those took the bias gradients). (With 16-bit
+// activations the fused residual + LayerNorm runs the core's ops, and the fused classifier is the core's launch count.)
+// Outside, 14, as above.
+constexpr int64_t kFusedBf16LaunchesPerBlock = 47;
 constexpr int64_t kFusedBf16LaunchesOutside = 14;
 
 TEST(StepProfileCountsCuda, LaunchesPerBf16StepWithFusedKernels) {

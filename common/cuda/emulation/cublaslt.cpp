@@ -85,12 +85,13 @@ bool fp32_accumulation(cublasComputeType_t type) {
          type == CUBLAS_COMPUTE_32F_FAST_16F || type == CUBLAS_COMPUTE_32F_FAST_16BF;
 }
 
-// The epilogue's pieces: bias or not, aux matrix or not (an output, but DGELU's input), which activation; false
-// when not supported.
+// The epilogue's pieces: bias or not, aux matrix or not (an output, but DGELU's input), which activation, and
+// whether the bias pointer instead receives the bias gradient of B (BGRADB); false when not supported.
 struct EpilogueParts {
   bool bias = false;
   bool aux = false;
   Activation activation = Activation::None;
+  bool bias_gradient = false;
 };
 
 bool epilogue_parts(uint32_t epilogue, EpilogueParts* out) {
@@ -104,6 +105,7 @@ bool epilogue_parts(uint32_t epilogue, EpilogueParts* out) {
     case CUBLASLT_EPILOGUE_GELU_AUX: *out = {false, true, Activation::Gelu}; return true;
     case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: *out = {true, true, Activation::Gelu}; return true;
     case CUBLASLT_EPILOGUE_DGELU: *out = {false, true, Activation::GeluGrad}; return true;
+    case CUBLASLT_EPILOGUE_BGRADB: *out = {false, false, Activation::None, true}; return true;
     default: return false;
   }
 }
@@ -200,8 +202,11 @@ cublasStatus_t make_plan(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cu
   if (desc->bias_type >= 0 &&
       (!to_element(static_cast<uint32_t>(desc->bias_type), &bias_type) || bias_type != p.d.type))
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (plan->parts.bias && reinterpret_cast<uintptr_t>(desc->bias) % element_bytes(bias_type) != 0)
+  const bool has_bias_pointer = plan->parts.bias || plan->parts.bias_gradient;
+  if (has_bias_pointer && reinterpret_cast<uintptr_t>(desc->bias) % element_bytes(bias_type) != 0)
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  // The bias gradient (BGRADB) is one vector, the column sums of op(B): batches are not supported here.
+  if (plan->parts.bias_gradient && d->batch != 1) return CUBLAS_STATUS_NOT_SUPPORTED;
   p.m = static_cast<int64_t>(m);
   p.n = static_cast<int64_t>(n);
   p.k = static_cast<int64_t>(k);
@@ -410,11 +415,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   std::memcpy(&p.beta, beta, sizeof(float));
   // In place (C = D) needs C's layout to be D's.
   if (C == D && (plan.c->ld != plan.d->ld || plan.c->stride != plan.d->stride)) return CUBLAS_STATUS_INVALID_VALUE;
-  if ((plan.parts.bias && desc->bias == nullptr) || (plan.parts.aux && desc->aux == nullptr))
+  const bool has_bias_pointer = plan.parts.bias || plan.parts.bias_gradient;
+  if ((has_bias_pointer && desc->bias == nullptr) || (plan.parts.aux && desc->aux == nullptr))
     return CUBLAS_STATUS_INVALID_VALUE;
   // An algorithm the heuristic chose for a bias of some alignment may read it in loads that wide.
-  if (plan.parts.bias && algo != nullptr && bias_alignment(desc->bias) < algo->data[0])
+  if (has_bias_pointer && algo != nullptr && bias_alignment(desc->bias) < algo->data[0])
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  // The bias gradient is documented as the sum of B's elements over k, which is the sum of op(A) op(B)'s gradient
+  // only with alpha 1; what cuBLASLt does with another alpha is not documented, so the stand-in refuses it.
+  if (plan.parts.bias_gradient && p.alpha != 1.0f) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
   CUstream_st* stream = resolve_stream(stream_handle);
   if (stream == nullptr || sticky_error(handle->device) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
@@ -435,7 +444,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
       (!plan.parts.bias || check_operand(device, call, "bias", desc->bias, element_bytes(p.epilogue.bias_type), p.m, 1,
                                          p.m, p.batch, desc->bias_batch_stride)) &&
       (!plan.parts.aux || check_operand(device, call, "aux", desc->aux, out_bytes, p.m, p.n, desc->aux_ld, p.batch,
-                                        desc->aux_batch_stride));
+                                        desc->aux_batch_stride)) &&
+      (!plan.parts.bias_gradient || check_operand(device, call, "bias gradient", desc->bias,
+                                                  element_bytes(p.epilogue.bias_type), p.n, 1, p.n, 1, 0));
   if (!operands_ok) return CUBLAS_STATUS_SUCCESS;  // as on a GPU, the fault surfaces at the next synchronisation
 
   p.a.data = A;
@@ -446,9 +457,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   p.epilogue.aux = plan.parts.aux ? desc->aux : nullptr;
   // Without an algorithm, cuBLASLt picks one with the default preference, which allows every reduction.
   const bool split = algo != nullptr ? algo->data[1] != 0 : splits_in_output_type(p, CUBLASLT_REDUCTION_SCHEME_MASK);
-  if (split)
-    enqueue(*stream, [p] { run_split_in_output_type(p); });
-  else
-    enqueue(*stream, [p] { run_gemm(p); });
+  void* bias_gradient = plan.parts.bias_gradient ? const_cast<void*>(desc->bias) : nullptr;
+  enqueue(*stream, [p, split, bias_gradient] {
+    if (split)
+      run_split_in_output_type(p);
+    else
+      run_gemm(p);
+    // The bias gradient reads B only (p.b: the whole of k, whichever way the product was split).
+    if (bias_gradient != nullptr) column_sums_of_b(p.b, p.k, p.n, bias_gradient, p.epilogue.bias_type);
+  });
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -246,6 +246,14 @@ void run_tile(const GemmProblem& p, int64_t batch, int64_t i0, int64_t rows, int
 
 }  // namespace
 
+void column_sums_of_b(const GemmInput& b, int64_t k, int64_t n, void* out, Element out_type) {
+  for (int64_t j = 0; j < n; ++j) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < k; ++i) sum += load(b.data, b.type, b.transposed ? j + i * b.ld : i + j * b.ld);
+    store(out, out_type, j, sum);
+  }
+}
+
 float round_to_tf32(float x) {
   return tf32(x);
 }

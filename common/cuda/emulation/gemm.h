@@ -71,6 +71,10 @@ struct GemmProblem {
 // Runs the problem on the calling thread and the worker pool.
 void run_gemm(const GemmProblem& problem);
 
+// cuBLASLt's BGRADB epilogue beside a product of one problem: out[j] = the sum of column j of op(B) (k x n) over its
+// k rows, in fp32, rows in order, stored as `out_type` (written, not added).
+void column_sums_of_b(const GemmInput& b, int64_t k, int64_t n, void* out, Element out_type);
+
 // x rounded to TF32: 10 mantissa bits, to nearest, ties to even (infinity and NaN unchanged).
 float round_to_tf32(float x);
 

@@ -56,6 +56,7 @@ uint32_t alignment_of(const LtMatrices& m) {
 
 // cuBLASLt's epilogue for a bias (or none) and `aux`'s activation.
 cublasLtEpilogue_t lt_epilogue(const LtMatmul& mm) {
+  if (mm.bias_gradient != nullptr) return CUBLASLT_EPILOGUE_BGRADB;
   const bool bias = mm.bias.data != nullptr, aux = mm.epilogue.data != nullptr;
   switch (mm.epilogue.activation) {
     case LtActivation::None: return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
@@ -75,6 +76,9 @@ void set_epilogue(cublasLtMatmulDesc_t desc, const LtMatmul& mm) {
             InvalidArgument, mm.op, ": GELU's backward epilogue reads an aux matrix and takes no bias");
   LAB_CHECK(aux.data == nullptr || (aux.activation != LtActivation::None && mm.batch == 1), InvalidArgument, mm.op,
             ": an aux matrix goes with a GELU epilogue on one product");
+  LAB_CHECK(
+      mm.bias_gradient == nullptr || (mm.bias.data == nullptr && aux.activation == LtActivation::None && mm.batch == 1),
+      InvalidArgument, mm.op, ": the bias gradient epilogue goes alone, on one product");
   const uint32_t epilogue = lt_epilogue(mm);
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
   if (mm.bias.data != nullptr) {
@@ -83,6 +87,9 @@ void set_epilogue(cublasLtMatmulDesc_t desc, const LtMatmul& mm) {
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &mm.bias.data, sizeof(mm.bias.data)));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
   }
+  if (mm.bias_gradient != nullptr)  // its type is D's (no BIAS_DATA_TYPE)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &mm.bias_gradient,
+                                                sizeof(mm.bias_gradient)));
   if (aux.data != nullptr) {
     CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux.data, sizeof(aux.data)));
@@ -121,8 +128,12 @@ const char* lt_timing(DType dtype, const LtTimingNames& names) {
   return dtype == DType::BF16 ? names.bf16 : names.f16;
 }
 
-void cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const LtMatrices& b, float beta,
-                     const LtMatrices& d, cudaStream_t stream) {
+namespace {
+
+// One matmul; false, with nothing queued, when the heuristic finds no algorithm (found none, or says the
+// configuration is not supported).
+bool run_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const LtMatrices& b, float beta,
+                const LtMatrices& d, cudaStream_t stream) {
   LtDescriptors lt;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&lt.desc, mm.compute, CUDA_R_32F));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, &mm.op_a, sizeof(mm.op_a)));
@@ -139,20 +150,36 @@ void cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const
   const cublasLtHandle_t handle = lab::cuda::cublaslt_handle();
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  CUBLAS_CHECK(
-      cublasLtMatmulAlgoGetHeuristic(handle, lt.desc, lt.a, lt.b, lt.d, lt.d, lt.preference, 1, &heuristic, &found));
-  LAB_CHECK(found > 0, Unsupported, mm.op, ": cuBLASLt has no algorithm for ", mm.batch, " ", type_name(a.type),
-            " product(s) of ", mm.m, " x ", mm.k, " and ", mm.k, " x ", mm.n, " into ", type_name(d.type),
-            mm.bias.data
-                ? cat(" with a bias aligned to ", alignment_of(reinterpret_cast<uintptr_t>(mm.bias.data)), " bytes")
-                : std::string(),
-            mm.epilogue.data ? cat(" and a GELU epilogue's aux matrix aligned to ",
-                                   alignment_of(reinterpret_cast<uintptr_t>(mm.epilogue.data)), " bytes")
-                             : std::string());
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(handle, lt.desc, lt.a, lt.b, lt.d, lt.d, lt.preference, 1, &heuristic, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+  CUBLAS_CHECK(status);
+  if (found == 0) return false;
   const lab::cuda::KernelTiming timing(mm.timing, stream);
   void* out = const_cast<void*>(d.data);
   CUBLAS_CHECK(cublasLtMatmul(handle, lt.desc, &alpha, a.data, lt.a, b.data, lt.b, &beta, out, lt.d, out, lt.d,
                               &heuristic.algo, workspace.data, workspace.bytes, stream));
+  return true;
+}
+
+}  // namespace
+
+void cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const LtMatrices& b, float beta,
+                     const LtMatrices& d, cudaStream_t stream) {
+  const auto aligned = [](const void* p) { return alignment_of(reinterpret_cast<uintptr_t>(p)); };
+  LAB_CHECK(
+      run_matmul(mm, alpha, a, b, beta, d, stream), Unsupported, mm.op, ": cuBLASLt has no algorithm for ", mm.batch,
+      " ", type_name(a.type), " product(s) of ", mm.m, " x ", mm.k, " and ", mm.k, " x ", mm.n, " into ",
+      type_name(d.type),
+      mm.bias.data ? cat(" with a bias aligned to ", aligned(mm.bias.data), " bytes") : std::string(),
+      mm.epilogue.data ? cat(" and a GELU epilogue's aux matrix aligned to ", aligned(mm.epilogue.data), " bytes")
+                       : std::string(),
+      mm.bias_gradient ? cat(" with a bias gradient aligned to ", aligned(mm.bias_gradient), " bytes") : std::string());
+}
+
+bool try_cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const LtMatrices& b, float beta,
+                         const LtMatrices& d, cudaStream_t stream) {
+  return run_matmul(mm, alpha, a, b, beta, d, stream);
 }
 
 }  // namespace lab::ops::cuda

@@ -63,6 +63,11 @@ struct LtMatmul {
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   LtBias bias = {};
   LtAux epilogue = {};
+  // BGRADB, with no bias and no activation: bias_gradient[j] = the sum over k of op(B)[:, j], one fp32 per column of
+  // an fp32 D (n of them; cuBLASLt gives the bias gradient D's type), written, not added. The weight gradient of a
+  // linear layer, dW^T = inp^T-ish @ dout, thus also gives the bias gradient from the dout tiles it loads anyway.
+  // The heuristic reads the pointer's alignment, as the bias's.
+  void* bias_gradient = nullptr;
 };
 
 // cuBLASLt's type of a tensor's dtype: CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F.
@@ -81,8 +86,13 @@ inline constexpr LtTimingNames kLtMatmulNames = {"cublasLt matmul f32", "cublasL
 const char* lt_timing(DType dtype, const LtTimingNames& names = kLtMatmulNames);
 
 // D = alpha op(A) op(B) + beta D (+ bias) for each product of `mm`, in fp32; D is also C, so beta = 1 accumulates
-// into it (and a 16-bit D rounds the sum once).
+// into it (and a 16-bit D rounds the sum once). Error(Unsupported), naming the product, when cuBLASLt has no
+// algorithm for it.
 void cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const LtMatrices& b, float beta,
                      const LtMatrices& d, cudaStream_t stream);
+// The same, or false, having queued nothing, when cuBLASLt has no algorithm for it (for an epilogue that is an
+// option: the caller then does its work another way).
+bool try_cublaslt_matmul(const LtMatmul& mm, float alpha, const LtMatrices& a, const LtMatrices& b, float beta,
+                         const LtMatrices& d, cudaStream_t stream);
 
 }  // namespace lab::ops::cuda

@@ -1,5 +1,5 @@
-// CUDA kernels of common/ops/linear.h: a cuBLASLt matmul with the bias in its epilogue forward, two cuBLAS sgemm
-// calls and a bias reduction backward.
+// CUDA kernels of common/ops/linear.h: a cuBLASLt matmul with the bias in its epilogue forward, two products and a
+// bias reduction backward (with 16-bit activations, the bias reduction in the weight gradient's epilogue).
 //
 // cuBLAS is column-major and our tensors are row-major. A row-major [R, K] matrix is the same memory as a
 // column-major [K, R] one, i.e. its transpose, so each row-major product D = A @ B is issued as the
@@ -36,9 +36,15 @@
 // cuBLASLt's heuristic reads the bias pointer and picks an algorithm for its actual alignment
 // (cublaslt_matmul.cuh), so every fp32 bias works; if none existed, the call fails naming the alignment.
 //
-// Bias, backward: dbias is a column sum of dout (column_sums.cuh: the rows split over enough blocks to fill
-// the GPU, then a fixed summation order; deterministic, no atomics), read in 16-byte pieces where dout's rows
-// split into them (OC a multiple of 4 f32 or 8 16-bit values, as in GPT-2).
+// Bias, backward: dbias is a column sum of dout. With 16-bit activations (dout already in the products' 16-bit
+// type), the weight gradient's product gives it too: cuBLASLt's BGRADB epilogue sums the columns of op(B) = dout over
+// k while the GEMM streams dout's tiles through anyway, so no kernel reads dout a second time (for GPT-2's four
+// linear layers, 9 C of every row of dout per block). The epilogue writes its sums (fp32, D's type); they go into a
+// workspace of OC floats, and a kernel of OC threads adds them into dbias, which accumulates over micro-batches. Its
+// summation order is cuBLASLt's. Elsewhere, or where cuBLASLt has no algorithm with the epilogue, dbias comes from
+// column_sums.cuh (the rows split over enough blocks to fill the GPU, then a fixed summation order; deterministic,
+// no atomics), read in 16-byte pieces where dout's rows split into them (OC a multiple of 4 f32 or 8 16-bit values,
+// as in GPT-2); with an fp32 dout and 16-bit products, that sum reads the fp32 dout, not its rounded copy.
 #include "common/core/memory.h"
 #include "common/cuda/cublas.h"
 #include "common/cuda/kernel_timing.h"
@@ -64,6 +70,12 @@ struct BiasTerms {
   __device__ void add(int64_t n, int64_t j, float (&part)[1]) const { part[0] += load(dout[n * OC + j]); }
 };
 
+// dbias[j] += sums[j]: the bias gradient the weight gradient's product wrote (BGRADB), added.
+__global__ void add_bias_gradient_kernel(float* dbias, const float* sums, int64_t OC) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j < OC) dbias[j] += sums[j];
+}
+
 // ---------------------------------------------------------------- 16-bit products
 
 // C[m,n] = op(A) op(B) + beta C, column-major as cublasSgemm takes it, with A and B of the 16-bit `dtype`, C of
@@ -87,6 +99,23 @@ void gemm(DType dtype, cublasOperation_t transa, cublasOperation_t transb, int m
   const lab::cuda::KernelTiming timing(lab::cuda::tf32_enabled() ? "cublasSgemm tf32" : "cublasSgemm", stream);
   CUBLAS_CHECK(cublasSgemm(lab::cuda::cublas_handle(), transa, transb, m, n, k, &alpha, static_cast<const float*>(A),
                            lda, static_cast<const float*>(B), ldb, &beta, static_cast<float*>(C), ldc));
+}
+
+// dW (fp32, [OC, C] as column-major C x OC) += the 16-bit product of linear_backward, with the bias gradient in its
+// epilogue (BGRADB) into `sums` (OC floats), which are then added into dbias; false, with nothing queued, when
+// cuBLASLt has no algorithm with that epilogue.
+bool weight_and_bias_gradient(DType dtype, int c, int oc, int n, const void* inp, const void* dout, float* dweight,
+                              float* dbias, float* sums, cudaStream_t stream) {
+  const cudaDataType_t type = lt_data_type(dtype);
+  static constexpr LtTimingNames kBiasGradient = {"cublasLt matmul+bgrad f32", "cublasLt matmul+bgrad tf32",
+                                                  "cublasLt matmul+bgrad bf16", "cublasLt matmul+bgrad f16"};
+  LtMatmul mm{CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, 1, "linear_backward", lt_timing(dtype, kBiasGradient)};
+  mm.bias_gradient = sums;
+  if (!try_cublaslt_matmul(mm, 1.0f, {inp, type, c}, {dout, type, oc}, 1.0f, {dweight, CUDA_R_32F, c}, stream))
+    return false;
+  LAB_LAUNCH(add_bias_gradient_kernel, {grid_for(oc, kBlockSize), kBlockSize, 0, stream}, dbias, sums,
+             static_cast<int64_t>(oc));
+  return true;
 }
 
 }  // namespace
@@ -136,11 +165,19 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
     gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, weight.raw(), c, product_dout.raw(), oc, beta, dinp.raw(),
          dinp.dtype(), c, scope.stream());
   }
-  if (dweight.defined()) {
+  // With a 16-bit dout, the weight gradient's product gives the bias gradient too (see the header).
+  bool bias_done = false;
+  if (dweight.defined() && dbias.defined() && inp.dtype() != DType::F32 && dout.dtype() == inp.dtype()) {
+    MemoryScope workspace(MemCategory::Workspace);
+    const Tensor sums = Tensor::empty({OC}, DType::F32, dout.device());
+    bias_done = weight_and_bias_gradient(inp.dtype(), c, oc, n, inp.raw(), dout.raw(), dweight.data<float>(),
+                                         dbias.data<float>(), sums.data<float>(), scope.stream());
+  }
+  if (dweight.defined() && !bias_done) {
     gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, inp.raw(), c, product_dout.raw(), oc, 1.0f, dweight.raw(),
          DType::F32, c, scope.stream());
   }
-  if (dbias.defined()) {
+  if (dbias.defined() && !bias_done) {
     dispatch_float_dtype(dout.dtype(), "linear_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
       using D = typename DeviceType<T>::type;

@@ -1,7 +1,7 @@
 // The cuBLASLt stand-in: matmuls against a triple loop (fp32 with transposes, bf16 and fp16 inputs,
-// batches), the bias, GELU and aux epilogues and GELU's backward (DGELU), the heuristic, TF32 through the compute type,
-// the bias's type and alignment rules, and the checks that return INVALID_VALUE or NOT_SUPPORTED. Also the fp16 and
-// bf16 types of the stand-in headers.
+// batches), the bias, GELU and aux epilogues, GELU's backward (DGELU) and the bias gradient (BGRADB), the heuristic,
+// TF32 through the compute type, the bias's type and alignment rules, and the checks that return INVALID_VALUE or
+// NOT_SUPPORTED. Also the fp16 and bf16 types of the stand-in headers.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -230,6 +230,43 @@ TEST_F(CublasLt, GeluGradientEpilogueMultipliesByTheDerivativeAtAux) {
     const double want = sum[i] * derivative(pre[i]);
     ASSERT_NEAR(static_cast<float>(got[i]), want, 0x1p-8 * std::fabs(want) + allowed(sum[i], pre[i]) + 1e-6) << i;
   }
+}
+
+// BGRADB: the bias pointer receives the sums of op(B)'s columns over k (n of them, D's type), written over whatever
+// it held, beside the product (here a weight gradient's shape: bf16 operands into an fp32 D, accumulated with
+// beta 1), whichever way B is stored. Eighths summed over k = 40 are exact in fp32. One product, alpha 1: another
+// alpha, a batch, or a bias not aligned to its element is refused.
+TEST_F(CublasLt, BiasGradientOfBSumsTheColumnsOfOpB) {
+  const int m = 24, n = 19, k = 40;
+  const std::vector<float> a = representable(m * k, rng_), b = representable(k * n, rng_),
+                           c = representable(m * n, rng_);
+  const uint32_t epilogue = CUBLASLT_EPILOGUE_BGRADB;
+  for (const bool tb : {true, false}) {
+    const std::vector<double> want_d = reference(false, tb, m, n, k, 1.0f, a, b, 1.0f, c, {}, false);
+    DeviceBuffer<__nv_bfloat16> da(convert<__nv_bfloat16>(a)), db(convert<__nv_bfloat16>(b));
+    DeviceBuffer<float> dd(c), grad(std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()));
+    Matmul mm(CUBLAS_COMPUTE_32F, CUDA_R_16BF, CUDA_R_32F, false, tb, m, n, k);
+    mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+    mm.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<void*>(grad.get()));
+    cublasLtMatmulAlgo_t algo{};
+    ASSERT_EQ(heuristic(mm, &algo), CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(run(mm, 1.0f, da.get(), db.get(), 1.0f, dd.get(), dd.get()), CUBLAS_STATUS_SUCCESS);
+    const std::vector<float> got_d = dd.download(), got_grad = grad.download();
+    for (size_t i = 0; i < want_d.size(); ++i) ASSERT_EQ(got_d[i], want_d[i]) << "tb " << tb << " D element " << i;
+    for (int j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int p = 0; p < k; ++p) sum += tb ? b[static_cast<size_t>(j + p * n)] : b[static_cast<size_t>(p + j * k)];
+      ASSERT_EQ(got_grad[static_cast<size_t>(j)], sum) << "tb " << tb << " column " << j;
+    }
+    EXPECT_EQ(run(mm, 2.0f, da.get(), db.get(), 1.0f, dd.get(), dd.get()), CUBLAS_STATUS_NOT_SUPPORTED);
+    mm.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<void*>(reinterpret_cast<char*>(grad.get()) + 2));
+    EXPECT_EQ(heuristic(mm, &algo), CUBLAS_STATUS_NOT_SUPPORTED) << "a float bias gradient at an odd address";
+  }
+  Matmul batched(CUBLAS_COMPUTE_32F, CUDA_R_16BF, CUDA_R_32F, false, true, m, n, k);
+  batched.batch(2, m * k, k * n, m * n);
+  batched.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+  cublasLtMatmulAlgo_t algo{};
+  EXPECT_EQ(heuristic(batched, &algo), CUBLAS_STATUS_NOT_SUPPORTED);
 }
 
 // The heuristic's algorithm for `mm` under a preference that allows only the reduction schemes `schemes`.

@@ -9,12 +9,13 @@
 // scale type fp32, and the epilogues DEFAULT, RELU, BIAS, RELU_BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS and
 // DGELU (GELU is the tanh approximation; the bias has D's type, BIAS_DATA_TYPE set to another is not supported, and
 // one entry per row of D; the aux matrix, with D's type, needs EPILOGUE_AUX_LD: the GELU_AUX epilogues write the
-// pre-GELU values into it, and DGELU reads them, multiplying the product by GELU's derivative at each). Anything else
-// returns CUBLAS_STATUS_NOT_SUPPORTED. One algorithm exists; the heuristic returns it with a zero workspace. It works
-// at any alignment of the matrices, so the preferences MIN_ALIGNMENT_{A,B,C,D}_BYTES (which on a GPU exclude the
-// algorithms that need more than the 256 bytes assumed by default) are accepted and change nothing. The bias's
-// alignment is read from its pointer by the heuristic, as cuBLASLt does: the algorithm returned refuses a bias less
-// aligned (up to 16 bytes) than the one it was chosen for (see cublaslt.cpp).
+// pre-GELU values into it, and DGELU reads them, multiplying the product by GELU's derivative at each), and BGRADB
+// on one product with alpha 1 (the bias pointer receives the column sums of op(B) over k, one per column of D, in
+// D's type). Anything else returns CUBLAS_STATUS_NOT_SUPPORTED. One algorithm exists; the heuristic returns it with a
+// zero workspace. It works at any alignment of the matrices, so the preferences MIN_ALIGNMENT_{A,B,C,D}_BYTES (which on
+// a GPU exclude the algorithms that need more than the 256 bytes assumed by default) are accepted and change nothing.
+// The bias's alignment is read from its pointer by the heuristic, as cuBLASLt does: the algorithm returned refuses a
+// bias less aligned (up to 16 bytes) than the one it was chosen for (see cublaslt.cpp).
 #pragma once
 
 #include <cstddef>
