@@ -6,7 +6,8 @@
 // uninterrupted run logs (tp 2 -> one process, one process -> tp 2, pp 2 -> one process, tp 2 x pp 2 -> dp 2),
 // and a --save under tp writes one checkpoint that holds the whole model. ZeRO stage 3 over dp 2 (chapter 7) logs
 // the one process's losses and sample too (with --zero-prefetch), and its checkpoints resume in one process and
-// the reverse. --memory-report under pp 2 prints rank 0's theory, its stage's.
+// the reverse. --memory-report under pp 2 prints rank 0's theory, its stage's. The chunked LM head under pp 2, dp 2
+// and dp 2 x pp 2 logs the full head's losses.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -57,6 +58,14 @@ TEST(TrainerLayouts, TheChunkedLmHeadUnderPipelineAndDataParallelismLogsTheFullH
     SCOPED_TRACE(strategy.parallel.name);
     testing::expect_strategy_matches_one_process(testing::scratch_directory(), "cpu", strategy, "--lm-head chunked");
   }
+}
+
+// 4 ranks, dp 2 x pp 2: the last stage of each pipeline writes wte's gradient in its forward pass, and the dp
+// reducer of that stage averages it with the other pipeline's (1 row per rank, 2 micro-batches a step).
+TEST(TrainerLayouts, TheChunkedLmHeadOnFourRanksLogsTheFullHeadsLossesOfOneProcess) {
+  const testing::Strategy dp2_pp2{{"dp2_pp2", 4, "--batch 1 --dp 2 --pp 2 --micro-batches 2"},
+                                  {"one_process", 1, "--batch 2 --total-batch-tokens 64"}};
+  testing::expect_strategy_matches_one_process(testing::scratch_directory(), "cpu", dp2_pp2, "--lm-head chunked");
 }
 
 TEST(TrainerLayouts, PipelineParallelLogsTheLossesOfOneProcessAccumulating) {
