@@ -219,6 +219,15 @@ Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
   if (out.requires_grad())
     tape.record("flash attention", {q, out.value(), lse},
                 [=] {
+                  // In qkv's own dtype the backward stores every element of qkv's gradient once, so when it is the
+                  // gradient's first contribution (qkv's only consumer is attention) it writes a fresh buffer over
+                  // instead of adding into a zero-filled one.
+                  if (storage == qkv.value().dtype()) {
+                    const GradientTarget dqkv = gradient_target(qkv);
+                    ops::flash_attention_backward(dqkv.grad, out.grad(), qkv.value(), out.value(), lse, n_head,
+                                                  dqkv.write);
+                    return;
+                  }
                   backward_in_storage(qkv, out, storage, true,
                                       [&](const Tensor& dqkv, const Tensor& x, const Tensor& dout, const Tensor& o) {
                                         ops::flash_attention_backward(dqkv, dout, x, o, lse, n_head);

@@ -6,7 +6,9 @@
 //   forward:  out[b,t,h,:] = sum_{s<=t} softmax_s(q_t . k_s / sqrt(HS)) v_s       out [B,T,C], dtype of qkv
 //             lse[b,h,t]   = log sum_{s<=t} exp(q_t . k_s / sqrt(HS))              lse [B,NH,T], f32
 //   backward: dqkv += the gradient of out's loss with respect to qkv, from dout [B,T,C], qkv, out and lse
-//             (dqkv and dout in the dtype of qkv; accumulates, as attention_backward does)
+//             (dqkv and dout in the dtype of qkv; accumulates, as attention_backward does, or with
+//             GradWrite::Overwrite writes every element of dqkv without reading it: each element of dQ, dK
+//             and dV is stored by exactly one tile, so qkv's gradient needs no zero-filling first)
 // The algorithm, in tiles of Br queries and Bc keys:
 //   forward   for each query tile: for each key tile at or below the diagonal: S = scale Q K^T; new row max m';
 //             P = exp(S - m'); l = l exp(m - m') + rowsum(P); O = O exp(m - m') + P V; m = m'.
@@ -29,6 +31,7 @@
 #include <cstdint>
 
 #include "common/core/tensor.h"
+#include "common/ops/grad_write.h"
 
 namespace lab::ops {
 
@@ -38,17 +41,17 @@ inline constexpr int64_t kFlashKeyTile = 64;
 
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head);
+                              const Tensor& lse, int n_head, GradWrite dqkv_write = GradWrite::Add);
 
 namespace cpu {
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head);
+                              const Tensor& lse, int n_head, GradWrite dqkv_write);
 }  // namespace cpu
 namespace cuda {
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head);
+                              const Tensor& lse, int n_head, GradWrite dqkv_write);
 }  // namespace cuda
 
 }  // namespace lab::ops

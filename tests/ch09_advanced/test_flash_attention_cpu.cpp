@@ -85,6 +85,22 @@ TEST(FlashCpuStorage, SixteenBitMatchesF32OnRoundedInputs) {
   }
 }
 
+// GradWrite::Overwrite: from a dqkv of NaNs, every element written and none read, the same bits as adding into zeros
+// (0 + x rounds to x), in f32 and 16-bit storage, at a T that ends mid-tile.
+TEST(FlashCpuOverwrite, WritesEveryElementOfDqkvAsAddingIntoZeros) {
+  Rng rng(test_seed());
+  const FlashCase c{2, 70, 3, 16};
+  FlashInputs in = test::random_flash_inputs(c, rng);
+  in.dqkv_before = Tensor::zeros(in.qkv.shape(), DType::F32);
+  for (const DType dtype : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const FlashInputs rounded = dtype == DType::F32 ? in : test::rounded_to(in, dtype);
+    const Tensor added = test::run_flash(rounded, c.NH, dtype, Device::cpu()).dqkv;
+    const Tensor written = test::run_flash(rounded, c.NH, dtype, Device::cpu(), ops::GradWrite::Overwrite).dqkv;
+    EXPECT_EQ(written.to_floats(), added.to_floats());
+  }
+}
+
 // The point of the algorithm: memory linear in T. At T = 1024 one head's T x T f32 matrix is 4 MiB; the flash
 // forward and backward together may add at most an eighth of that to the CPU allocator's peak (their scratch is
 // a few tiles per thread, and two threads run here), while the materialised op's probabilities alone are the

@@ -114,6 +114,26 @@ TEST(FlashGpuAccumulation, BackwardAddsIntoDqkv) {
   EXPECT_TRUE(test::all_close("dqkv", added.dqkv, Tensor::from_floats(sum, before.shape()), {eps, eps}));
 }
 
+// GradWrite::Overwrite: from a dqkv of NaNs, every element written by the dK/dV and dQ kernels and none read, the
+// same bits as adding into zeros (0 + x rounds to x), at a T that ends mid-tile and with a head narrower than the
+// kernels' 64 columns; the f32 fallback (the materialised backward adds) zero-fills first.
+TEST(FlashGpuAccumulation, OverwriteWritesEveryElementAsAddingIntoZeros) {
+  LAB_REQUIRE_GPU();
+  Rng rng(test_seed());
+  for (const FlashCase& c : {FlashCase{1, 70, 2, 64}, FlashCase{2, 33, 3, 48}}) {
+    SCOPED_TRACE(c.name());
+    FlashInputs in = test::random_flash_inputs(c, rng);
+    in.dqkv_before = Tensor::zeros(in.qkv.shape(), DType::F32);
+    for (const DType dtype : {DType::BF16, DType::F32}) {
+      SCOPED_TRACE(dtype_name(dtype));
+      const FlashInputs rounded = dtype == DType::F32 ? in : test::rounded_to(in, dtype);
+      const Tensor added = test::run_flash(rounded, c.NH, dtype, kGpu).dqkv;
+      const Tensor written = test::run_flash(rounded, c.NH, dtype, kGpu, ops::GradWrite::Overwrite).dqkv;
+      EXPECT_EQ(written.to_floats(), added.to_floats());
+    }
+  }
+}
+
 // f32 inputs take the materialised path: the same results as the CPU flash attention, within f32's tolerance.
 TEST(FlashGpuFallback, F32MatchesCpuFlash) {
   LAB_REQUIRE_GPU();

@@ -29,8 +29,10 @@ struct StepCounts {
 // activations, the core attention computing in f32), each block's f32 qkv gradient too, converted and added.
 // Every other gradient's first contribution is written over a new buffer (ops::GradWrite: the linear layers',
 // GELU's and LayerNorm's) or handed on (the residual adds'). Before that, 4 + 6 a block: each linear's input
-// gradient, GELU's and ln_f's were zero-filled as well.
-ZeroFills expected_zero_fills(int64_t layers, int64_t activation_bytes, bool attention_converts = false);
+// gradient, GELU's and ln_f's were zero-filled as well. `attention_writes_qkv_gradient`: the attention's backward
+// writes qkv's gradient over a new buffer too (flash attention in the activations' dtype), so the blocks have none.
+ZeroFills expected_zero_fills(int64_t layers, int64_t activation_bytes, bool attention_converts = false,
+                              bool attention_writes_qkv_gradient = false);
 
 StepCounts count_one_step(Device device, int64_t layers, DType dtype = DType::F32, ModelOptions options = {});
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "ch06_single_gpu/fused_model.h"
+#include "common/autograd/functions.h"
 #include "common/core/device.h"
 #include "tests/ch10_gpt2/step_profile_counts.h"
 
@@ -77,6 +78,30 @@ TEST(StepProfileCountsCuda, LaunchesPerBf16StepWith16BitActivations) {
 // Outside, 14, as above.
 constexpr int64_t kFusedBf16LaunchesPerBlock = 47;
 constexpr int64_t kFusedBf16LaunchesOutside = 14;
+
+// The same bf16 step with flash attention in bf16 (gpt2_train's --attention flash): attention's backward stores every
+// element of qkv's gradient once, over a new buffer, so the blocks zero-fill nothing (the zero-fills are the 2
+// outside them: N x 3C x 2 bytes a block fewer, filled and then read back before). Per block, 32: the 49 of the core
+// attention less its 5 conversions, 12 strided-batched GEMMs, 3 softmax kernels and the residual backward that added
+// its converted gradient, plus flash attention's forward and its backward's 3 (the rows' dot products, the dK/dV and
+// the dQ kernels).
+constexpr int64_t kFlashBf16LaunchesPerBlock = 32;
+
+TEST(StepProfileCountsCuda, FlashAttentionWritesTheQkvGradientWithoutZeroFilling) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
+  ModelOptions options;
+  options.attention = [](Tape& tape, const Var& qkv, int n_head) {
+    return ag::flash_attention(tape, qkv, n_head, DType::BF16);
+  };
+  for (const int64_t layers : {1, 2}) {
+    const test::StepCounts counts = test::count_one_step(Device::cuda(), layers, DType::BF16, options);
+    EXPECT_EQ(counts.kernels, kBf16LaunchesOutside + kFlashBf16LaunchesPerBlock * layers) << layers << " blocks:\n"
+                                                                                          << counts.kernel_table;
+    const ZeroFills fills = test::expected_zero_fills(layers, 2, false, /*attention_writes_qkv_gradient=*/true);
+    EXPECT_EQ(counts.zero_fills.count, fills.count) << layers << " blocks:\n" << counts.kernel_table;
+    EXPECT_EQ(counts.zero_fills.bytes, fills.bytes) << layers << " blocks";
+  }
+}
 
 TEST(StepProfileCountsCuda, LaunchesPerBf16StepWithFusedKernels) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";

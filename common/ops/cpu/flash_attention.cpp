@@ -82,11 +82,15 @@ void load_tile(float* tile, const typename S::type* first, int64_t rows, int64_t
     for (int64_t d = 0; d < HS; ++d) tile[r * HS + d] = S::load(first[r * ld + d]);
 }
 
-// dst[r, d] += tile[r, d], rounded to the storage type (the backward accumulates into dqkv).
+// dst[r, d] += tile[r, d] (GradWrite::Add) or = tile[r, d] (Overwrite, dst not read), rounded to the storage type.
 template <typename S>
-void add_tile(typename S::type* first, const float* tile, int64_t rows, int64_t HS, int64_t ld) {
+void write_tile(typename S::type* first, const float* tile, int64_t rows, int64_t HS, int64_t ld, GradWrite write) {
+  const bool add = write == GradWrite::Add;
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t d = 0; d < HS; ++d) first[r * ld + d] = S::store(S::load(first[r * ld + d]) + tile[r * HS + d]);
+    for (int64_t d = 0; d < HS; ++d) {
+      typename S::type& dst = first[r * ld + d];
+      dst = S::store(add ? S::load(dst) + tile[r * HS + d] : tile[r * HS + d]);
+    }
 }
 
 // Per-thread scratch: `floats` floats for each thread of the parallel region, from the CPU allocator.
@@ -220,7 +224,7 @@ void probabilities_and_score_grads(const Dims& d, const float* q, const float* k
 // Pass 1, one task per key tile: dK and dV of the tile summed over every query tile that sees it.
 template <typename S>
 void key_tile_grads(const Dims& d, const typename S::type* qkv, const typename S::type* dout, const float* lse,
-                    const float* D, typename S::type* dqkv) {
+                    const float* D, typename S::type* dqkv, GradWrite write) {
   const int64_t ld = 3 * d.C;
   const Scratch scratch(kBc * d.HS * 4 + kBr * d.HS * 2 + 2 * kBr * kBc);
 #pragma omp parallel
@@ -253,8 +257,8 @@ void key_tile_grads(const Dims& d, const typename S::type* qkv, const typename S
         sgemm(true, false, cols, d.HS, rows, 1.0f, p, cols, dO, d.HS, 1.0f, dv, d.HS);     // dV += P^T dO
         sgemm(true, false, cols, d.HS, rows, d.scale, ds, cols, q, d.HS, 1.0f, dk, d.HS);  // dK += scale dS^T Q
       }
-      add_tile<S>(dqkv + head_offset + d.C + s0 * ld, dk, cols, d.HS, ld);
-      add_tile<S>(dqkv + head_offset + 2 * d.C + s0 * ld, dv, cols, d.HS, ld);
+      write_tile<S>(dqkv + head_offset + d.C + s0 * ld, dk, cols, d.HS, ld, write);
+      write_tile<S>(dqkv + head_offset + 2 * d.C + s0 * ld, dv, cols, d.HS, ld, write);
     }
   }
 }
@@ -262,7 +266,7 @@ void key_tile_grads(const Dims& d, const typename S::type* qkv, const typename S
 // Pass 2, one task per query tile: dQ of the tile summed over the key tiles it sees.
 template <typename S>
 void query_tile_grads(const Dims& d, const typename S::type* qkv, const typename S::type* dout, const float* lse,
-                      const float* D, typename S::type* dqkv) {
+                      const float* D, typename S::type* dqkv, GradWrite write) {
   const int64_t ld = 3 * d.C;
   const Scratch scratch(kBr * d.HS * 3 + kBc * d.HS * 2 + 2 * kBr * kBc);
 #pragma omp parallel
@@ -292,7 +296,7 @@ void query_tile_grads(const Dims& d, const typename S::type* qkv, const typename
                                       ds);
         sgemm(false, false, rows, d.HS, cols, d.scale, ds, cols, k, d.HS, 1.0f, dq, d.HS);  // dQ += scale dS K
       }
-      add_tile<S>(dqkv + head_offset + t0 * ld, dq, rows, d.HS, ld);
+      write_tile<S>(dqkv + head_offset + t0 * ld, dq, rows, d.HS, ld, write);
     }
   }
 }
@@ -310,7 +314,7 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
 }
 
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head) {
+                              const Tensor& lse, int n_head, GradWrite dqkv_write) {
   const Dims d = dims_of(qkv, n_head);
   if (d.B == 0 || d.T == 0 || d.C == 0) return;
   const MemoryScope scope(MemCategory::Workspace);
@@ -322,8 +326,9 @@ void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tens
     const E* dout_data = static_cast<const E*>(dout.raw());
     E* dqkv_data = static_cast<E*>(dqkv.raw());
     row_dot<S>(d, dout_data, static_cast<const E*>(out.raw()), D.data<float>());
-    key_tile_grads<S>(d, qkv_data, dout_data, lse.data<float>(), D.data<float>(), dqkv_data);
-    query_tile_grads<S>(d, qkv_data, dout_data, lse.data<float>(), D.data<float>(), dqkv_data);
+    // Every element of dK and dV belongs to one key tile, every element of dQ to one query tile: each is stored once.
+    key_tile_grads<S>(d, qkv_data, dout_data, lse.data<float>(), D.data<float>(), dqkv_data, dqkv_write);
+    query_tile_grads<S>(d, qkv_data, dout_data, lse.data<float>(), D.data<float>(), dqkv_data, dqkv_write);
   });
 }
 

@@ -337,7 +337,7 @@ __device__ inline void key_grads_query_tile(float dk[D / 8][4], float dv[D / 8][
 template <typename E, int D>
 __global__ void __launch_bounds__(kThreads, kKeyGradsBlocks<D>)
     flash_key_grads_kernel(E* dqkv, const E* qkv, const E* dout, const float* lse, const float* D_rows, Dims s,
-                           int query_tiles) {
+                           int query_tiles, bool add) {
   LAB_DYNAMIC_SHARED(unsigned char, shared);
   SharedPieces pieces(shared);
   E* k = pieces.take<E>(kTile * kLdTile<D>);
@@ -384,8 +384,8 @@ __global__ void __launch_bounds__(kThreads, kKeyGradsBlocks<D>)
                                         scale_log2);
     __syncthreads();  // every warp is done with tile qt's buffers
   }
-  add_fragments<D>(dqkv + head + s.C, ld, s0 + strip, dk, s.scale, s);
-  add_fragments<D>(dqkv + head + 2 * s.C, ld, s0 + strip, dv, 1.0f, s);
+  add_fragments<D>(dqkv + head + s.C, ld, s0 + strip, dk, s.scale, s, add);
+  add_fragments<D>(dqkv + head + 2 * s.C, ld, s0 + strip, dv, 1.0f, s, add);
 }
 
 // ---------------------------------------------------------------- backward: dQ
@@ -416,7 +416,7 @@ __device__ inline void query_grads_key_tile(float dq[D / 8][4], const E* q, cons
 template <typename E, int D>
 __global__ void __launch_bounds__(kThreads, kQueryGradsBlocks<D>)
     flash_query_grads_kernel(E* dqkv, const E* qkv, const E* dout, const float* lse, const float* D_rows, Dims s,
-                             int query_tiles) {
+                             int query_tiles, bool add) {
   LAB_DYNAMIC_SHARED(unsigned char, shared);
   SharedPieces pieces(shared);
   E* q = pieces.take<E>(kTile * kLdTile<D>);
@@ -463,7 +463,7 @@ __global__ void __launch_bounds__(kThreads, kQueryGradsBlocks<D>)
                                         scale_log2);
     __syncthreads();  // every warp is done with tile kt's buffers
   }
-  add_fragments<D>(dqkv + head, ld, t0 + strip, dq, s.scale, s);
+  add_fragments<D>(dqkv + head, ld, t0 + strip, dq, s.scale, s, add);
 }
 
 // ---------------------------------------------------------------- f32: the materialised fallback
@@ -526,7 +526,7 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
 }
 
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head) {
+                              const Tensor& lse, int n_head, GradWrite dqkv_write) {
   if (qkv.dim(0) == 0 || qkv.dim(1) == 0 || qkv.dim(2) == 0) return;
   const Dims s = dims_of(qkv, n_head);
   LaunchScope scope(qkv);
@@ -534,6 +534,7 @@ void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tens
     const Tensor att = probabilities_workspace(qkv, n_head);
     const MemoryScope workspace(MemCategory::Workspace);
     attention_forward(Tensor::empty(out.shape(), DType::F32, out.device()), att, qkv, n_head);
+    if (dqkv_write == GradWrite::Overwrite) dqkv.zero_();  // the materialised backward adds
     attention_backward(dqkv, dout, qkv, att, n_head);
     return;
   }
@@ -541,10 +542,13 @@ void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tens
     using E = decltype(element);
     const Tensor D_rows = flash_row_dots<E>(dout, out, lse, s, scope.stream());
     constexpr int D = decltype(width)::value;
+    // Each element of dK and dV is stored by the one block of its key tile, each of dQ by its query tile's: with
+    // Overwrite, stored without reading dqkv.
+    const bool add = dqkv_write == GradWrite::Add;
     launch_backward_tiles<E>("flash_key_grads_kernel", flash_key_grads_kernel<E, D>, backward_shared_bytes<D>(), dqkv,
-                             dout, qkv, lse, D_rows, s, scope.stream());
+                             dout, qkv, lse, D_rows, s, scope.stream(), add);
     launch_backward_tiles<E>("flash_query_grads_kernel", flash_query_grads_kernel<E, D>, backward_shared_bytes<D>(),
-                             dqkv, dout, qkv, lse, D_rows, s, scope.stream());
+                             dqkv, dout, qkv, lse, D_rows, s, scope.stream(), add);
   });
 }
 

@@ -108,9 +108,10 @@ __device__ inline float row_sum(float v) {
 }
 
 // dst[row0 + r, c] += scale acc[r, c] for a strip of accumulators [16, D] (rows past T, columns past hs skipped),
-// rounded to dst's type.
+// rounded to dst's type; with add = false, dst = scale acc[r, c], dst not read (GradWrite::Overwrite).
 template <int D, typename E>
-__device__ void add_fragments(E* head, int64_t ld, int row0, const float acc[D / 8][4], float scale, const Dims& s) {
+__device__ void add_fragments(E* head, int64_t ld, int row0, const float acc[D / 8][4], float scale, const Dims& s,
+                              bool add = true) {
 #pragma unroll
   for (int n = 0; n < D / 8; ++n)
 #pragma unroll
@@ -118,7 +119,7 @@ __device__ void add_fragments(E* head, int64_t ld, int row0, const float acc[D /
       const int row = row0 + frag_row(i), c = frag_col(n, i);
       if (row < s.T && c < s.hs) {
         E& dst = head[row * ld + c];
-        store(dst, to_float(dst) + scale * acc[n][i]);
+        store(dst, add ? to_float(dst) + scale * acc[n][i] : scale * acc[n][i]);
       }
     }
 }

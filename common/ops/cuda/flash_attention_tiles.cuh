@@ -202,14 +202,15 @@ void launch_forward_tiles(const char* name, Kernel kernel, size_t bytes, const T
                static_cast<const E*>(qkv.raw()), s, static_cast<int>(grid.y));
 }
 
-// A backward tile kernel (dK/dV or dQ), kernel(dqkv, qkv, dout, lse, D, s, query_tiles), over tile_grid.
-template <typename E, typename Kernel>
+// A backward tile kernel (dK/dV or dQ), kernel(dqkv, qkv, dout, lse, D, s, query_tiles, extra...), over tile_grid.
+template <typename E, typename Kernel, typename... Extra>
 void launch_backward_tiles(const char* name, Kernel kernel, size_t bytes, const Tensor& dqkv, const Tensor& dout,
                            const Tensor& qkv, const Tensor& lse, const Tensor& D_rows, const Dims& s,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, Extra... extra) {
   const dim3 grid = tile_grid(qkv, s);
   launch_tiles(name, kernel, grid, bytes, stream, static_cast<E*>(dqkv.raw()), static_cast<const E*>(qkv.raw()),
-               static_cast<const E*>(dout.raw()), lse.data<float>(), D_rows.data<float>(), s, static_cast<int>(grid.y));
+               static_cast<const E*>(dout.raw()), lse.data<float>(), D_rows.data<float>(), s, static_cast<int>(grid.y),
+               extra...);
 }
 
 // Calls body(E{}, std::integral_constant<int, D>{}) for the 16-bit element type of `dtype` and the kernels' head
