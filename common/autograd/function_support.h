@@ -67,7 +67,7 @@ void forward_in_storage(const Tensor& out, const Tensor& q, DType storage,
                         const std::function<void(const Tensor& out_s, const Tensor& q_s)>& forward);
 // Its backward: runs backward(dqkv_s, q_s, dout_s, out_s) in `storage` (out_s only when `with_out`), adding into
 // qkv's gradient, directly when qkv has that dtype, else into a zeroed gradient in `storage` that is converted and
-// added.
+// added (or, as qkv's first contribution, converted into a fresh gradient: no zero-fill of qkv's own).
 void backward_in_storage(const Var& qkv, const Var& out, DType storage, bool with_out,
                          const std::function<void(const Tensor& dqkv_s, const Tensor& q_s, const Tensor& dout_s,
                                                   const Tensor& out_s)>& backward);

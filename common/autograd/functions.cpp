@@ -140,9 +140,15 @@ Tensor in_storage(const Tensor& t, DType storage, MemCategory category) {
   return copy;
 }
 
-// grad += g, g converted to grad's dtype first when it has another (through a workspace copy).
-void add_converted(const Tensor& grad, const Tensor& g) {
-  ops::residual_backward(grad, Tensor(), in_storage(g, grad.dtype(), MemCategory::Workspace));
+// x's gradient += g, g of another dtype converted to the gradient's first (through a workspace copy). When g is x's
+// first contribution (gradient_target), g is converted straight into a fresh gradient instead: no zero-fill, no
+// copy, one kernel instead of two.
+void add_converted_gradient(const Var& x, const Tensor& g) {
+  const GradientTarget target = gradient_target(x);
+  if (target.write == ops::GradWrite::Overwrite)
+    ops::convert(target.grad, g);
+  else
+    ops::residual_backward(target.grad, Tensor(), in_storage(g, target.grad.dtype(), MemCategory::Workspace));
 }
 
 }  // namespace
@@ -174,7 +180,7 @@ void backward_in_storage(const Var& qkv, const Var& out, DType storage, bool wit
   }
   backward(dqkv_s, in_storage(x, storage, work), in_storage(out.grad(), storage, work),
            with_out ? in_storage(out.value(), storage, work) : Tensor());
-  add_converted(qkv.grad(), dqkv_s);
+  add_converted_gradient(qkv, dqkv_s);
 }
 
 Var cast(Tape& tape, const Var& x, DType dtype) {
@@ -183,7 +189,7 @@ Var cast(Tape& tape, const Var& x, DType dtype) {
   Var out(empty_as(x.value().shape(), dtype, x.value().device(), MemCategory::Activations),
           tape.recording() && x.requires_grad());
   ops::convert(out.value(), x.value());
-  if (out.requires_grad()) tape.record("cast", {out.value()}, [=] { add_converted(x.grad(), out.grad()); }, {x});
+  if (out.requires_grad()) tape.record("cast", {out.value()}, [=] { add_converted_gradient(x, out.grad()); }, {x});
   return out;
 }
 

@@ -16,19 +16,14 @@ constexpr int64_t kPaddedVocab = 128, kMaxT = 16, kWidth = 32, kRows = 2 * 16;
 
 }  // namespace
 
-ZeroFills expected_zero_fills(int64_t layers, int64_t activation_bytes, bool attention_converts,
-                              bool attention_writes_qkv_gradient) {
+ZeroFills expected_zero_fills(int64_t layers, int64_t activation_bytes, QkvGradient qkv_gradient) {
   const int64_t block_parameters = 12 * kWidth * kWidth + 13 * kWidth;
   const int64_t parameters = kPaddedVocab * kWidth + kMaxT * kWidth + 2 * kWidth + layers * block_parameters;
   const int64_t qkv = kRows * 3 * kWidth;
   ZeroFills fills{2, 4 * parameters + 3 * 4};
-  if (!attention_writes_qkv_gradient) {
+  if (qkv_gradient != QkvGradient::Writes) {
     fills.count += layers;
-    fills.bytes += activation_bytes * layers * qkv;
-  }
-  if (attention_converts) {
-    fills.count += layers;
-    fills.bytes += layers * 4 * qkv;
+    fills.bytes += layers * qkv * (qkv_gradient == QkvGradient::AddsInF32 ? 4 : activation_bytes);
   }
   return fills;
 }

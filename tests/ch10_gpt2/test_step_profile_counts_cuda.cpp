@@ -41,20 +41,21 @@ TEST(StepProfileCountsCuda, LaunchesPerStep) {
 }
 
 // The same step with bf16 matmuls and 16-bit activations end to end (ModelOptions::activations, gpt2_train's
-// --dtype bf16 --activations 16bit), the core attention (fp32 inside). Per block, 49: 8 cublasLt matmul bf16 (the
+// --dtype bf16 --activations 16bit), the core attention (fp32 inside). Per block, 48: 8 cublasLt matmul bf16 (the
 // 4 linears forward, each adding the bias's bf16 copy in its epilogue and storing the bf16 out itself, and the 4
 // input gradients), 4 cublasLt matmul+bgrad bf16 (the weight gradients, each giving its bias's gradient in its
 // epilogue) and 4 add_bias_gradient_kernel (adding it into the gradient), 5 convert_kernel around the fp32 core
-// attention (qkv and the output forward; qkv, dout and the gradient's add backward), 12 cublasSgemmStridedBatched, 2
-// LayerNorm forward and 2 + 2 backward, 1 + 2 causal softmax, 2 GELU, 2 residual forward, 2 gradient copies and 1
-// residual backward (attention's gradient added after its conversion). Outside, 14: as in fp32, with the LM
-// head's 3 products as cublasLt matmul bf16, and no conversion: AdamW writes the weights' 16-bit copy in its own
-// pass (adamw_kernel<Copy>). 53 per block before the bias gradients moved into the weight gradients' epilogue (4 + 4
-// column sums instead of the 4 additions). Before the bias moved into the matmul's epilogue: 63 per block (4
+// attention (qkv and the output forward; qkv, dout and the f32 qkv gradient backward, converted straight into qkv's
+// own), 12 cublasSgemmStridedBatched, 2 LayerNorm forward and 2 + 2 backward, 1 + 2 causal softmax, 2 GELU, 2
+// residual forward and 2 gradient copies. Outside, 14: as in fp32, with the LM head's 3 products as cublasLt matmul
+// bf16, and no conversion: AdamW writes the weights' 16-bit copy in its own pass (adamw_kernel<Copy>). 49 per block
+// before the f32 qkv gradient was converted into a fresh gradient (a residual_backward_kernel added its conversion
+// into a zero-filled one); 53 before the bias gradients moved into the weight gradients' epilogue (4 + 4 column sums
+// instead of the 4 additions). Before the bias moved into the matmul's epilogue: 63 per block (4
 // broadcast_bias_kernel and 4 convert_kernel more: each linear's out computed in fp32, then rounded) and 17 outside
 // (the LM head computed its bf16 logits in fp32 and converted them); 55 and 16 before the LayerNorm backward took dw
 // and db in dx's pass, 15 outside before AdamW wrote the copy (a convert_kernel after it).
-constexpr int64_t kBf16LaunchesPerBlock = 49;
+constexpr int64_t kBf16LaunchesPerBlock = 48;
 constexpr int64_t kBf16LaunchesOutside = 14;
 
 TEST(StepProfileCountsCuda, LaunchesPerBf16StepWith16BitActivations) {
@@ -63,28 +64,28 @@ TEST(StepProfileCountsCuda, LaunchesPerBf16StepWith16BitActivations) {
     const test::StepCounts counts = test::count_one_step(Device::cuda(), layers, DType::BF16);
     EXPECT_EQ(counts.kernels, kBf16LaunchesOutside + kBf16LaunchesPerBlock * layers) << layers << " blocks:\n"
                                                                                      << counts.kernel_table;
-    const ZeroFills fills = test::expected_zero_fills(layers, 2, /*attention_converts=*/true);
+    const ZeroFills fills = test::expected_zero_fills(layers, 2, test::QkvGradient::AddsInF32);
     EXPECT_EQ(counts.zero_fills.count, fills.count) << layers << " blocks";
     EXPECT_EQ(counts.zero_fills.bytes, fills.bytes) << layers << " blocks";
   }
 }
 
-// The same bf16 step with chapter 6's fused kernels (--kernels fused). Per block, 47: the 49 above less the GELU
+// The same bf16 step with chapter 6's fused kernels (--kernels fused). Per block, 46: the 48 above less the GELU
 // kernel forward and backward. The MLP's first GEMM applies bias and GELU in its epilogue (cublasLt matmul+gelu
 // bf16, keeping GELU's input as its aux output), and in backward the GEMM that gives the GELU output's gradient
 // applies GELU's derivative in its epilogue instead (cublasLt matmul+dgelu bf16), so 6 cublasLt matmul bf16 are
-// left beside the 4 cublasLt matmul+bgrad bf16 (51 per block before those took the bias gradients). (With 16-bit
+// left beside the 4 cublasLt matmul+bgrad bf16 (47 per block before the f32 qkv gradient was converted straight into
+// qkv's, 51 before the weight gradients took the bias gradients). (With 16-bit
 // activations the fused residual + LayerNorm runs the core's ops, and the fused classifier is the core's launch count.)
 // Outside, 14, as above.
-constexpr int64_t kFusedBf16LaunchesPerBlock = 47;
+constexpr int64_t kFusedBf16LaunchesPerBlock = 46;
 constexpr int64_t kFusedBf16LaunchesOutside = 14;
 
 // The same bf16 step with flash attention in bf16 (gpt2_train's --attention flash): attention's backward stores every
 // element of qkv's gradient once, over a new buffer, so the blocks zero-fill nothing (the zero-fills are the 2
-// outside them: N x 3C x 2 bytes a block fewer, filled and then read back before). Per block, 32: the 49 of the core
-// attention less its 5 conversions, 12 strided-batched GEMMs, 3 softmax kernels and the residual backward that added
-// its converted gradient, plus flash attention's forward and its backward's 3 (the rows' dot products, the dK/dV and
-// the dQ kernels).
+// outside them: N x 3C x 2 bytes a block fewer, filled and then read back before). Per block, 32: the 48 of the core
+// attention less its 5 conversions, 12 strided-batched GEMMs and 3 softmax kernels, plus flash attention's forward and
+// its backward's 3 (the rows' dot products, the dK/dV and the dQ kernels).
 constexpr int64_t kFlashBf16LaunchesPerBlock = 32;
 
 TEST(StepProfileCountsCuda, FlashAttentionWritesTheQkvGradientWithoutZeroFilling) {
@@ -97,7 +98,7 @@ TEST(StepProfileCountsCuda, FlashAttentionWritesTheQkvGradientWithoutZeroFilling
     const test::StepCounts counts = test::count_one_step(Device::cuda(), layers, DType::BF16, options);
     EXPECT_EQ(counts.kernels, kBf16LaunchesOutside + kFlashBf16LaunchesPerBlock * layers) << layers << " blocks:\n"
                                                                                           << counts.kernel_table;
-    const ZeroFills fills = test::expected_zero_fills(layers, 2, false, /*attention_writes_qkv_gradient=*/true);
+    const ZeroFills fills = test::expected_zero_fills(layers, 2, test::QkvGradient::Writes);
     EXPECT_EQ(counts.zero_fills.count, fills.count) << layers << " blocks:\n" << counts.kernel_table;
     EXPECT_EQ(counts.zero_fills.bytes, fills.bytes) << layers << " blocks";
   }
