@@ -95,12 +95,13 @@ Var attention_recomputing_probabilities(Tape& tape, const Var& qkv, int n_head) 
     tape.record("attention (probabilities recomputed)", {q, out.value()},
                 [=] {
                   ag::backward_in_storage(qkv, out, DType::F32, false,
-                                          [&](const Tensor& dqkv, const Tensor& x, const Tensor& dout, const Tensor&) {
+                                          [&](const Tensor& dqkv, ops::GradWrite write, const Tensor& x,
+                                              const Tensor& dout, const Tensor&) {
                                             // The op computes the output with the probabilities; the output computed
                                             // again is dropped.
                                             const Tensor att = f32_activation({B, n_head, T, T});
                                             ops::attention_forward(f32_activation({B, T, C}), att, x, n_head);
-                                            ops::attention_backward(dqkv, dout, x, att, n_head);
+                                            ops::attention_backward(dqkv, dout, x, att, n_head, write);
                                           });
                 },
                 {qkv});

@@ -65,11 +65,14 @@ inline bool any_requires_grad(std::initializer_list<const Var*> vars) {
 // rounded copies that live for the call, the output widened back into `out`.
 void forward_in_storage(const Tensor& out, const Tensor& q, DType storage,
                         const std::function<void(const Tensor& out_s, const Tensor& q_s)>& forward);
-// Its backward: runs backward(dqkv_s, q_s, dout_s, out_s) in `storage` (out_s only when `with_out`), adding into
-// qkv's gradient, directly when qkv has that dtype, else into a zeroed gradient in `storage` that is converted and
-// added (or, as qkv's first contribution, converted into a fresh gradient: no zero-fill of qkv's own).
+// Its backward: runs backward(dqkv_s, write, q_s, dout_s, out_s) in `storage` (out_s only when `with_out`), which
+// must write dqkv_s as `write` says (ops::GradWrite: add into it, or write every element without reading it). When
+// qkv has that dtype, dqkv_s is qkv's gradient: written over a fresh buffer as its first contribution
+// (gradient_target; attention is qkv's only consumer), added into otherwise. Else dqkv_s is a workspace in
+// `storage`, written, then converted into qkv's gradient (or added, converted, into an earlier one). No zero-fill
+// either way.
 void backward_in_storage(const Var& qkv, const Var& out, DType storage, bool with_out,
-                         const std::function<void(const Tensor& dqkv_s, const Tensor& q_s, const Tensor& dout_s,
-                                                  const Tensor& out_s)>& backward);
+                         const std::function<void(const Tensor& dqkv_s, ops::GradWrite write, const Tensor& q_s,
+                                                  const Tensor& dout_s, const Tensor& out_s)>& backward);
 
 }  // namespace lab::ag

@@ -165,20 +165,21 @@ void forward_in_storage(const Tensor& out, const Tensor& q, DType storage,
 }
 
 void backward_in_storage(const Var& qkv, const Var& out, DType storage, bool with_out,
-                         const std::function<void(const Tensor& dqkv_s, const Tensor& q_s, const Tensor& dout_s,
-                                                  const Tensor& out_s)>& backward) {
+                         const std::function<void(const Tensor& dqkv_s, ops::GradWrite write, const Tensor& q_s,
+                                                  const Tensor& dout_s, const Tensor& out_s)>& backward) {
   const Tensor& x = qkv.value();
   if (storage == x.dtype()) {
-    backward(qkv.grad(), x, out.grad(), out.value());
+    const GradientTarget dqkv = gradient_target(qkv);
+    backward(dqkv.grad, dqkv.write, x, out.grad(), out.value());
     return;
   }
   const MemCategory work = MemCategory::Workspace;
-  Tensor dqkv_s;
+  Tensor dqkv_s;  // written whole by the backward, then converted into qkv's gradient
   {
     MemoryScope scope(work);
-    dqkv_s = Tensor::zeros(x.shape(), storage, x.device());
+    dqkv_s = Tensor::empty(x.shape(), storage, x.device());
   }
-  backward(dqkv_s, in_storage(x, storage, work), in_storage(out.grad(), storage, work),
+  backward(dqkv_s, ops::GradWrite::Overwrite, in_storage(x, storage, work), in_storage(out.grad(), storage, work),
            with_out ? in_storage(out.value(), storage, work) : Tensor());
   add_converted_gradient(qkv, dqkv_s);
 }
@@ -204,10 +205,10 @@ Var attention(Tape& tape, const Var& qkv, int n_head) {
   if (out.requires_grad())
     tape.record("attention", {q, att, out.value()},
                 [=] {
-                  backward_in_storage(qkv, out, DType::F32, false,
-                                      [&](const Tensor& dqkv, const Tensor& x, const Tensor& dout, const Tensor&) {
-                                        ops::attention_backward(dqkv, dout, x, att, n_head);
-                                      });
+                  backward_in_storage(
+                      qkv, out, DType::F32, false,
+                      [&](const Tensor& dqkv, ops::GradWrite write, const Tensor& x, const Tensor& dout,
+                          const Tensor&) { ops::attention_backward(dqkv, dout, x, att, n_head, write); });
                 },
                 {qkv});
   return out;
@@ -225,19 +226,10 @@ Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
   if (out.requires_grad())
     tape.record("flash attention", {q, out.value(), lse},
                 [=] {
-                  // In qkv's own dtype the backward stores every element of qkv's gradient once, so when it is the
-                  // gradient's first contribution (qkv's only consumer is attention) it writes a fresh buffer over
-                  // instead of adding into a zero-filled one.
-                  if (storage == qkv.value().dtype()) {
-                    const GradientTarget dqkv = gradient_target(qkv);
-                    ops::flash_attention_backward(dqkv.grad, out.grad(), qkv.value(), out.value(), lse, n_head,
-                                                  dqkv.write);
-                    return;
-                  }
-                  backward_in_storage(qkv, out, storage, true,
-                                      [&](const Tensor& dqkv, const Tensor& x, const Tensor& dout, const Tensor& o) {
-                                        ops::flash_attention_backward(dqkv, dout, x, o, lse, n_head);
-                                      });
+                  backward_in_storage(
+                      qkv, out, storage, true,
+                      [&](const Tensor& dqkv, ops::GradWrite write, const Tensor& x, const Tensor& dout,
+                          const Tensor& o) { ops::flash_attention_backward(dqkv, dout, x, o, lse, n_head, write); });
                 },
                 {qkv});
   return out;
@@ -255,10 +247,10 @@ Var batched_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
   if (out.requires_grad())
     tape.record("batched attention", {q, probs, out.value()},
                 [=] {
-                  backward_in_storage(qkv, out, storage, false,
-                                      [&](const Tensor& dqkv, const Tensor& x, const Tensor& dout, const Tensor&) {
-                                        ops::batched_attention_backward(dqkv, dout, x, probs, n_head);
-                                      });
+                  backward_in_storage(
+                      qkv, out, storage, false,
+                      [&](const Tensor& dqkv, ops::GradWrite write, const Tensor& x, const Tensor& dout,
+                          const Tensor&) { ops::batched_attention_backward(dqkv, dout, x, probs, n_head, write); });
                 },
                 {qkv});
   return out;

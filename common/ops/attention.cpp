@@ -23,12 +23,13 @@ void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, 
   LAB_DISPATCH(qkv.device(), attention_forward, out, att, qkv, n_head);
 }
 
-void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& att, int n_head) {
+void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& att, int n_head,
+                        GradWrite dqkv_write) {
   const AttentionDims d = check_attention(qkv, att, n_head, "attention_backward");
   dqkv.check_shape(qkv.shape(), "attention dqkv");
   dout.check_shape({d.B, d.T, d.C}, "attention dout");
   check_same_device({&dqkv, &dout, &qkv, &att}, "attention_backward");
-  LAB_DISPATCH(qkv.device(), attention_backward, dqkv, dout, qkv, att, n_head);
+  LAB_DISPATCH(qkv.device(), attention_backward, dqkv, dout, qkv, att, n_head, dqkv_write);
 }
 
 }  // namespace lab::ops

@@ -27,14 +27,14 @@ void batched_attention_forward(const Tensor& out, const Tensor& probs, const Ten
 }
 
 void batched_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                                int n_head) {
+                                int n_head, GradWrite dqkv_write) {
   check_same_float_dtype({&qkv, &probs, &dqkv, &dout}, "batched_attention_backward");
   const AttentionDims d = check_batched(qkv, probs, n_head, "batched_attention_backward");
   dqkv.check_shape(qkv.shape(), "batched attention dqkv");
   dout.check_shape({d.B, d.T, d.C}, "batched attention dout");
   check_same_device({&dqkv, &dout, &qkv, &probs}, "batched_attention_backward");
-  if (qkv.dtype() == DType::F32) return attention_backward(dqkv, dout, qkv, probs, n_head);
-  LAB_DISPATCH(qkv.device(), batched_attention_backward, dqkv, dout, qkv, probs, n_head);
+  if (qkv.dtype() == DType::F32) return attention_backward(dqkv, dout, qkv, probs, n_head, dqkv_write);
+  LAB_DISPATCH(qkv.device(), batched_attention_backward, dqkv, dout, qkv, probs, n_head, dqkv_write);
 }
 
 }  // namespace lab::ops

@@ -5,7 +5,7 @@
 //   qkv [B,T,3C] holds q, k, v side by side, each [B,T,NH,HS] with HS = C/NH (as attention.h).
 //   forward:  probs[b,h,t,:] = softmax_{s<=t}(q[b,t,h,:] . k[b,s,h,:] / sqrt(HS)), zero for s > t  [B,NH,T,T]
 //             out[b,t,h,:]   = sum_s probs[b,h,t,s] v[b,s,h,:]                                 [B,T,C]
-//   backward: dqkv += gradient through both matmuls and the softmax                           (accumulates)
+//   backward: dqkv += gradient through both matmuls and the softmax   (accumulates; GradWrite::Overwrite: dqkv =)
 // qkv, out, probs, dout and dqkv share one dtype. bf16 and f16 take the path below; f32 is ops::attention_forward
 // and ops::attention_backward themselves, so the op takes every float dtype.
 //
@@ -27,23 +27,24 @@
 #pragma once
 
 #include "common/core/tensor.h"
+#include "common/ops/grad_write.h"
 
 namespace lab::ops {
 
 void batched_attention_forward(const Tensor& out, const Tensor& probs, const Tensor& qkv, int n_head);
 void batched_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                                int n_head);
+                                int n_head, GradWrite dqkv_write = GradWrite::Add);
 
 // The backends take bf16 and f16 only (the public ops send f32 to attention.h).
 namespace cpu {
 void batched_attention_forward(const Tensor& out, const Tensor& probs, const Tensor& qkv, int n_head);
 void batched_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                                int n_head);
+                                int n_head, GradWrite dqkv_write);
 }  // namespace cpu
 namespace cuda {
 void batched_attention_forward(const Tensor& out, const Tensor& probs, const Tensor& qkv, int n_head);
 void batched_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                                int n_head);
+                                int n_head, GradWrite dqkv_write);
 }  // namespace cuda
 
 }  // namespace lab::ops

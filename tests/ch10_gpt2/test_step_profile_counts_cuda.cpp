@@ -35,8 +35,8 @@ TEST(StepProfileCountsCuda, LaunchesPerStep) {
     EXPECT_EQ(counts.ops, 10 + 20 * layers) << layers << " blocks:\n" << counts.op_table;
     EXPECT_EQ(counts.kernels, kLaunchesOutside + kLaunchesPerBlock * layers) << layers << " blocks:\n"
                                                                              << counts.kernel_table;
-    EXPECT_EQ(counts.zero_fills.count, test::expected_zero_fills(layers, 4).count) << layers << " blocks";
-    EXPECT_EQ(counts.zero_fills.bytes, test::expected_zero_fills(layers, 4).bytes) << layers << " blocks";
+    EXPECT_EQ(counts.zero_fills.count, test::expected_zero_fills(layers).count) << layers << " blocks";
+    EXPECT_EQ(counts.zero_fills.bytes, test::expected_zero_fills(layers).bytes) << layers << " blocks";
   }
 }
 
@@ -64,7 +64,7 @@ TEST(StepProfileCountsCuda, LaunchesPerBf16StepWith16BitActivations) {
     const test::StepCounts counts = test::count_one_step(Device::cuda(), layers, DType::BF16);
     EXPECT_EQ(counts.kernels, kBf16LaunchesOutside + kBf16LaunchesPerBlock * layers) << layers << " blocks:\n"
                                                                                      << counts.kernel_table;
-    const ZeroFills fills = test::expected_zero_fills(layers, 2, test::QkvGradient::AddsInF32);
+    const ZeroFills fills = test::expected_zero_fills(layers);
     EXPECT_EQ(counts.zero_fills.count, fills.count) << layers << " blocks";
     EXPECT_EQ(counts.zero_fills.bytes, fills.bytes) << layers << " blocks";
   }
@@ -82,8 +82,8 @@ constexpr int64_t kFusedBf16LaunchesPerBlock = 46;
 constexpr int64_t kFusedBf16LaunchesOutside = 14;
 
 // The same bf16 step with flash attention in bf16 (gpt2_train's --attention flash): attention's backward stores every
-// element of qkv's gradient once, over a new buffer, so the blocks zero-fill nothing (the zero-fills are the 2
-// outside them: N x 3C x 2 bytes a block fewer, filled and then read back before). Per block, 32: the 48 of the core
+// element of qkv's gradient once, over a new buffer (no f32 workspace either), so the blocks zero-fill nothing (the
+// zero-fills are the 2 outside them, as with every attention now). Per block, 32: the 48 of the core
 // attention less its 5 conversions, 12 strided-batched GEMMs and 3 softmax kernels, plus flash attention's forward and
 // its backward's 3 (the rows' dot products, the dK/dV and the dQ kernels).
 constexpr int64_t kFlashBf16LaunchesPerBlock = 32;
@@ -98,7 +98,7 @@ TEST(StepProfileCountsCuda, FlashAttentionWritesTheQkvGradientWithoutZeroFilling
     const test::StepCounts counts = test::count_one_step(Device::cuda(), layers, DType::BF16, options);
     EXPECT_EQ(counts.kernels, kBf16LaunchesOutside + kFlashBf16LaunchesPerBlock * layers) << layers << " blocks:\n"
                                                                                           << counts.kernel_table;
-    const ZeroFills fills = test::expected_zero_fills(layers, 2, test::QkvGradient::Writes);
+    const ZeroFills fills = test::expected_zero_fills(layers);
     EXPECT_EQ(counts.zero_fills.count, fills.count) << layers << " blocks:\n" << counts.kernel_table;
     EXPECT_EQ(counts.zero_fills.bytes, fills.bytes) << layers << " blocks";
   }

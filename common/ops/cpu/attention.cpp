@@ -37,8 +37,10 @@ void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, 
   });
 }
 
-void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& att, int n_head) {
+void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& att, int n_head,
+                        GradWrite dqkv_write) {
   const AttentionDims d = attention_dims(qkv, n_head);
+  const float beta = dqkv_write == GradWrite::Add ? 1.0f : 0.0f;  // 0: dq, dk, dv written, not read
   const float* base = qkv.data<float>();
   const float* att_base = att.data<float>();
   const float* dout_base = dout.data<float>();
@@ -55,7 +57,7 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
     const float* dO = dout_base + at.out;
     // Through out = a @ v:  da = dO @ v^T,  dv += a^T @ dO
     sgemm(false, true, d.T, d.T, d.HS, 1.0f, dO, d.C, v, ld, 0.0f, da, d.T);
-    sgemm(true, false, d.T, d.HS, d.T, 1.0f, a, d.T, dO, d.C, 1.0f, dv, ld);
+    sgemm(true, false, d.T, d.HS, d.T, 1.0f, a, d.T, dO, d.C, beta, dv, ld);
     // Through the softmax: ds = a * (da - sum_s a*da), then the 1/sqrt(HS) scale; zero above the diagonal.
     for (int64_t t = 0; t < d.T; ++t) {
       const float* arow = a + t * d.T;
@@ -66,8 +68,8 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
       for (int64_t s = t + 1; s < d.T; ++s) drow[s] = 0.0f;
     }
     // Through scores = q @ k^T:  dq += ds @ k,  dk += ds^T @ q
-    sgemm(false, false, d.T, d.HS, d.T, 1.0f, da, d.T, k, ld, 1.0f, dq, ld);
-    sgemm(true, false, d.T, d.HS, d.T, 1.0f, da, d.T, q, ld, 1.0f, dk, ld);
+    sgemm(false, false, d.T, d.HS, d.T, 1.0f, da, d.T, k, ld, beta, dq, ld);
+    sgemm(true, false, d.T, d.HS, d.T, 1.0f, da, d.T, q, ld, beta, dk, ld);
   });
 }
 

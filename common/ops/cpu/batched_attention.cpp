@@ -38,12 +38,15 @@ void widen_qkv(const AttentionDims& d, const T* head, float* q, float* k, float*
 }
 
 // first[r, c] = round(first[r, c] + add[r, c]): the sum in f32, rounded once (as a cuBLASLt matmul with beta = 1
-// into a 16-bit D).
+// into a 16-bit D); with GradWrite::Overwrite, round(add[r, c]), first not read (beta = 0).
 template <typename T>
-void add_rounded(T* first, const float* add, int64_t rows, int64_t cols, int64_t ld) {
+void add_rounded(T* first, const float* add, int64_t rows, int64_t cols, int64_t ld, GradWrite write) {
+  const bool accumulate = write == GradWrite::Add;
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      first[r * ld + c] = from_float<T>(to_float(first[r * ld + c]) + add[r * cols + c]);
+    for (int64_t c = 0; c < cols; ++c) {
+      T& dst = first[r * ld + c];
+      dst = from_float<T>(accumulate ? to_float(dst) + add[r * cols + c] : add[r * cols + c]);
+    }
 }
 
 // ---------------------------------------------------------------- forward
@@ -86,7 +89,7 @@ void forward(const AttentionDims& d, const T* qkv, T* probs, T* out) {
 // ---------------------------------------------------------------- backward
 
 template <typename T>
-void backward(const AttentionDims& d, T* dqkv, const T* dout, const T* qkv, const T* probs) {
+void backward(const AttentionDims& d, T* dqkv, const T* dout, const T* qkv, const T* probs, GradWrite write) {
   const int64_t ld = 3 * d.C, TT = d.T * d.T, TH = d.T * d.HS;
   // Each thread's scratch: P, dP (then dS), q, k, v, dO, a product.
   parallel_over_heads(d, 2 * TT + 5 * TH, [&](const HeadOffsets& at, float* p) {
@@ -105,7 +108,7 @@ void backward(const AttentionDims& d, T* dqkv, const T* dout, const T* qkv, cons
     // Through out = P v:  dP = dO v^T (kept in f32),  dv += P^T dO
     sgemm(false, true, d.T, d.T, d.HS, 1.0f, dO, d.HS, v, d.HS, 0.0f, dp, d.T);
     sgemm(true, false, d.T, d.HS, d.T, 1.0f, p, d.T, dO, d.HS, 0.0f, product, d.HS);
-    add_rounded(dv, product, d.T, d.HS, ld);
+    add_rounded(dv, product, d.T, d.HS, ld, write);
     // Through the softmax: dS = scale P (dP - rowsum(P dP)) in f32, rounded; zero above the diagonal.
     for (int64_t t = 0; t < d.T; ++t) {
       const float* prow = p + t * d.T;
@@ -117,9 +120,9 @@ void backward(const AttentionDims& d, T* dqkv, const T* dout, const T* qkv, cons
     }
     // Through S = scale q k^T:  dq += dS k,  dk += dS^T q
     sgemm(false, false, d.T, d.HS, d.T, 1.0f, dp, d.T, k, d.HS, 0.0f, product, d.HS);
-    add_rounded(dq, product, d.T, d.HS, ld);
+    add_rounded(dq, product, d.T, d.HS, ld, write);
     sgemm(true, false, d.T, d.HS, d.T, 1.0f, dp, d.T, q, d.HS, 0.0f, product, d.HS);
-    add_rounded(dk, product, d.T, d.HS, ld);
+    add_rounded(dk, product, d.T, d.HS, ld, write);
   });
 }
 
@@ -135,12 +138,12 @@ void batched_attention_forward(const Tensor& out, const Tensor& probs, const Ten
 }
 
 void batched_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                                int n_head) {
+                                int n_head, GradWrite dqkv_write) {
   const AttentionDims d = attention_dims(qkv, n_head);
   if (d.empty()) return;
   dispatch_16bit(qkv.dtype(), "batched_attention_backward", "CPU", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    backward<T>(d, dqkv.data<T>(), dout.data<T>(), qkv.data<T>(), probs.data<T>());
+    backward<T>(d, dqkv.data<T>(), dout.data<T>(), qkv.data<T>(), probs.data<T>(), dqkv_write);
   });
 }
 

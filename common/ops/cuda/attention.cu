@@ -13,7 +13,8 @@
 //             dS  = scale * softmax backward of dA (kernel below; zeros above the diagonal)
 //             dq += dS k            [T,HS]  sgemm(N, N, HS, T, T)
 //             dk += dS^T q          [T,HS]  sgemm(N, T, HS, T, T)
-// The sgemms run in the math mode of common/cuda/cublas.h (strict fp32, or TF32 when enabled).
+// The sgemms run in the math mode of common/cuda/cublas.h (strict fp32, or TF32 when enabled). With
+// GradWrite::Overwrite, the three into dqkv run with beta = 0: each element is written by one of them, none read.
 //
 // Softmax kernels: one warp per row (b, h, t), kRowsPerBlock rows per block (cuda/attention_launch.cuh); the
 // lanes stride over the row (coalesced) and combine with warp shuffles. Row t has t + 1 valid entries; the rest
@@ -102,8 +103,10 @@ void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, 
   }
 }
 
-void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& att, int n_head) {
+void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& att, int n_head,
+                        GradWrite dqkv_write) {
   const HeadDims d = head_dims(qkv, n_head);
+  const float beta = dqkv_write == GradWrite::Add ? 1.0f : 0.0f;  // 0: dq, dk, dv written, not read
   if (d.empty()) return;
   LaunchScope scope(qkv);
   // dA / dS of one batch row, reused for every row: all work is on one stream, so each use of the
@@ -119,12 +122,12 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
     const float* dout_b = dout.data<float>() + b * d.T * d.C;
     gemm_over_heads(CUBLAS_OP_T, CUBLAS_OP_N, d.T, d.T, d.HS, 1.0f, v, d.ld_qkv, d.HS, dout_b, d.C, d.HS, 0.0f, dA, d.T,
                     d.TT, d.NH);
-    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_T, d.HS, d.T, d.T, 1.0f, dout_b, d.C, d.HS, att_b, d.T, d.TT, 1.0f, dv,
+    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_T, d.HS, d.T, d.T, 1.0f, dout_b, d.C, d.HS, att_b, d.T, d.TT, beta, dv,
                     d.ld_qkv, d.HS, d.NH);
     LAB_LAUNCH(causal_softmax_backward_kernel, one_warp_per_row(rows, scope.stream()), dA, att_b, rows, d.T, d.scale);
-    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_N, d.HS, d.T, d.T, 1.0f, k, d.ld_qkv, d.HS, dA, d.T, d.TT, 1.0f, dq,
+    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_N, d.HS, d.T, d.T, 1.0f, k, d.ld_qkv, d.HS, dA, d.T, d.TT, beta, dq,
                     d.ld_qkv, d.HS, d.NH);
-    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_T, d.HS, d.T, d.T, 1.0f, q, d.ld_qkv, d.HS, dA, d.T, d.TT, 1.0f, dk,
+    gemm_over_heads(CUBLAS_OP_N, CUBLAS_OP_T, d.HS, d.T, d.T, 1.0f, q, d.ld_qkv, d.HS, dA, d.T, d.TT, beta, dk,
                     d.ld_qkv, d.HS, d.NH);
   }
 }

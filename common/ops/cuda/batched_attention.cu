@@ -10,7 +10,8 @@
 //             P   = causal softmax of S   (kernel below)            fp32 S -> 16-bit P (probs)
 //             out = P v           [T,HS]  matmul(N, N, HS, T, T)   16-bit P, v -> 16-bit out
 //   backward  dP  = dout v^T      [T,T]   matmul(T, N, T, T, HS)   16-bit dout, v -> fp32 dP (a workspace)
-//             dv += P^T dout      [T,HS]  matmul(N, T, HS, T, T)   beta = 1 into the 16-bit dqkv
+//             dv += P^T dout      [T,HS]  matmul(N, T, HS, T, T)   beta = 1 into the 16-bit dqkv (0 with
+//                                                                  GradWrite::Overwrite: written, not read)
 //             dS  = scale softmax backward of dP (kernel below)     16-bit P, fp32 dP -> 16-bit dS (a workspace)
 //             dq += dS k          [T,HS]  matmul(N, N, HS, T, T)   beta = 1
 //             dk += dS^T q        [T,HS]  matmul(N, T, HS, T, T)   beta = 1
@@ -124,8 +125,10 @@ void forward(const HeadDims& d, const Tensor& out, const Tensor& probs, const Te
 }
 
 template <typename T>
-void backward(const HeadDims& d, const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs) {
+void backward(const HeadDims& d, const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+              GradWrite write) {
   using D = typename DeviceType<T>::type;
+  const float beta = write == GradWrite::Add ? 1.0f : 0.0f;  // 0: dq, dk, dv written, not read
   constexpr cudaDataType_t type = blas_type<T>();
   LaunchScope scope(qkv);
   // dP (fp32) and dS (16-bit) of one batch row, reused for every row as the forward's scores are.
@@ -141,14 +144,14 @@ void backward(const HeadDims& d, const Tensor& dqkv, const Tensor& dout, const T
     const D* dO = device_data<T>(dout) + b * d.T * d.C;
     matmul_over_heads(CUBLAS_OP_T, CUBLAS_OP_N, d.T, d.T, d.HS, 1.0f, {v, type, d.ld_qkv, d.HS}, {dO, type, d.C, d.HS},
                       0.0f, {dprobs.raw(), CUDA_R_32F, d.T, d.TT}, d.NH, scope.stream());
-    matmul_over_heads(CUBLAS_OP_N, CUBLAS_OP_T, d.HS, d.T, d.T, 1.0f, {dO, type, d.C, d.HS}, {p, type, d.T, d.TT}, 1.0f,
+    matmul_over_heads(CUBLAS_OP_N, CUBLAS_OP_T, d.HS, d.T, d.T, 1.0f, {dO, type, d.C, d.HS}, {p, type, d.T, d.TT}, beta,
                       {dv, type, d.ld_qkv, d.HS}, d.NH, scope.stream());
     LAB_LAUNCH((batched_causal_softmax_backward_kernel<D>), one_warp_per_row(rows, scope.stream()), ds,
                dprobs.data<float>(), p, rows, static_cast<int64_t>(d.T), d.scale);
     matmul_over_heads(CUBLAS_OP_N, CUBLAS_OP_N, d.HS, d.T, d.T, 1.0f, {k, type, d.ld_qkv, d.HS}, {ds, type, d.T, d.TT},
-                      1.0f, {dq, type, d.ld_qkv, d.HS}, d.NH, scope.stream());
+                      beta, {dq, type, d.ld_qkv, d.HS}, d.NH, scope.stream());
     matmul_over_heads(CUBLAS_OP_N, CUBLAS_OP_T, d.HS, d.T, d.T, 1.0f, {q, type, d.ld_qkv, d.HS}, {ds, type, d.T, d.TT},
-                      1.0f, {dk, type, d.ld_qkv, d.HS}, d.NH, scope.stream());
+                      beta, {dk, type, d.ld_qkv, d.HS}, d.NH, scope.stream());
   }
 }
 
@@ -164,11 +167,11 @@ void batched_attention_forward(const Tensor& out, const Tensor& probs, const Ten
 }
 
 void batched_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                                int n_head) {
+                                int n_head, GradWrite dqkv_write) {
   const HeadDims d = head_dims(qkv, n_head);
   if (d.empty()) return;
   dispatch_16bit(qkv.dtype(), "batched_attention_backward", "CUDA",
-                 [&](auto tag) { backward<typename decltype(tag)::type>(d, dqkv, dout, qkv, probs); });
+                 [&](auto tag) { backward<typename decltype(tag)::type>(d, dqkv, dout, qkv, probs, dqkv_write); });
 }
 
 }  // namespace lab::ops::cuda

@@ -534,8 +534,7 @@ void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tens
     const Tensor att = probabilities_workspace(qkv, n_head);
     const MemoryScope workspace(MemCategory::Workspace);
     attention_forward(Tensor::empty(out.shape(), DType::F32, out.device()), att, qkv, n_head);
-    if (dqkv_write == GradWrite::Overwrite) dqkv.zero_();  // the materialised backward adds
-    attention_backward(dqkv, dout, qkv, att, n_head);
+    cuda::attention_backward(dqkv, dout, qkv, att, n_head, dqkv_write);  // not ops:: (found by GradWrite's namespace)
     return;
   }
   dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {

@@ -130,6 +130,17 @@ TEST(BatchedAttentionGpuAccumulation, BackwardAddsIntoDqkv) {
   EXPECT_TRUE(test::all_close("dqkv", added, Tensor::from_floats(sum, in.qkv.shape()), {u, u}));
 }
 
+// GradWrite::Overwrite: from a dqkv of NaNs, the products into dqkv run with beta = 0, reading none of it: as adding
+// into zeros (within one rounding: the product may be summed by another algorithm), bf16 and the f32 op.
+TEST(BatchedAttentionGpuAccumulation, OverwriteWritesEveryElementAsAddingIntoZeros) {
+  LAB_REQUIRE_GPU();
+  for (const DType dtype : {DType::BF16, DType::F32}) {
+    const BatchedCase c{2, 37, 2, 16, dtype};
+    const double u = dtype == DType::F32 ? 1e-5 : test::unit_roundoff(dtype);
+    EXPECT_TRUE(test::overwrite_matches_adding_into_zeros(c, test_seed(), kGpu, u)) << c.name();
+  }
+}
+
 // f32 is the f32 op (attention.cu): the CPU's f32 results within f32's tolerance for sums of T terms.
 TEST(BatchedAttentionGpuF32, IsTheF32Attention) {
   LAB_REQUIRE_GPU();

@@ -489,6 +489,26 @@ TEST_P(AttentionTest, ForwardAndBackwardMatchCpu) {
   EXPECT_TRUE(all_close("attention dqkv", dqkv_gpu, dqkv, tol));
 }
 
+// GradWrite::Overwrite: dqkv written over a buffer of NaNs, which neither side may read (the products into it run
+// with beta = 0); the reference is the CPU's dqkv accumulated from zeros.
+TEST_P(AttentionTest, BackwardWritesDqkvOverWithoutReadingIt) {
+  const AttentionCase p = GetParam();
+  const int64_t C = p.NH * p.HS;
+  const int nh = static_cast<int>(p.NH);
+  const Tolerance tol = tolerance_for(DType::F32, p.T * p.HS);
+  const Tensor qkv = random_normal({p.B, p.T, 3 * C}, rng_);
+  const Tensor att = Tensor::empty({p.B, p.NH, p.T, p.T}, DType::F32);
+  ops::attention_forward(Tensor::empty({p.B, p.T, C}, DType::F32), att, qkv, nh);
+  const Tensor dout = random_normal({p.B, p.T, C}, rng_);
+  const Tensor from_zeros = Tensor::zeros({p.B, p.T, 3 * C}, DType::F32);
+  ops::attention_backward(from_zeros, dout, qkv, att, nh);
+  const Tensor dqkv = poisoned({p.B, p.T, 3 * C}, Device::cpu()), dqkv_gpu = poisoned({p.B, p.T, 3 * C}, kGpu);
+  ops::attention_backward(dqkv, dout, qkv, att, nh, ops::GradWrite::Overwrite);
+  ops::attention_backward(dqkv_gpu, on_gpu(dout), on_gpu(qkv), on_gpu(att), nh, ops::GradWrite::Overwrite);
+  EXPECT_TRUE(all_close("attention dqkv (written over, CPU)", dqkv, from_zeros, tol));
+  EXPECT_TRUE(all_close("attention dqkv (written over)", dqkv_gpu, from_zeros, tol));
+}
+
 // Scores around +1024: channel 0 of every head's q and k holds 64, the other channels N(0, 1), so each
 // score is 64 * 64 / sqrt(16) = 1024 plus a N(0, 1)-sized term. exp(1024) overflows float: only a softmax that
 // subtracts the row's maximum first gets finite probabilities.

@@ -8,6 +8,7 @@
 #include "common/lab/compare.h"
 #include "common/ops/attention.h"
 #include "common/ops/batched_attention.h"
+#include "tests/support/op_check.h"
 
 namespace lab::test {
 
@@ -39,16 +40,28 @@ BatchedInputs random_batched_inputs(const BatchedCase& c, Rng& rng) {
   return {qkv, normal({c.B, c.T, C}), normal({c.B, c.T, 3 * C})};
 }
 
-BatchedResult run_batched(const BatchedInputs& in, const BatchedCase& c, Device device) {
+BatchedResult run_batched(const BatchedInputs& in, const BatchedCase& c, Device device, ops::GradWrite write) {
   const auto on_device = [&](const Tensor& t) { return t.to_dtype(c.dtype).to(device); };
-  const Tensor qkv = on_device(in.qkv), dout = on_device(in.dout), dqkv = on_device(in.dqkv_before);
+  const Tensor qkv = on_device(in.qkv), dout = on_device(in.dout);
+  const Tensor dqkv =
+      on_device(write == ops::GradWrite::Add ? in.dqkv_before : poisoned(in.qkv.shape(), Device::cpu()));
   const Tensor out = on_device(poisoned(in.dout.shape(), Device::cpu()));
   const Tensor probs = on_device(poisoned({c.B, c.NH, c.T, c.T}, Device::cpu()));
   const int n_head = static_cast<int>(c.NH);
   ops::batched_attention_forward(out, probs, qkv, n_head);
-  ops::batched_attention_backward(dqkv, dout, qkv, probs, n_head);
+  ops::batched_attention_backward(dqkv, dout, qkv, probs, n_head, write);
   const auto back = [](const Tensor& t) { return t.to(Device::cpu()).to_dtype(DType::F32); };
   return {back(out), back(probs), back(dqkv)};
+}
+
+::testing::AssertionResult overwrite_matches_adding_into_zeros(const BatchedCase& c, uint64_t seed, Device device,
+                                                               double tol) {
+  Rng rng(seed);
+  BatchedInputs in = random_batched_inputs(c, rng);
+  in.dqkv_before = Tensor::zeros(in.qkv.shape(), DType::F32);
+  const Tensor added = run_batched(in, c, device).dqkv;
+  const Tensor written = run_batched(in, c, device, ops::GradWrite::Overwrite).dqkv;
+  return all_close("dqkv", written, added, {tol, tol});
 }
 
 BatchedResult run_f32_attention(const BatchedInputs& in, const BatchedCase& c) {

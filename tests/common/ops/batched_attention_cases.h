@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/core/tensor.h"
+#include "common/ops/grad_write.h"
 #include "common/util/rng.h"
 
 namespace lab::test {
@@ -41,8 +42,13 @@ struct BatchedResult {
   Tensor out, probs, dqkv;  // f32 on the CPU
 };
 // ops::batched_attention_forward and _backward on `device` in c.dtype: outputs poisoned (NaN) before the forward,
-// dqkv starting from dqkv_before.
-BatchedResult run_batched(const BatchedInputs& in, const BatchedCase& c, Device device);
+// dqkv starting from dqkv_before (GradWrite::Add), or poisoned too (Overwrite: every element written, none read).
+BatchedResult run_batched(const BatchedInputs& in, const BatchedCase& c, Device device,
+                          ops::GradWrite write = ops::GradWrite::Add);
+// GradWrite::Overwrite from a dqkv of NaNs against adding into zeros, for case `c` with inputs from `seed` on
+// `device`, within `tol` (relative and absolute) of each other.
+::testing::AssertionResult overwrite_matches_adding_into_zeros(const BatchedCase& c, uint64_t seed, Device device,
+                                                               double tol);
 // ops::attention_forward and _backward (f32, CPU) on the same inputs.
 BatchedResult run_f32_attention(const BatchedInputs& in, const BatchedCase& c);
 

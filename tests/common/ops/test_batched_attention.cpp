@@ -155,6 +155,16 @@ TEST(BatchedAttentionCpuAccumulation, BackwardAddsIntoDqkv) {
   EXPECT_GT(max_abs(before), 1.0) << "the starting values must matter";
 }
 
+// GradWrite::Overwrite: from a dqkv of NaNs, every element written and none read, as adding into zeros (the f32
+// path is the f32 op's, whose products then run with beta = 0).
+TEST(BatchedAttentionCpuAccumulation, OverwriteWritesEveryElementAsAddingIntoZeros) {
+  for (const DType dtype : {DType::BF16, DType::F32}) {
+    const BatchedCase c{2, 37, 2, 16, dtype};
+    const double u = dtype == DType::F32 ? 1e-6 : test::unit_roundoff(dtype);
+    EXPECT_TRUE(test::overwrite_matches_adding_into_zeros(c, test_seed(), Device::cpu(), u)) << c.name();
+  }
+}
+
 // f32 is the f32 op itself: the same values bit for bit.
 TEST(BatchedAttentionCpuF32, IsTheF32Attention) {
   const BatchedCase c{2, 37, 3, 16, DType::F32};
