@@ -273,9 +273,18 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
+// True for the temporary file of a marker being written (write_file_atomic's ".<name>.tmp.XXXXXX"): a writer
+// stopped in the middle of writing its marker (a second signal, a crash) leaves it beside what it wrote.
+bool is_marker_in_progress(const std::string& name) {
+  const std::string prefix = std::string(".") + AtomicDirectory::kMarkerName + ".tmp.";
+  return name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0;
+}
+
 // Why a writer of `kind` directories must not replace or remove what is at `path`; "" when it may: nothing
 // there, an empty directory, or a directory whose marker holds `kind` and which holds nothing else than the
 // marker lists (a marker that lists nothing belongs to a writer that never committed: all of it is its own).
+// A marker's own temporary files count as the writer's: a directory that holds nothing else is one whose writer
+// stopped before its first marker landed.
 std::string why_not_ours(const std::string& path, const std::string& kind) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {
@@ -285,7 +294,7 @@ std::string why_not_ours(const std::string& path, const std::string& kind) {
   if (S_ISLNK(st.st_mode)) return "it is a symbolic link";
   if (!S_ISDIR(st.st_mode)) return "it is a file, not a directory";
   const std::vector<std::string> entries = directory_entries(path);
-  if (entries.empty()) return "";
+  if (std::all_of(entries.begin(), entries.end(), is_marker_in_progress)) return "";
   const std::string marker = path + "/" + AtomicDirectory::kMarkerName;
   if (::lstat(marker.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     return cat("it is not empty and has no ", kind, " marker (it holds ", first_names(entries), ")");
@@ -295,7 +304,8 @@ std::string why_not_ours(const std::string& path, const std::string& kind) {
   if (listed.size() == 1) return "";
   std::vector<std::string> foreign;
   for (const std::string& name : entries)
-    if (name != AtomicDirectory::kMarkerName && std::find(listed.begin() + 1, listed.end(), name) == listed.end())
+    if (name != AtomicDirectory::kMarkerName && !is_marker_in_progress(name) &&
+        std::find(listed.begin() + 1, listed.end(), name) == listed.end())
       foreign.push_back(name);
   if (foreign.empty()) return "";
   return cat("it holds files that are not part of the ", kind, " written there (", first_names(foreign), ")");

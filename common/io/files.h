@@ -107,7 +107,9 @@ void check_file_writable(const std::string& path);
 // directory, or a directory whose marker holds the same kind and which holds nothing the marker does not list.
 // Anything else (a user's directory, a file, a symbolic link, a checkpoint with a user's file added) is refused
 // with Error(Io) naming it, and left as it was. The same rule guards the temporary "<path>.tmp" and the
-// aside copy "<path>.old" below: they are cleaned only when they are leftovers of this kind.
+// aside copy "<path>.old" below: they are cleaned only when they are leftovers of this kind. A writer stopped while
+// writing a marker leaves the marker's temporary file (".<marker>.tmp.XXXXXX", write_file_atomic's name), which
+// counts as its own: alone, it marks a temporary directory whose first marker never landed.
 //
 // commit() fsyncs every file in the temporary directory and the directory itself, then publishes it in one
 // atomic step: a rename when nothing is at the final path, else an exchange of the two directories

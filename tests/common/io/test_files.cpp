@@ -273,6 +273,32 @@ TEST(AtomicDirectory, StaleTemporaryOfACrashedWriterIsReplaced) {
   EXPECT_EQ(list_directory(root), std::vector<std::string>{"ckpt"});
 }
 
+// A writer stopped while writing its first marker (a second signal during a save) leaves only the marker's
+// temporary file in "<path>.tmp"; one stopped while rewriting its marker at commit leaves that file beside a
+// marker and its files. Both are its own leftovers: the next writer cleans them and saves. A directory that holds
+// such a file beside a file of someone else's is still refused.
+TEST(AtomicDirectory, StaleTemporaryStoppedWhileWritingItsMarkerIsReplaced) {
+  const std::string root = scratch_directory();
+  const std::string ckpt = root + "/ckpt";
+  const std::string temp = AtomicDirectory::temp_path_for(ckpt);
+  const std::string marker_in_progress = "." + kMarker + ".tmp.UQs7uT";
+  make_directories(temp);
+  write_file_durable(temp + "/" + marker_in_progress, "test chec");
+  EXPECT_EQ(AtomicDirectory::prepare(ckpt, kKind),
+            std::vector<std::string>{"removed '" + temp + "', left by an interrupted save"});
+  write_stale_temporary(ckpt);
+  write_file_durable(temp + "/" + marker_in_progress, kKind + std::string("\nmodel.bin\n"));
+  write_checkpoint(ckpt, {{"model.bin", "weights"}});
+  EXPECT_EQ(list_directory(root), std::vector<std::string>{"ckpt"});
+  EXPECT_EQ(read_file(ckpt + "/model.bin"), "weights");
+
+  make_directories(temp);
+  write_file_durable(temp + "/" + marker_in_progress, "");
+  write_file_durable(temp + "/notes.txt", "mine");
+  expect_error([&] { AtomicDirectory::prepare(ckpt, kKind); }, ErrorKind::Io, {"has no test checkpoint marker"});
+  EXPECT_EQ(read_file(temp + "/notes.txt"), "mine");
+}
+
 TEST(AtomicDirectory, ACrashAfterTheExchangeLeavesTheNewDirectoryInPlace) {
   // After commit() exchanged the directories, "ckpt.tmp" holds the complete old one until it is removed.
   const std::string root = scratch_directory();
