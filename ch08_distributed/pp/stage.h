@@ -31,7 +31,7 @@ struct StageStepStats {
   double data_seconds = 0;  // waiting for micro-batches (within the span, counted as neither busy nor idle)
 };
 
-// The device's time in a run, read from its marks (StageTimes::read waits for the run's work).
+// The device's time in a run, read from its marks (PipelineStage::last_times waits for the run's work).
 struct StageTimes {
   double busy_seconds = 0;  // in forwards and backwards
   double span_seconds = 0;  // the whole schedule, transfers and waits included

@@ -6,8 +6,8 @@
 
 namespace lab {
 
-DeviceClock::DeviceClock(Device device) : device_(device) {
-  if (device_.is_cuda()) gpu_ = require_gpu_backend("DeviceClock").new_clock(device_.index);
+DeviceClock::DeviceClock(Device device) {
+  if (device.is_cuda()) gpu_ = require_gpu_backend("DeviceClock").new_clock(device.index);
 }
 
 DeviceClock::~DeviceClock() = default;

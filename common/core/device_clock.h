@@ -37,10 +37,8 @@ class DeviceClock {
   // Forgets the marks (a GPU's events are kept for the next ones).
   void clear();
   int marks() const { return marks_; }
-  Device device() const { return device_; }
 
  private:
-  Device device_;
   int marks_ = 0;
   std::vector<std::chrono::steady_clock::time_point> host_marks_;  // the CPU's
   std::unique_ptr<GpuClock> gpu_;                                  // a GPU's
