@@ -64,6 +64,7 @@ GraphedStep::GraphedStep(TrainStep& step, int64_t warmup_steps) : step_(step), w
             "eager step before the capture), got ",
             warmup_steps);
   capture_ = std::make_unique<Capture>(step.model().device().index);
+  step.prepare_capture();
 }
 
 GraphedStep::~GraphedStep() = default;

@@ -221,6 +221,24 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   return group;
 }
 
+void Communicator::set_queued(bool queued) {
+  LAB_CHECK(!queued || can_queue(), InvalidArgument, "the ", backend(),
+            " backend completes every operation before it returns: it cannot queue them on a device stream");
+  queued_ = queued;
+}
+
+void Communicator::wait_queued() {
+  if (!queued_) return;
+  try {
+    LAB_CHECK(broken_by_.empty(), Comm, "this communicator is broken since ", broken_by_, " failed");
+    do_wait_queued();
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::Comm && broken_by_.empty()) broken_by_ = cat("the wait for the queued operations");
+    throw Error(e.kind(), cat("rank ", rank_, "/", size_, " [", backend(), "] waiting for the queued operations (#",
+                              sequence_, " last): ", e.what()));
+  }
+}
+
 void Communicator::set_timeout(std::chrono::milliseconds timeout) {
   LAB_CHECK(timeout.count() > 0, InvalidArgument, "communicator timeout must be positive, got ", timeout.count(),
             " ms");

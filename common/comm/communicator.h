@@ -91,6 +91,21 @@ class Communicator {
   // inherits the timeout and starts its own sequence numbers.
   std::unique_ptr<Communicator> split(int color, int key);
 
+  // ---- queueing on the device (a data-parallel step captured in a CUDA graph)
+  // By default an operation has completed when it returns. A backend that runs on a device stream (NCCL:
+  // can_queue()) may instead queue each collective on the caller's current stream and return at once
+  // (set_queued(true)), as the stream's kernels are queued: what reads a result must be queued on that stream
+  // after it, and a tensor must outlive the collectives queued on it. Then a CUDA graph can capture the
+  // collectives with the kernels around them and replay them. The host learns of a failure or a hang only in
+  // wait_queued(). Barriers, splits and point-to-point operations still complete before they return.
+  virtual bool can_queue() const { return false; }
+  void set_queued(bool queued);  // InvalidArgument where !can_queue()
+  bool queued() const { return queued_; }
+  // Returns when everything queued so far on the caller's current stream has completed, waiting at most the
+  // timeout; Error(Comm) on a failure or a timeout, which breaks the communicator. Returns at once when not
+  // queued.
+  void wait_queued();
+
   // How long one blocking operation may wait for the other ranks before it fails with Error(Comm).
   void set_timeout(std::chrono::milliseconds timeout);
   std::chrono::milliseconds timeout() const { return timeout_; }
@@ -120,6 +135,8 @@ class Communicator {
   virtual void do_send(const Tensor& tensor, int peer, int tag) = 0;
   virtual void do_recv(const Tensor& tensor, int peer, int tag) = 0;
   virtual std::unique_ptr<Communicator> do_split(int color, int key) = 0;
+  // Waits for the caller's current stream (only called while queued()).
+  virtual void do_wait_queued() {}
 
  private:
   // Numbers the call, checks the communicator is not broken, runs `body` (which returns the payload
@@ -139,6 +156,7 @@ class Communicator {
   uint64_t sequence_ = 0;
   std::array<OpTraffic, kOpKinds> traffic_{};
   std::string broken_by_;  // the failed operation that broke this communicator; empty while healthy
+  bool queued_ = false;
 };
 
 }  // namespace lab::comm

@@ -132,21 +132,34 @@ void NcclCommunicator::aborting_on_failure(Body&& body) {
 }
 
 template <typename Enqueue>
-void NcclCommunicator::collective(const MpiCommunicator::CallSignature& call, Enqueue&& enqueue) {
+void NcclCommunicator::collective(const MpiCommunicator::CallSignature& call, Enqueue&& enqueue,
+                                  Completion completion) {
   aborting_on_failure([&] {
     checker().agree(call);
-    launch(every_rank(rank(), size()), enqueue);
+    launch(every_rank(rank(), size()), enqueue, completion);
   });
 }
 
 template <typename Enqueue>
-void NcclCommunicator::launch(const std::string& waiting_for, Enqueue&& enqueue) {
+void NcclCommunicator::launch(const std::string& waiting_for, Enqueue&& enqueue, Completion completion) {
   cuda::DeviceGuard on(device_.index);
+  if (queued() && completion == Completion::QueuedIfAsked) {
+    enqueue(cuda::current_stream(device_.index));  // ordered by the stream itself; wait_queued() checks on it
+    return;
+  }
   ready_->record();  // on the caller's current stream, behind the work that produces the inputs
   stream_.wait(*ready_);
   enqueue(stream_.get());
   done_->record(stream_);
   wait_for_completion(waiting_for);
+}
+
+void NcclCommunicator::do_wait_queued() {
+  aborting_on_failure([&] {
+    cuda::DeviceGuard on(device_.index);
+    done_->record();  // on the caller's current stream, behind the queued collectives
+    wait_for_completion("the collectives queued on the stream (every rank must queue the same ones)");
+  });
 }
 
 void NcclCommunicator::wait_for_completion(const std::string& waiting_for) {
@@ -201,27 +214,35 @@ void NcclCommunicator::do_broadcast(const Tensor& tensor, int root) {
 // NCCL has no barrier: a sum of one element completes only when every rank has contributed.
 void NcclCommunicator::do_barrier() {
   const Tensor token = Tensor::zeros({1}, DType::I32, device_);
-  collective({.kind = OpKind::Barrier}, [&](cudaStream_t stream) {
-    NCCL_CHECK(ncclAllReduce(token.raw(), token.raw(), 1, ncclInt32, ncclSum, comm_, stream));
-  });
+  collective(
+      {.kind = OpKind::Barrier},
+      [&](cudaStream_t stream) {
+        NCCL_CHECK(ncclAllReduce(token.raw(), token.raw(), 1, ncclInt32, ncclSum, comm_, stream));
+      },
+      Completion::Waited);
 }
 
 // ---------------------------------------------------------------- point to point
 
 void NcclCommunicator::do_send(const Tensor& tensor, int peer, int tag) {
   aborting_on_failure([&] {
-    launch(cat("rank ", peer, " to receive ", tensor.nbytes(), " bytes (tag ", tag, ")"), [&](cudaStream_t stream) {
-      NCCL_CHECK(ncclSend(tensor.raw(), count(tensor), nccl_datatype(tensor.dtype()), peer, comm_, stream));
-    });
+    launch(
+        cat("rank ", peer, " to receive ", tensor.nbytes(), " bytes (tag ", tag, ")"),
+        [&](cudaStream_t stream) {
+          NCCL_CHECK(ncclSend(tensor.raw(), count(tensor), nccl_datatype(tensor.dtype()), peer, comm_, stream));
+        },
+        Completion::Waited);
   });
 }
 
 void NcclCommunicator::do_recv(const Tensor& tensor, int peer, int tag) {
   aborting_on_failure([&] {
-    launch(cat("a message of ", tensor.nbytes(), " bytes from rank ", peer, " (tag ", tag, ")"),
-           [&](cudaStream_t stream) {
-             NCCL_CHECK(ncclRecv(tensor.raw(), count(tensor), nccl_datatype(tensor.dtype()), peer, comm_, stream));
-           });
+    launch(
+        cat("a message of ", tensor.nbytes(), " bytes from rank ", peer, " (tag ", tag, ")"),
+        [&](cudaStream_t stream) {
+          NCCL_CHECK(ncclRecv(tensor.raw(), count(tensor), nccl_datatype(tensor.dtype()), peer, comm_, stream));
+        },
+        Completion::Waited);
   });
 }
 

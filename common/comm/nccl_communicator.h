@@ -8,6 +8,9 @@
 //     caller's current stream (an event orders it), and the host waits until it has completed, polling its
 //     completion and NCCL's asynchronous error against the deadline. So when a call returns, its result is
 //     in place for the host and for every stream, and a tensor may be freed or reused at once.
+//     Queued (set_queued(true), for a step captured in a CUDA graph): collectives go on the caller's current
+//     stream instead, and nothing waits until wait_queued(), which polls an event recorded behind them
+//     against the deadline in the same way.
 //   - Failures. A timeout, an asynchronous error or a failed NCCL call aborts the NCCL communicator
 //     (ncclCommAbort: the GPU stops waiting for the missing rank, and the stream moves on) and breaks this one.
 //   - Calls are checked across ranks over MPI before each collective, as in the MPI backend
@@ -47,6 +50,7 @@ class NcclCommunicator final : public Communicator {
   bool verify_calls() const { return mpi_->verify_calls(); }
   // True once a failure has aborted the NCCL communicator (every later call fails: it is broken).
   bool aborted() const { return comm_ == nullptr; }
+  bool can_queue() const override { return true; }
 
  protected:
   bool supports(Device device) const override { return device == device_; }
@@ -58,8 +62,12 @@ class NcclCommunicator final : public Communicator {
   void do_send(const Tensor& tensor, int peer, int tag) override;
   void do_recv(const Tensor& tensor, int peer, int tag) override;
   std::unique_ptr<Communicator> do_split(int color, int key) override;
+  void do_wait_queued() override;
 
  private:
+  // Whether a call may be left queued on the caller's stream when the communicator is queued().
+  enum class Completion { QueuedIfAsked, Waited };
+
   // A group of split(): the MPI communicator of its ranks and the NCCL communicator ncclCommSplit made.
   NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, ncclComm_t comm, Device device);
   void create_events();
@@ -71,11 +79,13 @@ class NcclCommunicator final : public Communicator {
   void aborting_on_failure(Body&& body);
   // Checks the call across ranks, then launches it (below) and waits for every rank.
   template <typename Enqueue>
-  void collective(const MpiCommunicator::CallSignature& call, Enqueue&& enqueue);
+  void collective(const MpiCommunicator::CallSignature& call, Enqueue&& enqueue,
+                  Completion completion = Completion::QueuedIfAsked);
   // Queues `enqueue(stream)` (one NCCL call) on the communicator's stream after the caller's current
-  // stream's work, then waits for it (`waiting_for` says for what, in a timeout's message).
+  // stream's work, then waits for it (`waiting_for` says for what, in a timeout's message); or, queued(),
+  // on the caller's current stream without waiting.
   template <typename Enqueue>
-  void launch(const std::string& waiting_for, Enqueue&& enqueue);
+  void launch(const std::string& waiting_for, Enqueue&& enqueue, Completion completion);
   // Polls the completion of the launched call and NCCL's asynchronous error until it completes; Error(Comm)
   // on an asynchronous error or at the timeout.
   void wait_for_completion(const std::string& waiting_for);
@@ -85,7 +95,7 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<MpiCommunicator> mpi_;
   cuda::Stream stream_;
   std::optional<cuda::Event> ready_;  // recorded on the caller's stream: the inputs are ready
-  std::optional<cuda::Event> done_;   // recorded on stream_ after the NCCL call
+  std::optional<cuda::Event> done_;   // recorded on stream_ after the NCCL call (queued: on the caller's stream)
   ncclComm_t comm_ = nullptr;         // null once aborted
 };
 

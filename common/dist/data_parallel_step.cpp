@@ -1,12 +1,15 @@
 // The data-parallel training step (see data_parallel_step.h).
 #include "common/dist/data_parallel_step.h"
 
+#include "common/core/error.h"
+
 namespace lab::dist {
 
 DataParallelStep::DataParallelStep(comm::Communicator& group, DpStage stage, int64_t bucket_bytes, GPT2& model,
                                    AdamW& optimizer, TrainStepConfig config)
     : TrainStep(model, optimizer, config),
       group_(group),
+      stage_(stage),
       reducer_(make_gradient_reducer(stage, group, model.parameters(), bucket_bytes)) {}
 
 void DataParallelStep::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
@@ -22,6 +25,25 @@ void DataParallelStep::forward_backward(const MicroBatch& batch, TrainStepResult
 
 void DataParallelStep::reduce_gradients() {
   reducer_->finish();
+}
+
+std::string DataParallelStep::capture_blocker() const {
+  if (std::string why = TrainStep::capture_blocker(); !why.empty()) return why;
+  if (!group_.can_queue())
+    return cat("data parallelism over the ", group_.backend(),
+               " backend completes each all-reduce on the host (NCCL queues them on the stream)");
+  if (stage_ == DpStage::Overlap)
+    return "the overlapped stage all-reduces from a communication thread, which a capture does not follow (use "
+           "--dp-stage bucketed: the same buckets, all-reduced after backward inside the graph)";
+  return "";
+}
+
+void DataParallelStep::prepare_capture() {
+  group_.set_queued(true);
+}
+
+void DataParallelStep::before_read_back() {
+  group_.wait_queued();
 }
 
 }  // namespace lab::dist

@@ -11,9 +11,15 @@
 // gradient, and only the last micro-batch's backward starts the overlapped stage's all-reduces. With equal
 // shares, the mean over ranks of the per-rank means is the mean over the global batch, so `--dp D --batch B`
 // trains as one process with `--batch D*B`, up to the order of floating-point additions.
+//
+// Captured in a CUDA graph (--cuda-graphs, ch09_advanced/graphed_step.h): over NCCL the group's collectives are
+// queued on the step's stream (comm::Communicator::set_queued), so the graph holds the all-reduces between
+// backward and the update, and every replay runs them; report() first waits for them under the group's timeout.
+// Every rank replays its own graph of the same collectives, as NCCL requires of a captured collective.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "common/dist/gradient_reducer.h"
 #include "common/train/train_step.h"
@@ -28,17 +34,20 @@ class DataParallelStep : public TrainStep {
                    TrainStepConfig config);
 
   const GradientReducer& reducer() const { return *reducer_; }
-  std::string capture_blocker() const override {
-    return "data parallelism reduces the gradients between ranks, which the step does not capture yet";
-  }
+  // Capturable where the group's collectives can be queued on the stream (NCCL), with the naive or bucketed
+  // stage: the overlapped stage all-reduces from a communication thread, which a capture does not follow.
+  std::string capture_blocker() const override;
+  void prepare_capture() override;
 
  protected:
   void run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) override;
   void forward_backward(const MicroBatch& batch, TrainStepResult& result) override;
   void reduce_gradients() override;
+  void before_read_back() override;
 
  private:
   comm::Communicator& group_;
+  DpStage stage_;
   std::unique_ptr<GradientReducer> reducer_;
   int64_t micro_batch_ = 0;  // the step's micro-batches run so far
 };

@@ -89,6 +89,7 @@ void TrainStep::enqueue(const BatchSource& next_batch, double lr) {
 }
 
 TrainStepResult TrainStep::report() {
+  before_read_back();
   const std::vector<float> scalars = scalars_.to_floats();  // waits for the step
   TrainStepResult result = pending_;
   result.loss = scalars[kLossSum];

@@ -136,6 +136,10 @@ class TrainStep {
   // no host read, no synchronisation and no host-side decision that a replay would have to repeat. A step that
   // overrides a part with one of those says so here.
   virtual std::string capture_blocker() const;
+  // Called once by GraphedStep before the first step it runs (capture_blocker() being empty): a step whose ranks
+  // communicate makes its collectives queue on the stream, so that the capture records them (data parallelism
+  // over NCCL: comm::Communicator::set_queued).
+  virtual void prepare_capture() {}
 
  protected:
   // The parts, in the order enqueue() calls them (see the header comment for who overrides which).
@@ -153,6 +157,10 @@ class TrainStep {
   // The update at learning rate `lr`, its gradient scale grad_scale() (read on the device). With
   // writes_16bit_copy(), it writes the model's 16-bit copy too (AdamW::step_with_16bit_copy).
   virtual void optimizer_step(double lr);
+  // Called by report() before it reads the step's scalars: a step whose collectives are queued on the stream waits
+  // for them there, under its communicators' timeout, so that a rank that stopped fails the others with
+  // Error(Comm) rather than hanging them in the read.
+  virtual void before_read_back() {}
   // Whether the optimizer writes the model's 16-bit weight copy in its update (mixed precision, an optimizer that is
   // neither sharded nor offloaded), so that enqueue() need not refresh it after.
   bool writes_16bit_copy() const;

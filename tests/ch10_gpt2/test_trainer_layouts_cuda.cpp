@@ -1,7 +1,8 @@
 // gpt2_train under mpirun on --device cuda (labels mpi and cuda): tensor parallelism (--tp 2), pipeline
 // parallelism (--pp 2 --micro-batches 2) and data parallelism (--dp 2) communicate through the NCCL backend and
-// log the training and validation losses of one process on the GPU with the same global batch, and so does ZeRO
-// stage 3 with prefetch over dp 2 (its gathers on a thread, after an event of the compute stream); ranks other
+// log the training and validation losses of one process on the GPU with the same global batch, and so do ZeRO
+// stage 3 with prefetch over dp 2 (its gathers on a thread, after an event of the compute stream) and data
+// parallelism replayed from a CUDA graph (--cuda-graphs, the all-reduces queued in the graph); ranks other
 // than 0 print nothing. Each layout runs two ranks, and NCCL wants a GPU of its own for each: skipped with fewer
 // than two GPUs; the emulation build runs it (two emulated GPUs, one per rank, and the NCCL stand-in over MPI).
 #include <gtest/gtest.h>
@@ -48,6 +49,31 @@ TEST(TrainerLayoutsOnCuda, ZeroStage3WithPrefetchLogsTheLossesOfOneProcessWithTh
   testing::expect_strategy_matches_one_process(
       testing::scratch_directory(), "cuda",
       {{"zero3", 2, "--batch 2 --dp 2 --zero 3 --zero-prefetch"}, {"one_process", 1, "--batch 4"}});
+}
+
+// --cuda-graphs under data parallelism: each rank captures its step with the bucketed all-reduces queued on the
+// graph's stream (over NCCL), and the replays log the one process's losses: a replay that left the all-reduces
+// out would train each rank on its half of the batch alone.
+TEST(TrainerLayoutsOnCuda, DataParallelWithCudaGraphsLogsTheLossesOfOneProcess) {
+  LAB_REQUIRE_A_GPU_PER_RANK();
+  const testing::LaunchResult r = testing::expect_strategy_matches_one_process(
+      testing::scratch_directory(), "cuda",
+      {{"dp2_graphs", 2, "--batch 2 --dp 2 --dp-stage bucketed --cuda-graphs"}, {"one_process", 1, "--batch 4"}});
+  EXPECT_NE(r.out[0].find("--cuda-graphs: the first step runs eagerly"), std::string::npos) << r.out[0];
+}
+
+// The overlapped stage (the default) all-reduces from a thread of its own, which a capture would not record:
+// refused with the stage that can be captured.
+TEST(TrainerLayoutsOnCuda, CudaGraphsRefuseTheOverlappedDataParallelStageNamingTheOneThatWorks) {
+  LAB_REQUIRE_A_GPU_PER_RANK();
+  const std::string dir = testing::scratch_directory();
+  const testing::LaunchResult r = testing::launch_trainer(
+      dir, "overlap_graphs", 2, testing::layout_run_flags(dir, "cuda") + " --batch 2 --dp 2 --cuda-graphs --steps 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err[0].find("--cuda-graphs: the overlapped stage all-reduces from a communication thread"),
+            std::string::npos)
+      << r.err[0];
+  EXPECT_NE(r.err[0].find("--dp-stage bucketed"), std::string::npos) << r.err[0];
 }
 
 // Sets an environment variable for the scope (the ranks mpirun starts inherit it), then restores it.

@@ -47,7 +47,7 @@ struct EventRecord {
 
 // A stream's capture in progress: the work queued on it since cudaStreamBeginCapture, in order.
 struct Capture {
-  std::vector<std::function<void()>> work;
+  std::vector<lab::cuda::emu::WorkMaker> work;
   bool invalidated = false;
 };
 
@@ -55,10 +55,10 @@ struct Capture {
 
 // A captured graph, and its executable form: the work in queue order.
 struct CUgraph_st {
-  std::vector<std::function<void()>> work;
+  std::vector<lab::cuda::emu::WorkMaker> work;
 };
 struct CUgraphExec_st {
-  std::vector<std::function<void()>> work;
+  std::vector<lab::cuda::emu::WorkMaker> work;
 };
 
 // The handles of the API are pointers to these (opaque in the headers).
@@ -284,10 +284,22 @@ uint64_t enqueue(CUstream_st& stream, std::function<void()> work) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
   if (stream.capture) {  // recorded for cudaGraphLaunch, not run; no ticket to wait for
-    stream.capture->work.push_back(std::move(work));
+    stream.capture->work.push_back([work = std::move(work)] { return work; });
     return 0;
   }
   return enqueue_locked(e, stream, std::move(work), {});
+}
+
+uint64_t enqueue_made(CUstream_st& stream, WorkMaker make) {
+  {
+    Engine& e = engine();
+    std::lock_guard<std::mutex> lock(e.mutex);
+    if (stream.capture) {
+      stream.capture->work.push_back(std::move(make));
+      return 0;
+    }
+  }
+  return enqueue(stream, make());
 }
 
 bool any_capture(int device) {
@@ -609,7 +621,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t handle) {
   CUstream_st* stream = resolve_stream(handle);
   if (stream == nullptr) return record(cudaErrorInvalidResourceHandle);
   if (const cudaError_t sticky = sticky_error(stream->device); sticky != cudaSuccess) return record(sticky);
-  for (const std::function<void()>& work : exec->work) enqueue(*stream, work);  // each node again, in order
+  for (const lab::cuda::emu::WorkMaker& make : exec->work) enqueue(*stream, make());  // each node again, in order
   return cudaSuccess;
 }
 

@@ -36,17 +36,24 @@ int stream_device(const CUstream_st& stream);
 // (ticket 0: nothing to wait for).
 uint64_t enqueue(CUstream_st& stream, std::function<void()> work);
 
+// Work made anew each time it is queued: `make` runs now and its work is queued, or, on a capturing stream, the
+// graph keeps `make` and runs it at every cudaGraphLaunch, in the order of the launches and of the graph's
+// nodes. For work that must take its place in the host's order of calls each time it runs (an NCCL call's
+// turn on its communicator) or that can run only once (an operation that owns its buffers).
+using WorkMaker = std::function<std::function<void()>()>;
+uint64_t enqueue_made(CUstream_st& stream, WorkMaker make);
+
 // Stream capture (cudaStreamBeginCapture ... cudaStreamEndCapture, global mode): the work queued on a
 // capturing stream is recorded, not run, and cudaGraphLaunch queues it again, in order, on the stream it is
 // given, as often as it is launched (every recorded item must be safe to run again: they hold their arguments
-// by value). What CUDA refuses during a capture is refused with its error and invalidates the capture, so that
-// cudaStreamEndCapture then returns cudaErrorStreamCaptureInvalidated: synchronising with a capturing stream
-// (cudaStreamSynchronize, cudaStreamQuery, a copy from or to pageable memory on it; cudaDeviceSynchronize,
-// cudaMalloc, cudaFree, cudaMemcpy, cudaMemset while any stream captures: cudaErrorStreamCaptureUnsupported; the
-// legacy stream's implicit synchronisation: cudaErrorStreamCaptureImplicit), a capturing stream waiting for an
-// event recorded outside its capture (cudaErrorStreamCaptureIsolation), and querying an event recorded inside
-// one (cudaErrorCapturedEvent). Not emulated, refused with cudaErrorStreamCaptureUnsupported where a GPU would
-// accept it: another stream joining a capture by waiting for one of its events (fork/join).
+// by value; or it is made again at each launch, enqueue_made). What CUDA refuses during a capture is refused with its
+// error and invalidates the capture, so that cudaStreamEndCapture then returns cudaErrorStreamCaptureInvalidated:
+// synchronising with a capturing stream (cudaStreamSynchronize, cudaStreamQuery, a copy from or to pageable memory on
+// it; cudaDeviceSynchronize, cudaMalloc, cudaFree, cudaMemcpy, cudaMemset while any stream captures:
+// cudaErrorStreamCaptureUnsupported; the legacy stream's implicit synchronisation: cudaErrorStreamCaptureImplicit), a
+// capturing stream waiting for an event recorded outside its capture (cudaErrorStreamCaptureIsolation), and querying an
+// event recorded inside one (cudaErrorCapturedEvent). Not emulated, refused with cudaErrorStreamCaptureUnsupported
+// where a GPU would accept it: another stream joining a capture by waiting for one of its events (fork/join).
 //
 // Whether a stream of `device` (-1: any) is capturing now.
 bool any_capture(int device);

@@ -124,6 +124,18 @@ TEST(SingleProcess, SplitMakesAGroupOrNone) {
   expect_error([&] { comm.split(-2, 0); }, ErrorKind::InvalidArgument, {"split #3", "color -2"});
 }
 
+// Only a backend on a device stream can leave its collectives queued; the others complete them, and waiting for
+// what is queued returns at once.
+TEST(SingleProcess, CannotQueueItsOperationsOnAStream) {
+  SingleProcessCommunicator comm;
+  EXPECT_FALSE(comm.can_queue());
+  expect_error([&] { comm.set_queued(true); }, ErrorKind::InvalidArgument,
+               {"the single backend completes every operation before it returns"});
+  EXPECT_FALSE(comm.queued());
+  comm.set_queued(false);
+  comm.wait_queued();
+}
+
 TEST(SingleProcess, TimeoutMustBePositive) {
   SingleProcessCommunicator comm;
   expect_error([&] { comm.set_timeout(std::chrono::milliseconds(0)); }, ErrorKind::InvalidArgument, {"timeout"});

@@ -1,7 +1,8 @@
 // What the NCCL backend does when the ranks do not make the same calls: a rank that never arrives makes the
 // others fail within the timeout, with the operation, its number and the rank waited for, and the NCCL
 // communicator aborted; calls that differ between ranks are reported on every rank (the call check over
-// MPI) and leave the communicator usable; a tensor on another device is refused.
+// MPI) and leave the communicator usable; a tensor on another device is refused. Queued on the stream
+// (set_queued), the collectives leave the host at once and the wait for them times out instead.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -62,6 +63,31 @@ TEST(NcclFailures, ARankThatNeverArrivesTimesOutTheOthersAndAbortsNccl) {
       expect_error([&] { comm->barrier(); }, ErrorKind::Comm,
                    {"barrier #3:", cat("broken since ", collective.name, " #2 failed")});
     }
+}
+
+// Queued, an all-reduce returns at once and its result is there once wait_queued() returns; a rank that never
+// queues the second one makes the others' wait time out, naming the wait, and aborts NCCL.
+TEST(NcclFailures, AQueuedCollectiveThatARankNeverCallsTimesOutInTheWait) {
+  LAB_REQUIRE_GPU_ON_EVERY_RANK();
+  auto comm = fresh_nccl_communicator(200ms);
+  comm->set_verify_calls(false);  // the call check would wait for the missing rank before anything is queued
+  comm->set_queued(true);
+  const int n = comm->size();
+  const Tensor t = Tensor::from_floats(std::vector<float>(5, static_cast<float>(comm->rank())), {5}).to(rank_gpu());
+  comm->all_reduce(t, ReduceOp::Sum);
+  comm->wait_queued();
+  EXPECT_EQ(t.to_floats(), std::vector<float>(5, static_cast<float>(n * (n - 1) / 2)));
+  const int last = n - 1;
+  if (comm->rank() != last) {
+    comm->all_reduce(t, ReduceOp::Sum);  // returns: nothing waits for the others here
+    expect_error([&] { comm->wait_queued(); }, ErrorKind::Comm,
+                 {cat("rank ", comm->rank(), "/", n,
+                      " [nccl] waiting for the queued operations (#2 last): timed out "
+                      "after 200 ms waiting for the collectives queued on the stream"),
+                  "the NCCL communicator is aborted"});
+    EXPECT_TRUE(comm->aborted());
+    expect_error([&] { comm->wait_queued(); }, ErrorKind::Comm, {"broken since the wait for the queued operations"});
+  }
 }
 
 TEST(NcclFailures, CallsThatDifferBetweenRanksAreReportedOnEveryRank) {

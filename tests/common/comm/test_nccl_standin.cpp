@@ -1,7 +1,7 @@
 // The emulation build's NCCL stand-in through NCCL's own API, for what the backend's tests do not reach:
 // a group whose sends and receives need each other, 16-bit sums accumulated in float, NCCL's in-place
-// reduce-scatter, ncclCommAbort releasing a stream whose operation waits for a rank that never calls, and
-// the arguments NCCL refuses.
+// reduce-scatter, ncclCommAbort releasing a stream whose operation waits for a rank that never calls, a call
+// captured in a CUDA graph taking its turn at every launch, and the arguments NCCL refuses.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <nccl.h>
@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/cuda/graph.h"
 #include "common/cuda/runtime.h"
 #include "common/cuda/stream.h"
 #include "tests/common/comm/mpi_test.h"
@@ -112,6 +113,36 @@ TEST(NcclStandIn, ReduceScatterInPlaceIntoItsOwnBlock) {
   cuda::synchronize();
   const int32_t rank_sum = 100 * n * (n - 1) / 2;
   EXPECT_EQ(block.to_ints(), (std::vector<int32_t>{rank_sum + n * 2 * rank, rank_sum + n * (2 * rank + 1)}));
+}
+
+// An all-reduce captured in a graph runs at every launch, each time in its turn among the communicator's calls
+// (the host's order: launch, an eager call, launch again), and the capture itself runs nothing. Each launch sums
+// the ranks' values again: rank r's r + 1 becomes n(n+1)/2 after one launch and n x n(n+1)/2 after two.
+TEST(NcclStandIn, ACapturedAllReduceRunsInItsTurnAtEveryLaunch) {
+  LAB_REQUIRE_GPU_ON_EVERY_RANK();
+  NcclWorld nccl;
+  const int n = mpi_world().size();
+  const float mine = static_cast<float>(mpi_world().rank() + 1);
+  const Tensor graphed = Tensor::from_floats(std::vector<float>(4, mine), {4}).to(gpu());
+  const Tensor eager = Tensor::from_floats(std::vector<float>(3, 2 * mine), {3}).to(gpu());
+  cuda::Stream stream(gpu().index);
+  cuda::Graph graph;
+  graph.capture(stream, [&] {
+    ASSERT_EQ(ncclAllReduce(graphed.raw(), graphed.raw(), 4, ncclFloat32, ncclSum, nccl.get(), stream.get()),
+              ncclSuccess);
+  });
+  stream.synchronize();
+  EXPECT_EQ(graphed.to_floats(), std::vector<float>(4, mine)) << "the capture ran the all-reduce";
+  graph.launch(stream);
+  ASSERT_EQ(ncclAllReduce(eager.raw(), eager.raw(), 3, ncclFloat32, ncclSum, nccl.get(), stream.get()), ncclSuccess);
+  graph.launch(stream);
+  stream.synchronize();
+  const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+  EXPECT_EQ(graphed.to_floats(), std::vector<float>(4, static_cast<float>(n) * ranks_sum));
+  EXPECT_EQ(eager.to_floats(), std::vector<float>(3, 2 * ranks_sum));
+  ncclResult_t async_error = ncclInternalError;
+  ASSERT_EQ(ncclCommGetAsyncError(nccl.get(), &async_error), ncclSuccess);
+  EXPECT_EQ(async_error, ncclSuccess);
 }
 
 // Rank 0 starts an all-reduce that nobody else calls: its stream stays busy until ncclCommAbort gives the

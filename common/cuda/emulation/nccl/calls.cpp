@@ -8,8 +8,13 @@
 //   3. an MPI error, or a message of the wrong size, becomes the communicator's asynchronous error;
 //      ncclCommAbort makes a waiting operation give up (it is kept, with its buffer, for MPI to finish or
 //      not) so that the stream moves on.
+// A call captured in a CUDA graph is made again at every launch of the graph: a fresh operation, with its turn
+// taken at the launch.
 #include <chrono>
 #include <climits>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -144,38 +149,51 @@ void perform(const Operations& operations) {
 
 // ---------------------------------------------------------------- queueing, and groups
 
+// A call made: its stream, its communicator, and what makes its operation. An operation runs once (it owns
+// its buffer and requests), so each time a stream queues the call, a fresh one is made: once for a call made
+// outside a capture, and at every launch of a graph that captured it.
 struct Queued {
   CUstream_st* stream;
-  std::shared_ptr<Operation> operation;
+  std::shared_ptr<CommState> comm;
+  std::function<std::shared_ptr<Operation>()> make;
 };
 
 thread_local int t_group_depth = 0;
 thread_local std::vector<Queued> t_group;
 
-// Gives each operation its place on its communicator, in the order of the calls, and queues one work item
-// per stream.
+// Queues one work item per stream for its calls. Each time the item is made (at the call, or at a graph's
+// launch: in the host's order either way), its operations get their places on their communicators, in the
+// order of the calls, which is the order every rank makes them in.
 void launch(const std::vector<Queued>& calls) {
-  std::vector<std::pair<CUstream_st*, Operations>> per_stream;
+  std::vector<std::pair<CUstream_st*, std::vector<Queued>>> per_stream;
   for (const Queued& call : calls) {
-    {
-      CommState& comm = *call.operation->comm;
-      std::lock_guard<std::mutex> lock(comm.mutex);
-      call.operation->place = comm.issued++;
-    }
     auto it = per_stream.begin();
     while (it != per_stream.end() && it->first != call.stream) ++it;
     if (it == per_stream.end()) it = per_stream.insert(per_stream.end(), {call.stream, {}});
-    it->second.push_back(call.operation);
+    it->second.push_back(call);
   }
-  for (auto& [stream, operations] : per_stream) enqueue(*stream, [operations] { perform(operations); });
+  for (auto& [stream, made] : per_stream)
+    enqueue_made(*stream, [made]() -> std::function<void()> {
+      Operations operations;
+      for (const Queued& call : made) {
+        std::shared_ptr<Operation> operation = call.make();
+        operation->comm = call.comm;
+        {
+          std::lock_guard<std::mutex> lock(call.comm->mutex);
+          operation->place = call.comm->issued++;
+        }
+        operations.push_back(std::move(operation));
+      }
+      return [operations] { perform(operations); };
+    });
 }
 
-ncclResult_t submit(CUstream_st* stream, ncclComm_t comm, std::shared_ptr<Operation> operation) {
-  operation->comm = comm->state;
+ncclResult_t submit(CUstream_st* stream, ncclComm_t comm, std::function<std::shared_ptr<Operation>()> make) {
+  Queued call{stream, comm->state, std::move(make)};
   if (t_group_depth > 0)
-    t_group.push_back({stream, std::move(operation)});
+    t_group.push_back(std::move(call));
   else
-    launch({{stream, std::move(operation)}});
+    launch({std::move(call)});
   return ncclSuccess;
 }
 
@@ -258,7 +276,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
   r = check_buffer(call, "sendbuff", sendbuff, bytes, comm);
   if (r == ncclSuccess) r = check_buffer(call, "recvbuff", recvbuff, bytes, comm);
   if (r != ncclSuccess) return r;
-  return submit(resolved, comm, nccl::all_reduce(sendbuff, recvbuff, count, datatype, op));
+  return submit(resolved, comm, [=] { return nccl::all_reduce(sendbuff, recvbuff, count, datatype, op); });
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
@@ -273,7 +291,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
   r = check_buffer(call, "sendbuff", sendbuff, bytes * static_cast<size_t>(comm->state->size), comm);
   if (r == ncclSuccess) r = check_buffer(call, "recvbuff", recvbuff, bytes, comm);
   if (r != ncclSuccess) return r;
-  return submit(resolved, comm, nccl::reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op));
+  return submit(resolved, comm, [=] { return nccl::reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op); });
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
@@ -288,7 +306,7 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
   if (r == ncclSuccess)
     r = check_buffer(call, "recvbuff", recvbuff, bytes * static_cast<size_t>(comm->state->size), comm);
   if (r != ncclSuccess) return r;
-  return submit(resolved, comm, nccl::all_gather(sendbuff, recvbuff, bytes));
+  return submit(resolved, comm, [=] { return nccl::all_gather(sendbuff, recvbuff, bytes); });
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
@@ -303,7 +321,7 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
   if (comm->state->rank == root) r = check_buffer(call, "sendbuff", sendbuff, bytes, comm);  // only the root reads it
   if (r == ncclSuccess) r = check_buffer(call, "recvbuff", recvbuff, bytes, comm);
   if (r != ncclSuccess) return r;
-  return submit(resolved, comm, nccl::broadcast(sendbuff, recvbuff, bytes, root));
+  return submit(resolved, comm, [=] { return nccl::broadcast(sendbuff, recvbuff, bytes, root); });
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
@@ -317,7 +335,7 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
   if (r != ncclSuccess || bytes == 0) return r;
   r = check_buffer(call, "sendbuff", sendbuff, bytes, comm);
   if (r != ncclSuccess) return r;
-  return submit(resolved, comm, nccl::send(sendbuff, bytes, peer));
+  return submit(resolved, comm, [=] { return nccl::send(sendbuff, bytes, peer); });
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
@@ -331,7 +349,7 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
   if (r != ncclSuccess || bytes == 0) return r;
   r = check_buffer(call, "recvbuff", recvbuff, bytes, comm);
   if (r != ncclSuccess) return r;
-  return submit(resolved, comm, nccl::receive(recvbuff, bytes, peer));
+  return submit(resolved, comm, [=] { return nccl::receive(recvbuff, bytes, peer); });
 }
 
 ncclResult_t ncclGroupStart() {
