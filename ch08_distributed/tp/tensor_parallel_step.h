@@ -20,12 +20,15 @@ class TensorParallelStep : public dist::DataParallelStep {
                      AdamW& optimizer, TrainStepConfig config)
       : dist::DataParallelStep(context.dp(), stage, bucket_bytes, model, optimizer, config), context_(context) {}
 
-  std::string capture_blocker() const override {
-    return "tensor parallelism exchanges activations between ranks, which the step does not capture yet";
-  }
+  // Captured in a CUDA graph where the tensor-parallel group's collectives can be queued on the stream (NCCL):
+  // the activations' and their gradients' all-reduces and the norm's sum go into the graph with the kernels, as
+  // the data-parallel group's do.
+  std::string capture_blocker() const override;
+  void prepare_capture() override;
 
  protected:
   void compute_gradient_norm() override;
+  void before_read_back() override;
 
  private:
   const comm::ParallelContext& context_;

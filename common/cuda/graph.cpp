@@ -43,9 +43,12 @@ void Graph::capture(const Stream& stream, const std::function<void()>& enqueue) 
     }
   }
   LAB_CHECK(ended == cudaSuccess, Cuda, "CUDA graph capture failed: ", cudaGetErrorName(ended), " (",
-            cudaGetErrorString(ended),
-            "): the captured work made a call that a graph cannot hold (a synchronisation, an allocation or a "
-            "synchronous copy)");
+            cudaGetErrorString(ended), "): ",
+            ended == cudaErrorStreamCaptureUnjoined
+                ? "a stream that joined the capture by waiting for one of its events was never waited for again by "
+                  "the capturing stream"
+                : "the captured work made a call that a graph cannot hold (a synchronisation, an allocation or a "
+                  "synchronous copy)");
   graph_ = graph;
   CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
 }

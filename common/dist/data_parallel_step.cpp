@@ -9,7 +9,6 @@ DataParallelStep::DataParallelStep(comm::Communicator& group, DpStage stage, int
                                    AdamW& optimizer, TrainStepConfig config)
     : TrainStep(model, optimizer, config),
       group_(group),
-      stage_(stage),
       reducer_(make_gradient_reducer(stage, group, model.parameters(), bucket_bytes)) {}
 
 void DataParallelStep::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
@@ -29,20 +28,19 @@ void DataParallelStep::reduce_gradients() {
 
 std::string DataParallelStep::capture_blocker() const {
   if (std::string why = TrainStep::capture_blocker(); !why.empty()) return why;
-  if (!group_.can_queue())
+  if (group_.size() > 1 && !group_.can_queue())
     return cat("data parallelism over the ", group_.backend(),
                " backend completes each all-reduce on the host (NCCL queues them on the stream)");
-  if (stage_ == DpStage::Overlap)
-    return "the overlapped stage all-reduces from a communication thread, which a capture does not follow (use "
-           "--dp-stage bucketed: the same buckets, all-reduced after backward inside the graph)";
   return "";
 }
 
 void DataParallelStep::prepare_capture() {
-  group_.set_queued(true);
+  if (group_.can_queue()) group_.set_queued(true);  // a group of one has nothing to queue
+  reducer_->queue_on_device();
 }
 
 void DataParallelStep::before_read_back() {
+  reducer_->wait_queued();
   group_.wait_queued();
 }
 

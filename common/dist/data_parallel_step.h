@@ -13,8 +13,9 @@
 // trains as one process with `--batch D*B`, up to the order of floating-point additions.
 //
 // Captured in a CUDA graph (--cuda-graphs, ch09_advanced/graphed_step.h): over NCCL the group's collectives are
-// queued on the step's stream (comm::Communicator::set_queued), so the graph holds the all-reduces between
-// backward and the update, and every replay runs them; report() first waits for them under the group's timeout.
+// queued on the step's stream (comm::Communicator::set_queued; the overlapped stage's on a side stream forked
+// from it), so the graph holds the all-reduces between backward and the update, and every replay runs them;
+// report() first waits for them under the group's timeout.
 // Every rank replays its own graph of the same collectives, as NCCL requires of a captured collective.
 #pragma once
 
@@ -34,8 +35,8 @@ class DataParallelStep : public TrainStep {
                    TrainStepConfig config);
 
   const GradientReducer& reducer() const { return *reducer_; }
-  // Capturable where the group's collectives can be queued on the stream (NCCL), with the naive or bucketed
-  // stage: the overlapped stage all-reduces from a communication thread, which a capture does not follow.
+  // Capturable where the group's collectives can be queued on the stream (NCCL, or a group of one), with every
+  // stage (the overlapped one forks its all-reduces onto a side stream of the capture).
   std::string capture_blocker() const override;
   void prepare_capture() override;
 
@@ -47,7 +48,6 @@ class DataParallelStep : public TrainStep {
 
  private:
   comm::Communicator& group_;
-  DpStage stage_;
   std::unique_ptr<GradientReducer> reducer_;
   int64_t micro_batch_ = 0;  // the step's micro-batches run so far
 };

@@ -46,6 +46,13 @@ class GradientReducer {
   // After that backward pass: returns when every gradient holds the mean over the group.
   void finish();
 
+  // For a step captured in a CUDA graph (DataParallelStep::prepare_capture): from here on the reducer's
+  // collectives are queued on the device instead of waited for on the host. The naive and bucketed stages
+  // all-reduce on the group, which the step queues itself; the overlapped stage overrides both.
+  virtual void queue_on_device() {}
+  // Waits, under the timeout, for what queue_on_device() left queued (before the step reads its results back).
+  virtual void wait_queued() {}
+
   const ReductionStats& stats() const { return stats_; }
   comm::Communicator& group() const { return group_; }
 

@@ -4,6 +4,7 @@
 
 #include "common/bench/timer.h"
 #ifdef LAB_WITH_CUDA
+#include "common/cuda/check.h"
 #include "common/cuda/runtime.h"
 #include "common/cuda/stream.h"
 #endif
@@ -40,6 +41,23 @@ struct OverlappedAllReduce::ReadyMarker {
   void mark() const {}
   bool wait() const {
     return true;
+  }
+#endif
+};
+
+// Queued on the device: the one stream every bucket's all-reduce runs on (so that they keep the order of the
+// communicator's calls), and the event the compute stream waits for at the end.
+struct OverlappedAllReduce::SideStream {
+#ifdef LAB_WITH_CUDA
+  explicit SideStream(Device device) : stream(device.index) {
+    const cuda::DeviceGuard on(device.index);  // the event is made on the stream's device
+    reduced = std::make_unique<cuda::Event>(false);
+  }
+  cuda::Stream stream;
+  std::unique_ptr<cuda::Event> reduced;
+#else
+  explicit SideStream(Device) {
+    fail(ErrorKind::Unsupported, "the overlapped stage queues its all-reduces on a CUDA stream: a build with CUDA");
   }
 #endif
 };
@@ -95,9 +113,25 @@ void OverlappedAllReduce::on_gradient_final(size_t param) {
   }
 }
 
+void OverlappedAllReduce::queue_on_device() {
+  LAB_CHECK(params_.device().is_cuda(), InvalidArgument,
+            "the overlapped stage queues its all-reduces on a CUDA stream; the gradients are on ",
+            params_.device().str());
+  if (comm_->can_queue()) comm_->set_queued(true);  // a group of one has nothing to queue
+  side_ = std::make_unique<SideStream>(params_.device());
+}
+
+void OverlappedAllReduce::wait_queued() {
+  comm_->wait_queued();
+}
+
 void OverlappedAllReduce::start(size_t bucket) {
   started_[bucket] = true;
   ready_[bucket]->mark();
+  if (side_) {
+    queue_all_reduce(bucket);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(bucket);
@@ -109,9 +143,25 @@ void OverlappedAllReduce::reduce() {
   listening_ = false;
   for (size_t b = 0; b < buckets_.size(); ++b)
     if (!started_[b]) start(b);
+#ifdef LAB_WITH_CUDA
+  if (side_) {  // the join: what the step queues next waits for the last all-reduce
+    side_->reduced->record(side_->stream);
+    CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(params_.device().index), side_->reduced->get(), 0));
+    return;
+  }
+#endif
   std::unique_lock<std::mutex> lock(mutex_);
   wake_.wait(lock, [this] { return done_ == buckets_.size() || error_; });
   if (error_) std::rethrow_exception(error_);
+}
+
+void OverlappedAllReduce::queue_all_reduce([[maybe_unused]] size_t bucket) {
+#ifdef LAB_WITH_CUDA
+  side_->stream.wait(*ready_[bucket]->event);  // the fork: the bucket's gradients are written before this
+  const cuda::StreamGuard on(side_->stream);
+  const ElementRange& r = buckets_[bucket].range;
+  average(*comm_, params_.grads().view(r.begin, {r.size()}));
+#endif
 }
 
 // ---------------------------------------------------------------- the communication thread

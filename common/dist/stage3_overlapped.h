@@ -18,6 +18,12 @@
 // Buckets complete in the same order on every rank (every rank runs the same backward), so the ranks make
 // their collectives in the same order, as communicators require.
 //
+// Queued on the device (a step captured in a CUDA graph, queue_on_device()): no communication thread. A hook's
+// bucket goes straight onto a side stream, which waits for the bucket's event on the compute stream (a fork
+// into the capture) and all-reduces it there, queued (comm::Communicator::set_queued); finish() makes the compute
+// stream wait for the side stream's last all-reduce (the join). The GPU then overlaps the all-reduces with
+// backward by itself, and the graph holds both streams' work.
+//
 // When not to use it: when there is nothing to overlap with. A single-core rank (or ranks oversubscribing
 // their cores, as 4 ranks on this project's 2-core CI machine) has no core for the communication thread
 // while backward runs: the all-reduces then only steal time from backward, and stage 2 is as fast or faster.
@@ -45,6 +51,8 @@ class OverlappedAllReduce : public GradientReducer {
   ~OverlappedAllReduce() override;
 
   void before_last_backward() override;
+  void queue_on_device() override;
+  void wait_queued() override;
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
 
  protected:
@@ -52,15 +60,18 @@ class OverlappedAllReduce : public GradientReducer {
 
  private:
   struct ReadyMarker;  // a CUDA event per bucket on a GPU; nothing on the CPU
+  struct SideStream;   // queued on the device: the stream of the all-reduces, and the event that joins it back
 
   void on_gradient_final(size_t param);
-  void start(size_t bucket);  // hands the bucket to the communication thread
-  void communicate();         // the communication thread's loop
+  void start(size_t bucket);             // hands the bucket to the communication thread
+  void communicate();                    // the communication thread's loop
+  void queue_all_reduce(size_t bucket);  // queued on the device: the bucket's all-reduce on the side stream
 
   std::vector<GradientBucket> buckets_;
   std::vector<size_t> bucket_of_;  // per parameter (index into infos())
   std::unique_ptr<comm::Communicator> comm_;
   std::vector<std::unique_ptr<ReadyMarker>> ready_;  // per bucket
+  std::unique_ptr<SideStream> side_;                 // set by queue_on_device()
 
   // The main thread's state for the step (the hooks run on the thread running backward).
   bool listening_ = false;

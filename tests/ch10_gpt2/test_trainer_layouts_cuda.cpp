@@ -1,8 +1,8 @@
 // gpt2_train under mpirun on --device cuda (labels mpi and cuda): tensor parallelism (--tp 2), pipeline
 // parallelism (--pp 2 --micro-batches 2) and data parallelism (--dp 2) communicate through the NCCL backend and
 // log the training and validation losses of one process on the GPU with the same global batch, and so do ZeRO
-// stage 3 with prefetch over dp 2 (its gathers on a thread, after an event of the compute stream) and data
-// parallelism replayed from a CUDA graph (--cuda-graphs, the all-reduces queued in the graph); ranks other
+// stage 3 with prefetch over dp 2 (its gathers on a thread, after an event of the compute stream) and data and
+// tensor parallelism replayed from a CUDA graph (--cuda-graphs, the collectives queued in the graph); ranks other
 // than 0 print nothing. Each layout runs two ranks, and NCCL wants a GPU of its own for each: skipped with fewer
 // than two GPUs; the emulation build runs it (two emulated GPUs, one per rank, and the NCCL stand-in over MPI).
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "common/core/error.h"
 #include "common/cuda/runtime.h"
 #include "tests/ch10_gpt2/layout_launch.h"
 #include "tests/common/cuda/gpu_test.h"
@@ -51,29 +52,43 @@ TEST(TrainerLayoutsOnCuda, ZeroStage3WithPrefetchLogsTheLossesOfOneProcessWithTh
       {{"zero3", 2, "--batch 2 --dp 2 --zero 3 --zero-prefetch"}, {"one_process", 1, "--batch 4"}});
 }
 
-// --cuda-graphs under data parallelism: each rank captures its step with the bucketed all-reduces queued on the
-// graph's stream (over NCCL), and the replays log the one process's losses: a replay that left the all-reduces
-// out would train each rank on its half of the batch alone.
-TEST(TrainerLayoutsOnCuda, DataParallelWithCudaGraphsLogsTheLossesOfOneProcess) {
+// --cuda-graphs under data parallelism: each rank captures its step with the all-reduces queued in the graph (over
+// NCCL), bucketed after backward or overlapped on a side stream forked from the step's (the default stage), and
+// the replays log the one process's losses and sample: a replay that left the all-reduces out would train each
+// rank on its half of the batch alone.
+TEST(TrainerLayoutsOnCuda, DataParallelWithCudaGraphsLogsTheLossesOfOneProcessWithEachStage) {
   LAB_REQUIRE_A_GPU_PER_RANK();
-  const testing::LaunchResult r = testing::expect_strategy_matches_one_process(
-      testing::scratch_directory(), "cuda",
-      {{"dp2_graphs", 2, "--batch 2 --dp 2 --dp-stage bucketed --cuda-graphs"}, {"one_process", 1, "--batch 4"}});
-  EXPECT_NE(r.out[0].find("--cuda-graphs: the first step runs eagerly"), std::string::npos) << r.out[0];
+  const std::string dir = testing::scratch_directory();
+  const testing::LaunchResult one =
+      testing::run_layout(dir, "one_process", "cuda", {"one_process", 1, "--batch 4"}, 4, "--sample-tokens 8");
+  for (const char* stage : {"overlap", "bucketed"}) {
+    const std::string name = cat("dp2_graphs_", stage);
+    const testing::LaunchResult graphed = testing::run_layout(
+        dir, name, "cuda", {name, 2, cat("--batch 2 --dp 2 --cuda-graphs --dp-stage ", stage)}, 4, "--sample-tokens 8");
+    testing::expect_same_losses(one, graphed, {1, 2, 3, 4}, name);
+    EXPECT_EQ(testing::logged_sample(graphed), testing::logged_sample(one)) << name << ": sample";
+    EXPECT_NE(graphed.out[0].find("--cuda-graphs: the first step runs eagerly"), std::string::npos) << graphed.out[0];
+  }
 }
 
-// The overlapped stage (the default) all-reduces from a thread of its own, which a capture would not record:
-// refused with the stage that can be captured.
-TEST(TrainerLayoutsOnCuda, CudaGraphsRefuseTheOverlappedDataParallelStageNamingTheOneThatWorks) {
+// Tensor parallelism's all-reduces (the activations in forward, their gradients in backward, the norm's sum) are
+// queued in the graph too.
+TEST(TrainerLayoutsOnCuda, TensorParallelWithCudaGraphsLogsTheLossesOfOneProcess) {
+  LAB_REQUIRE_A_GPU_PER_RANK();
+  testing::expect_strategy_matches_one_process(testing::scratch_directory(), "cuda", testing::tensor_parallel(),
+                                               "--cuda-graphs");
+}
+
+// ZeRO stage 1 gathers its parameters through synchronous copies: refused, with the reason, on every rank.
+TEST(TrainerLayoutsOnCuda, CudaGraphsRefuseZeroStageOneSayingWhy) {
   LAB_REQUIRE_A_GPU_PER_RANK();
   const std::string dir = testing::scratch_directory();
   const testing::LaunchResult r = testing::launch_trainer(
-      dir, "overlap_graphs", 2, testing::layout_run_flags(dir, "cuda") + " --batch 2 --dp 2 --cuda-graphs --steps 1");
+      dir, "zero1_graphs", 2,
+      testing::layout_run_flags(dir, "cuda") + " --batch 2 --dp 2 --zero 1 --cuda-graphs --steps 1");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err[0].find("--cuda-graphs: the overlapped stage all-reduces from a communication thread"),
-            std::string::npos)
-      << r.err[0];
-  EXPECT_NE(r.err[0].find("--dp-stage bucketed"), std::string::npos) << r.err[0];
+  for (const std::string& err : r.err)
+    EXPECT_NE(err.find("--cuda-graphs: ZeRO's parameter all-gather copies padded buckets"), std::string::npos) << err;
 }
 
 // Sets an environment variable for the scope (the ranks mpirun starts inherit it), then restores it.

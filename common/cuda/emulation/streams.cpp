@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -45,10 +46,25 @@ struct EventRecord {
   Clock::time_point ran_at{};
 };
 
-// A stream's capture in progress: the work queued on it since cudaStreamBeginCapture, in order.
+// A capture in progress: the work queued since cudaStreamBeginCapture on its origin stream and on the streams
+// forked into it, in the host's order (an order that respects every event between them, so the graph replays
+// it on one stream). A forked stream counts its places in the capture (the fork, each item, each event record);
+// it is joined once the origin has waited for an event recorded at its last place.
 struct Capture {
   std::vector<lab::cuda::emu::WorkMaker> work;
   bool invalidated = false;
+  const CUstream_st* origin = nullptr;
+  struct Forked {
+    uint64_t places = 0;  // the fork, then one per item queued or event recorded
+    uint64_t joined = 0;  // the last place the origin waited for
+  };
+  std::map<const CUstream_st*, Forked> forked;
+
+  // Records `make` for the graph; the place it takes on `stream`, when that is a forked stream.
+  void record(const CUstream_st& stream, lab::cuda::emu::WorkMaker make) {
+    work.push_back(std::move(make));
+    if (&stream != origin) ++forked[&stream].places;
+  }
 };
 
 }  // namespace
@@ -78,8 +94,10 @@ struct CUstream_st {
 struct CUevent_st {
   int device = 0;
   bool timing = true;
-  std::shared_ptr<EventRecord> last;  // null until recorded
-  std::shared_ptr<Capture> captured;  // the capture the last record was made in (null: a real record)
+  std::shared_ptr<EventRecord> last;         // null until recorded
+  std::shared_ptr<Capture> captured;         // the capture the last record was made in (null: a real record)
+  const CUstream_st* captured_on = nullptr;  // the stream of that record, and its place there (forked streams)
+  uint64_t captured_at = 0;
 };
 
 namespace lab::cuda::emu {
@@ -284,7 +302,7 @@ uint64_t enqueue(CUstream_st& stream, std::function<void()> work) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
   if (stream.capture) {  // recorded for cudaGraphLaunch, not run; no ticket to wait for
-    stream.capture->work.push_back([work = std::move(work)] { return work; });
+    stream.capture->record(stream, [work = std::move(work)] { return work; });
     return 0;
   }
   return enqueue_locked(e, stream, std::move(work), {});
@@ -295,7 +313,7 @@ uint64_t enqueue_made(CUstream_st& stream, WorkMaker make) {
     Engine& e = engine();
     std::lock_guard<std::mutex> lock(e.mutex);
     if (stream.capture) {
-      stream.capture->work.push_back(std::move(make));
+      stream.capture->record(stream, std::move(make));
       return 0;
     }
   }
@@ -486,6 +504,8 @@ cudaError_t cudaEventRecord(cudaEvent_t handle, cudaStream_t stream_handle) {
   if (stream->capture) {  // a node of the graph: it orders the capture's work and times nothing here
     event->last.reset();
     event->captured = stream->capture;
+    event->captured_on = stream;
+    event->captured_at = stream == stream->capture->origin ? 0 : ++stream->capture->forked[stream].places;
     return cudaSuccess;
   }
   auto rec = std::make_shared<EventRecord>();
@@ -555,14 +575,31 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream_handle, cudaEvent_t handle, 
   const CUevent_st* event = resolve_event(e, handle);
   if (stream == nullptr || event == nullptr) return record(cudaErrorInvalidResourceHandle);
   if (stream->capture) {
-    // Inside one capture an event orders its own work, which the capture keeps in order already; a record made
-    // outside would tie the graph to work outside it, which CUDA refuses.
-    if (event->captured == stream->capture) return cudaSuccess;
+    // Inside one capture an event orders its own work, which the capture keeps in order already (the join of a
+    // forked stream into the origin is noted); a record made outside would tie the graph to work outside it,
+    // which CUDA refuses.
+    if (event->captured == stream->capture) {
+      Capture& capture = *stream->capture;
+      if (stream == capture.origin && event->captured_on != capture.origin) {
+        Capture::Forked& forked = capture.forked[event->captured_on];
+        forked.joined = std::max(forked.joined, event->captured_at);
+      }
+      return cudaSuccess;
+    }
     stream->capture->invalidated = true;
     return record(cudaErrorStreamCaptureIsolation);
   }
-  // Another stream joining a capture by waiting for one of its events (fork/join) is not emulated.
-  if (event->captured) return record(cudaErrorStreamCaptureUnsupported);
+  // Another stream waiting for an event of a capture joins the capture (a fork): what it queues from here on is
+  // recorded in the same graph, until the origin's capture ends. The legacy stream cannot capture.
+  if (event->captured) {
+    if (stream->legacy) {
+      event->captured->invalidated = true;
+      return record(cudaErrorStreamCaptureImplicit);
+    }
+    stream->capture = event->captured;
+    ++stream->capture->forked[stream].places;
+    return cudaSuccess;
+  }
   if (!event->last) return cudaSuccess;  // waiting for an event never recorded waits for nothing
   enqueue_locked(e, *stream, [] {}, {Dependency{event->last->stream, event->last->ticket}});
   return cudaSuccess;
@@ -580,6 +617,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t handle, cudaStreamCaptureMode mo
   std::lock_guard<std::mutex> lock(e.mutex);
   if (stream->capture) return record(cudaErrorIllegalState);
   stream->capture = std::make_shared<Capture>();
+  stream->capture->origin = stream;
   return cudaSuccess;
 }
 
@@ -590,10 +628,20 @@ cudaError_t cudaStreamEndCapture(cudaStream_t handle, cudaGraph_t* graph) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
   if (!stream->capture) return record(cudaErrorIllegalState);
+  if (stream->capture->origin != stream) return record(cudaErrorStreamCaptureUnmatched);
   const std::shared_ptr<Capture> capture = std::move(stream->capture);
   stream->capture.reset();
   *graph = nullptr;
+  // The forked streams leave the capture with the origin; one whose last place the origin never waited for is
+  // unjoined, which CUDA refuses (a join through another forked stream is not followed here: refused too).
+  bool unjoined = false;
+  for (const auto& [forked, places] : capture->forked) {
+    for (auto& [handle, live] : e.streams)
+      if (live.get() == forked && live->capture == capture) live->capture.reset();
+    unjoined = unjoined || places.joined < places.places;
+  }
   if (capture->invalidated) return record(cudaErrorStreamCaptureInvalidated);
+  if (unjoined) return record(cudaErrorStreamCaptureUnjoined);
   *graph = new CUgraph_st{capture->work};
   return cudaSuccess;
 }

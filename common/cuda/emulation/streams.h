@@ -52,8 +52,11 @@ uint64_t enqueue_made(CUstream_st& stream, WorkMaker make);
 // it; cudaDeviceSynchronize, cudaMalloc, cudaFree, cudaMemcpy, cudaMemset while any stream captures:
 // cudaErrorStreamCaptureUnsupported; the legacy stream's implicit synchronisation: cudaErrorStreamCaptureImplicit), a
 // capturing stream waiting for an event recorded outside its capture (cudaErrorStreamCaptureIsolation), and querying an
-// event recorded inside one (cudaErrorCapturedEvent). Not emulated, refused with cudaErrorStreamCaptureUnsupported
-// where a GPU would accept it: another stream joining a capture by waiting for one of its events (fork/join).
+// event recorded inside one (cudaErrorCapturedEvent). Another stream joins a capture by waiting for one of its
+// events (a fork): its work is recorded in the same graph, in the host's order, and the origin must wait for an
+// event recorded after the forked stream's last work before the capture ends (a join), or cudaStreamEndCapture
+// returns cudaErrorStreamCaptureUnjoined (a join through another forked stream, which CUDA accepts, is not
+// followed).
 //
 // Whether a stream of `device` (-1: any) is capturing now.
 bool any_capture(int device);

@@ -4,7 +4,9 @@
 //   the memory it was captured with, so new inputs reach a replay through the same buffers;
 // - what a capture cannot contain is refused with CUDA's error and invalidates the capture, so that ending it
 //   says so: an allocation, a synchronisation with the capturing stream, a wait for an event recorded outside,
-//   a query of an event recorded inside.
+//   a query of an event recorded inside;
+// - another stream joins the capture by waiting for one of its events (a fork): its work is part of the graph
+//   once the capture's origin waits for it again (a join), and a fork never joined fails the capture.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -105,6 +107,77 @@ TEST_F(GraphCapture, AnEventRecordedInTheCaptureOrdersItsWork) {
   ASSERT_EQ(cudaStreamEndCapture(stream_->get(), &graph), cudaSuccess);
   EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
   EXPECT_EQ(cudaEventDestroy(event), cudaSuccess);
+}
+
+// The side stream waits for the origin's event (it joins the capture), computes c = a + b, and the origin waits for
+// it before out = c + a: the graph holds both, in order, and runs them at each launch; the side stream's
+// capture ends with the origin's.
+TEST_F(GraphCapture, AStreamForkedIntoTheCaptureIsPartOfTheGraphOnceJoinedBack) {
+  const Device gpu = Device::cuda();
+  const Tensor a = Tensor::from_floats(std::vector<float>{1, 2, 3}, {3}, gpu);
+  const Tensor b = Tensor::from_floats(std::vector<float>{10, 20, 30}, {3}, gpu);
+  const Tensor c = Tensor::zeros({3}, DType::F32, gpu), out = Tensor::zeros({3}, DType::F32, gpu);
+  cuda::Stream side;
+  cudaEvent_t forked = nullptr, computed = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&forked, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&computed, cudaEventDisableTiming), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream_->get(), cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(forked, stream_->get()), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(side.get(), forked, 0), cudaSuccess);
+  cudaStreamCaptureStatus status{};
+  ASSERT_EQ(cudaStreamIsCapturing(side.get(), &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  {
+    const cuda::StreamGuard on(side);
+    ops::residual_forward(c, a, b);
+  }
+  ASSERT_EQ(cudaEventRecord(computed, side.get()), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(stream_->get(), computed, 0), cudaSuccess);
+  {
+    const cuda::StreamGuard on(*stream_);
+    ops::residual_forward(out, c, a);
+  }
+  ASSERT_EQ(cudaStreamEndCapture(stream_->get(), &graph), cudaSuccess);
+  ASSERT_EQ(cudaStreamIsCapturing(side.get(), &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  side.synchronize();
+  stream_->synchronize();
+  EXPECT_EQ(out.to_floats(), std::vector<float>(3, 0.0f)) << "captured work ran during the capture";
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_->get()), cudaSuccess);
+  stream_->synchronize();
+  EXPECT_EQ(out.to_floats(), (std::vector<float>{12, 24, 36}));
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(forked), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(computed), cudaSuccess);
+}
+
+// A stream forked into the capture whose last work the origin never waits for: ending the capture fails as
+// unjoined, and the side stream no longer captures.
+TEST_F(GraphCapture, AForkNeverJoinedBackFailsTheCapture) {
+  const Device gpu = Device::cuda();
+  const Tensor a = Tensor::from_floats(std::vector<float>{1, 2}, {2}, gpu);
+  const Tensor c = Tensor::zeros({2}, DType::F32, gpu);
+  cuda::Stream side;
+  cudaEvent_t forked = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&forked, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream_->get(), cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(forked, stream_->get()), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(side.get(), forked, 0), cudaSuccess);
+  {
+    const cuda::StreamGuard on(side);
+    ops::residual_forward(c, a, a);
+  }
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(stream_->get(), &graph), cudaErrorStreamCaptureUnjoined);
+  EXPECT_EQ(graph, nullptr);
+  cudaStreamCaptureStatus status{};
+  ASSERT_EQ(cudaStreamIsCapturing(side.get(), &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  EXPECT_EQ(cudaEventDestroy(forked), cudaSuccess);
 }
 
 // Asking about such an event is refused and, as for the other refusals, invalidates the capture (an H200 with
