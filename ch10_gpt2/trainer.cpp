@@ -408,8 +408,11 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
   std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s%s%s%s | ETA %s\n",
               static_cast<long long>(step + 1), static_cast<long long>(options_.steps), r.loss, r.lr, r.grad_norm,
               r.seconds * 1e3, tok_per_s, mfu ? cat(" | MFU ", static_cast<int>(*mfu * 1000) / 10.0, "%").c_str() : "",
-              pipeline ? cat(" | bubble ", static_cast<int>(pipeline->last_stats().bubble * 1000) / 10.0, "% (ideal ",
-                             static_cast<int>(pipeline->last_stats().ideal_bubble * 1000) / 10.0, "%)")
+              pipeline ? cat(" | bubble ",
+                             pipeline->last_stats().bubble_measured
+                                 ? cat(static_cast<int>(pipeline->last_stats().bubble * 1000) / 10.0, "%")
+                                 : std::string("not timed in a graph"),
+                             " (ideal ", static_cast<int>(pipeline->last_stats().ideal_bubble * 1000) / 10.0, "%)")
                              .c_str()
                        : "",
               loss_scaling.c_str(), format_duration(eta).c_str());
@@ -440,7 +443,7 @@ void Trainer::log_step(int64_t step, const TrainStepResult& r) {
   }
   rec.set("mem_peak_by_category", ch07::peak_by_category_json(memory));
   if (pipeline) {
-    rec.set("bubble", pipeline->last_stats().bubble);
+    if (pipeline->last_stats().bubble_measured) rec.set("bubble", pipeline->last_stats().bubble);
     rec.set("bubble_ideal", pipeline->last_stats().ideal_bubble);
   }
   log_->write(rec);

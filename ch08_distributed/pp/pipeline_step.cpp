@@ -1,10 +1,12 @@
 // The pipeline's training step (see pipeline_step.h).
 #include "ch08_distributed/pp/pipeline_step.h"
 
+#include <string>
 #include <vector>
 
 #include "ch08_distributed/pp/simulation.h"
 #include "ch08_distributed/tp/gradient_norm.h"
+#include "common/core/error.h"
 
 namespace lab::ch08::pp {
 
@@ -26,7 +28,7 @@ PipelineStep::PipelineStep(const comm::ParallelContext& context, PpSchedule sche
 void PipelineStep::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
   const int M = static_cast<int>(config().accum_steps);
   comm::Communicator& pp = context_.pp();
-  pp.barrier();  // the stages start the schedule together, so that their spans compare
+  if (timed_) pp.barrier();  // the stages start the schedule together, so that their spans compare
   const StageStepStats s = stage_.run(next_batch, M, loss_gradient_scale(), loss_sum(), [this] {
     if (dp_reducer_) dp_reducer_->before_last_backward();
   });
@@ -43,10 +45,41 @@ void PipelineStep::run_micro_batches(const BatchSource& next_batch, TrainStepRes
   if (context_.dp().size() > 1) context_.dp().all_reduce(loss_sum(), comm::ReduceOp::Avg);
 }
 
+std::vector<comm::Communicator*> PipelineStep::groups() const {
+  std::vector<comm::Communicator*> groups{&context_.pp(), &context_.dp(), &context_.tp()};
+  if (comm::Communicator* tied = tied_embedding_.group()) groups.push_back(tied);
+  return groups;
+}
+
+std::string PipelineStep::capture_blocker() const {
+  if (std::string why = TrainStep::capture_blocker(); !why.empty()) return why;
+  for (const comm::Communicator* group : groups())
+    if (group->size() > 1 && !group->can_queue())
+      return cat("the pipeline's transfers over the ", group->backend(),
+                 " backend complete on the host (NCCL queues them on the stream)");
+  return "";
+}
+
+void PipelineStep::prepare_capture() {
+  for (comm::Communicator* group : groups())
+    if (group->can_queue()) group->set_queued(true);  // a group of one has nothing to queue
+  if (dp_reducer_) dp_reducer_->queue_on_device();
+  stage_.set_captured(true);
+  timed_ = false;
+}
+
+void PipelineStep::before_read_back() {
+  if (dp_reducer_) dp_reducer_->wait_queued();
+  for (comm::Communicator* group : groups()) group->wait_queued();
+}
+
 void PipelineStep::after_report() {
+  comm::Communicator& pp = context_.pp();
+  stats_.ideal_bubble = ideal_bubble_fraction(pp.size(), static_cast<int>(config().accum_steps));
+  stats_.bubble_measured = timed_;
+  if (!timed_) return;
   // The bubble, from the stages' device times, read now that the step is done: the busy times summed over the
   // stages and the spans' maximum, one all-reduce each.
-  comm::Communicator& pp = context_.pp();
   const StageTimes times = stage_.last_times();
   const Device device = model().device();
   const Tensor busy = Tensor::from_floats(std::vector<float>{static_cast<float>(times.busy_seconds)}, {1}, device);
@@ -57,7 +90,6 @@ void PipelineStep::after_report() {
   }
   stats_.busy_seconds = times.busy_seconds;
   stats_.span_seconds = span.item();
-  stats_.ideal_bubble = ideal_bubble_fraction(pp.size(), static_cast<int>(config().accum_steps));
   const double mean_busy = busy.item() / static_cast<double>(pp.size());
   stats_.bubble = stats_.span_seconds > 0 ? bubble_fraction({mean_busy}, stats_.span_seconds) : 0.0;
 }

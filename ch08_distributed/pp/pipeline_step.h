@@ -19,6 +19,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "ch08_distributed/pp/stage.h"
 #include "ch08_distributed/pp/stage_link.h"
@@ -30,11 +32,12 @@
 namespace lab::ch08::pp {
 
 struct PipelineStepStats {
-  double bubble = 0;        // measured: the mean over stages of the step's idle fraction
-  double ideal_bubble = 0;  // (P-1)/(M+P-1)
-  int peak_live = 0;        // the most micro-batches this stage held at once
-  double busy_seconds = 0;  // this stage's forwards and backwards
-  double span_seconds = 0;  // the pipeline's schedule, first stage's start to last stage's end
+  bool bubble_measured = true;  // false for a step replayed from a CUDA graph, whose marks cannot be read
+  double bubble = 0;            // measured: the mean over stages of the step's idle fraction
+  double ideal_bubble = 0;      // (P-1)/(M+P-1)
+  int peak_live = 0;            // the most micro-batches this stage held at once
+  double busy_seconds = 0;      // this stage's forwards and backwards
+  double span_seconds = 0;      // the pipeline's schedule, first stage's start to last stage's end
 };
 
 class PipelineStep : public TrainStep {
@@ -49,7 +52,12 @@ class PipelineStep : public TrainStep {
   // As of the last report() (run() reports).
   const PipelineStepStats& last_stats() const { return stats_; }
   const dist::GradientReducer* dp_reducer() const { return dp_reducer_.get(); }
-  std::string capture_blocker() const override { return "the pipeline's transfers between ranks wait on the host"; }
+  // Captured in a CUDA graph where every group's transfers can be queued on the stream (NCCL): the sends and
+  // receives of the schedule, the tied embedding's and the loss's all-reduces and the data-parallel reducer go
+  // into the graph; the stages then run untimed (no bubble is measured) and without the barrier that starts them
+  // together for the timing.
+  std::string capture_blocker() const override;
+  void prepare_capture() override;
 
  protected:
   // Fills result.loss and data_seconds; the forward and backward phases interleave, so with time_phases their
@@ -59,6 +67,7 @@ class PipelineStep : public TrainStep {
   void compute_gradient_norm() override;
   // Reads the stages' device times and measures the bubble (collective over the pipeline).
   void after_report() override;
+  void before_read_back() override;
 
  private:
   const comm::ParallelContext& context_;
@@ -67,6 +76,10 @@ class PipelineStep : public TrainStep {
   TiedEmbedding tied_embedding_;
   std::unique_ptr<dist::GradientReducer> dp_reducer_;
   PipelineStepStats stats_;
+  bool timed_ = true;
+
+  // The groups this rank's step communicates over: pipeline, data- and tensor-parallel, and the tied embedding's.
+  std::vector<comm::Communicator*> groups() const;
 };
 
 }  // namespace lab::ch08::pp

@@ -42,9 +42,10 @@ StageStepStats PipelineStage::run(const BatchSource& next_batch, int micro_batch
     if (it != in_flight.end()) return it->second;
     const bench::Timer data_timer;
     // A copy of its own on the model's device: the source may refill the same tensors at its next call (the
-    // trainer's loader does), and the stage holds several micro-batches at once.
+    // trainer's loader does), and the stage holds several micro-batches at once. A captured run's batches are the
+    // graph's buffers, one per micro-batch.
     const MicroBatch source = next_batch();
-    MicroBatch batch{source.inputs.to(device), source.targets.to(device)};
+    MicroBatch batch = captured_ ? source : MicroBatch{source.inputs.to(device), source.targets.to(device)};
     stats.data_seconds += data_timer.seconds();
     InFlight& f = in_flight[m];
     f.batch = std::move(batch);
@@ -53,6 +54,10 @@ StageStepStats PipelineStage::run(const BatchSource& next_batch, int micro_batch
   // Marks a forward or backward's start and end on the device's clock: its time is the device's, read later
   // (last_times), with no synchronisation between the ops.
   auto compute = [&](const std::function<void()>& body) {
+    if (captured_) {
+      body();
+      return;
+    }
     const int start = clock_.mark();
     body();
     busy_marks_.emplace_back(start, clock_.mark());
@@ -60,7 +65,7 @@ StageStepStats PipelineStage::run(const BatchSource& next_batch, int micro_batch
 
   clock_.clear();
   busy_marks_.clear();
-  span_start_ = clock_.mark();
+  if (!captured_) span_start_ = clock_.mark();
   for (const PipeAction& a : actions) {
     InFlight& f = flight(a.micro_batch);
     switch (a.op) {
@@ -99,7 +104,7 @@ StageStepStats PipelineStage::run(const BatchSource& next_batch, int micro_batch
         break;
     }
   }
-  span_end_ = clock_.mark();
+  if (!captured_) span_end_ = clock_.mark();
   return stats;
 }
 

@@ -55,6 +55,10 @@ class PipelineStage {
   // The last run's busy time and span, from its marks; on a GPU this waits for the run's work, so read it once the
   // step is done (PipelineStep reads it when the step is reported).
   StageTimes last_times() const;
+  // For runs captured in a CUDA graph (ch09_advanced/graphed_step.h): marks could not be read back, so they run
+  // untimed (last_times() gives zeros), and their micro-batches are the graph's fixed device buffers, which stay
+  // as they are for the whole step: used where they lie, not copied (a synchronous copy, which a capture refuses).
+  void set_captured(bool captured) { captured_ = captured; }
 
   const GPT2& model() const { return model_; }
 
@@ -65,6 +69,7 @@ class PipelineStage {
   DeviceClock clock_;
   std::vector<std::pair<int, int>> busy_marks_;  // the last run's forwards and backwards: (start, end) marks
   int span_start_ = 0, span_end_ = 0;            // the last run's schedule
+  bool captured_ = false;
 };
 
 }  // namespace lab::ch08::pp

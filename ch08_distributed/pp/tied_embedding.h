@@ -27,6 +27,8 @@ class TiedEmbedding {
 
   // Sums wte's gradient over this rank's embedding group; nothing on the middle stages or with one stage.
   void all_reduce_gradient(const GPT2& model);
+  // This rank's embedding group, or null (a middle stage, or one stage).
+  comm::Communicator* group() const { return group_.get(); }
 
  private:
   std::unique_ptr<comm::Communicator> group_;  // first and last stage of this rank's pipeline, or null

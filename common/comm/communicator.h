@@ -91,13 +91,13 @@ class Communicator {
   // inherits the timeout and starts its own sequence numbers.
   std::unique_ptr<Communicator> split(int color, int key);
 
-  // ---- queueing on the device (a data-parallel step captured in a CUDA graph)
+  // ---- queueing on the device (a distributed step captured in a CUDA graph)
   // By default an operation has completed when it returns. A backend that runs on a device stream (NCCL:
-  // can_queue()) may instead queue each collective on the caller's current stream and return at once
-  // (set_queued(true)), as the stream's kernels are queued: what reads a result must be queued on that stream
-  // after it, and a tensor must outlive the collectives queued on it. Then a CUDA graph can capture the
-  // collectives with the kernels around them and replay them. The host learns of a failure or a hang only in
-  // wait_queued(). Barriers, splits and point-to-point operations still complete before they return.
+  // can_queue()) may instead queue each collective, send and receive on the caller's current stream and return
+  // at once (set_queued(true)), as the stream's kernels are queued: what reads a result must be queued on that
+  // stream after it, and a tensor must outlive the operations queued on it. Then a CUDA graph can capture them
+  // with the kernels around them and replay them. The host learns of a failure or a hang only in wait_queued().
+  // Barriers and splits still complete before they return.
   virtual bool can_queue() const { return false; }
   void set_queued(bool queued);  // InvalidArgument where !can_queue()
   bool queued() const { return queued_; }

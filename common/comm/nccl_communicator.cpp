@@ -231,7 +231,7 @@ void NcclCommunicator::do_send(const Tensor& tensor, int peer, int tag) {
         [&](cudaStream_t stream) {
           NCCL_CHECK(ncclSend(tensor.raw(), count(tensor), nccl_datatype(tensor.dtype()), peer, comm_, stream));
         },
-        Completion::Waited);
+        Completion::QueuedIfAsked);
   });
 }
 
@@ -242,7 +242,7 @@ void NcclCommunicator::do_recv(const Tensor& tensor, int peer, int tag) {
         [&](cudaStream_t stream) {
           NCCL_CHECK(ncclRecv(tensor.raw(), count(tensor), nccl_datatype(tensor.dtype()), peer, comm_, stream));
         },
-        Completion::Waited);
+        Completion::QueuedIfAsked);
   });
 }
 

@@ -8,9 +8,9 @@
 //     caller's current stream (an event orders it), and the host waits until it has completed, polling its
 //     completion and NCCL's asynchronous error against the deadline. So when a call returns, its result is
 //     in place for the host and for every stream, and a tensor may be freed or reused at once.
-//     Queued (set_queued(true), for a step captured in a CUDA graph): collectives go on the caller's current
-//     stream instead, and nothing waits until wait_queued(), which polls an event recorded behind them
-//     against the deadline in the same way.
+//     Queued (set_queued(true), for a step captured in a CUDA graph): collectives, sends and receives go on the
+//     caller's current stream instead, and nothing waits until wait_queued(), which polls an event recorded
+//     behind them against the deadline in the same way (barriers still wait).
 //   - Failures. A timeout, an asynchronous error or a failed NCCL call aborts the NCCL communicator
 //     (ncclCommAbort: the GPU stops waiting for the missing rank, and the stream moves on) and breaks this one.
 //   - Calls are checked across ranks over MPI before each collective, as in the MPI backend

@@ -1,8 +1,8 @@
 // gpt2_train under mpirun on --device cuda (labels mpi and cuda): tensor parallelism (--tp 2), pipeline
 // parallelism (--pp 2 --micro-batches 2) and data parallelism (--dp 2) communicate through the NCCL backend and
 // log the training and validation losses of one process on the GPU with the same global batch, and so do ZeRO
-// stage 3 with prefetch over dp 2 (its gathers on a thread, after an event of the compute stream) and data and
-// tensor parallelism replayed from a CUDA graph (--cuda-graphs, the collectives queued in the graph); ranks other
+// stage 3 with prefetch over dp 2 (its gathers on a thread, after an event of the compute stream) and data, tensor
+// and pipeline parallelism replayed from a CUDA graph (--cuda-graphs, the transfers queued in the graph); ranks other
 // than 0 print nothing. Each layout runs two ranks, and NCCL wants a GPU of its own for each: skipped with fewer
 // than two GPUs; the emulation build runs it (two emulated GPUs, one per rank, and the NCCL stand-in over MPI).
 #include <gtest/gtest.h>
@@ -77,6 +77,20 @@ TEST(TrainerLayoutsOnCuda, TensorParallelWithCudaGraphsLogsTheLossesOfOneProcess
   LAB_REQUIRE_A_GPU_PER_RANK();
   testing::expect_strategy_matches_one_process(testing::scratch_directory(), "cuda", testing::tensor_parallel(),
                                                "--cuda-graphs");
+}
+
+// The pipeline's sends and receives, its tied embedding's and loss's all-reduces go into the graph too; the stages
+// then run untimed, and the progress line says so.
+TEST(TrainerLayoutsOnCuda, PipelineParallelWithCudaGraphsLogsTheLossesOfOneProcessAccumulating) {
+  LAB_REQUIRE_A_GPU_PER_RANK();
+  const testing::LaunchResult r = testing::expect_strategy_matches_one_process(
+      testing::scratch_directory(), "cuda", testing::pipeline_parallel(), "--cuda-graphs");
+  EXPECT_NE(r.out[0].find("bubble not timed in a graph (ideal 33.3%)"), std::string::npos) << r.out[0];
+  for (const Json& record : testing::read_log(r.log))
+    if (record.contains("loss")) {
+      EXPECT_FALSE(record.contains("bubble"));
+      EXPECT_TRUE(record.contains("bubble_ideal"));
+    }
 }
 
 // ZeRO stage 1 gathers its parameters through synchronous copies: refused, with the reason, on every rank.
