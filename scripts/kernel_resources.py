@@ -87,9 +87,11 @@ BLOCK_THREADS = {
     "widen_tokens_kernel": 256,
     "convert_kernel": 256,  # fp32 <-> bf16/fp16 (mixed precision)
     # ch06 lab 04 (classifier): a row per block of kRowThreads / kThreads = 512 (v4's fused_float4_kernel<kVec>
-    # too), 1024 for the promoted fused_classifier_pieces_kernel<D>; elementwise kernels kBlockSize.
+    # too), 1024 for the promoted fused_classifier_pieces_kernel<D> (32 for its fused_classifier_warp_kernel<D>);
+    # elementwise kernels kBlockSize.
     "fused_float4_kernel": 512,
     "fused_classifier_pieces_kernel": 1024,
+    "fused_classifier_warp_kernel": 32,
     "softmax_three_pass_kernel": 512,
     "softmax_online_kernel": 512,
     "cross_entropy_kernel": 256,

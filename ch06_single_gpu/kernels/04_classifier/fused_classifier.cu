@@ -1,6 +1,7 @@
 // CUDA path of ch06_single_gpu/fused_classifier.h: the classifier lab's v5, promoted into lab_ch06.
 //
-// One block of up to 1024 threads per row of logits, in the logits' own dtype (f32, bf16 or f16; fp32 arithmetic):
+// One block of 1024 threads per row of logits (one warp for a row of at most 32 pieces), in the logits' own dtype (f32,
+// bf16 or f16; fp32 arithmetic):
 //   1. each thread loads its part of the row as 16-byte pieces (Piece<D>: 4 f32 or 8 16-bit logits) and gathers
 //      the maximum and the sum of exp(x - max) of its elements at once (the online softmax, online_softmax.cuh);
 //      one block reduction combines the threads' pairs;
@@ -19,7 +20,6 @@
 // gives a NaN loss and a NaN gradient row; nothing is read or written out of bounds.
 #include <math_constants.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -43,9 +43,7 @@ using ops::cuda::Piece;
 using ops::cuda::pieces_of;
 using ops::cuda::store_as;
 
-// Threads a block: 1024, or one a piece (in whole warps) for a row of fewer pieces (a small vocabulary), whose
-// other warps would only join the block reduction.
-constexpr int kMaxThreads = 1024;
+constexpr int kThreads = 1024;
 // Pieces a thread keeps in registers between the passes: 8 x 16 bytes = 32 registers.
 constexpr int kKeptPieces = 8;
 
@@ -93,15 +91,14 @@ __device__ void keep_packed(Piece<D> (&kept)[kKeptPieces]) {
 #endif
 }
 
-// ---------------------------------------------------------------- kernel
+// ---------------------------------------------------------------- kernels
 
-template <typename D>
-__global__ void __launch_bounds__(kMaxThreads)
-    fused_classifier_pieces_kernel(D* logits, float* losses, const int32_t* targets, int Vp, int vocab, float dloss,
-                                   const float* dloss_factor) {
+// One row, by the kThreads threads of the block (a compile-time stride: with blockDim.x instead, ptxas kept
+// the kept pieces' indices in registers and spilled the 16-bit kernels).
+template <typename D, int kThreads>
+__device__ void classify_row(MaxSum* scratch, D* logits, float* losses, const int32_t* targets, int Vp, int vocab,
+                             float dloss, const float* dloss_factor) {
   constexpr int kPer = Piece<D>::kElements;
-  const int threads = static_cast<int>(blockDim.x);
-  __shared__ MaxSum scratch[ops::cuda::kWarpSize];
   Piece<D>* row = reinterpret_cast<Piece<D>*>(logits + static_cast<int64_t>(blockIdx.x) * Vp);
   const int pieces = Vp / kPer;
   const int target = targets[blockIdx.x];
@@ -113,13 +110,13 @@ __global__ void __launch_bounds__(kMaxThreads)
   Piece<D> kept[kKeptPieces];
 #pragma unroll
   for (int i = 0; i < kKeptPieces; ++i) {
-    const int p = static_cast<int>(threadIdx.x) + i * threads;
+    const int p = static_cast<int>(threadIdx.x) + i * kThreads;
     if (p < pieces) {
       kept[i] = row[p];
       add_piece(s, kept[i], vocab - p * kPer);
     }
   }
-  for (int p = static_cast<int>(threadIdx.x) + kKeptPieces * threads; p < pieces; p += threads)
+  for (int p = static_cast<int>(threadIdx.x) + kKeptPieces * kThreads; p < pieces; p += kThreads)
     add_piece(s, row[p], vocab - p * kPer);
   s = block_reduce_max_sum(s, scratch);
   keep_packed(kept);
@@ -130,17 +127,35 @@ __global__ void __launch_bounds__(kMaxThreads)
   const float scale = dloss / s.sum;
 #pragma unroll
   for (int i = 0; i < kKeptPieces; ++i) {
-    const int p = static_cast<int>(threadIdx.x) + i * threads;
+    const int p = static_cast<int>(threadIdx.x) + i * kThreads;
     if (p < pieces) {
       gradient_piece(kept[i], p * kPer, vocab, target, valid, s.max, scale, dloss);
       row[p] = kept[i];
     }
   }
-  for (int p = static_cast<int>(threadIdx.x) + kKeptPieces * threads; p < pieces; p += threads) {
+  for (int p = static_cast<int>(threadIdx.x) + kKeptPieces * kThreads; p < pieces; p += kThreads) {
     Piece<D> piece = row[p];
     gradient_piece(piece, p * kPer, vocab, target, valid, s.max, scale, dloss);
     row[p] = piece;
   }
+}
+
+template <typename D>
+__global__ void __launch_bounds__(kThreads)
+    fused_classifier_pieces_kernel(D* logits, float* losses, const int32_t* targets, int Vp, int vocab, float dloss,
+                                   const float* dloss_factor) {
+  __shared__ MaxSum scratch[ops::cuda::kWarpSize];
+  classify_row<D, kThreads>(scratch, logits, losses, targets, Vp, vocab, dloss, dloss_factor);
+}
+
+// A row of at most 32 pieces (a small vocabulary: a character-level model, the tests' tiny GPT-2) takes one warp:
+// of 1024 threads, 31 warps would have nothing to load and would still join the block reduction.
+template <typename D>
+__global__ void __launch_bounds__(ops::cuda::kWarpSize)
+    fused_classifier_warp_kernel(D* logits, float* losses, const int32_t* targets, int Vp, int vocab, float dloss,
+                                 const float* dloss_factor) {
+  __shared__ MaxSum scratch[ops::cuda::kWarpSize];
+  classify_row<D, ops::cuda::kWarpSize>(scratch, logits, losses, targets, Vp, vocab, dloss, dloss_factor);
 }
 
 }  // namespace
@@ -159,12 +174,17 @@ void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& 
       ops::cuda::fused_classifier(logits, losses, targets, vocab, dloss);
       return;
     }
-    constexpr int64_t kPer = Piece<D>::kElements, kWarp = ops::cuda::kWarpSize;
-    const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (Vp / kPer + kWarp - 1) / kWarp * kWarp));
     LaunchScope scope(logits);
-    LAB_LAUNCH(fused_classifier_pieces_kernel<D>, {grid_for(N, 1), threads, 0, scope.stream()}, device_data<S>(logits),
-               losses.data<float>(), targets.data<int32_t>(), static_cast<int>(Vp), static_cast<int>(vocab),
-               dloss.value, dloss.device_pointer());
+    D* const data = device_data<S>(logits);
+    float* const row_losses = losses.data<float>();
+    const int32_t* const row_targets = targets.data<int32_t>();
+    const int width = static_cast<int>(Vp), real = static_cast<int>(vocab);
+    if (Vp / Piece<D>::kElements <= ops::cuda::kWarpSize)
+      LAB_LAUNCH(fused_classifier_warp_kernel<D>, {grid_for(N, 1), ops::cuda::kWarpSize, 0, scope.stream()}, data,
+                 row_losses, row_targets, width, real, dloss.value, dloss.device_pointer());
+    else
+      LAB_LAUNCH(fused_classifier_pieces_kernel<D>, {grid_for(N, 1), kThreads, 0, scope.stream()}, data, row_losses,
+                 row_targets, width, real, dloss.value, dloss.device_pointer());
   });
 }
 
