@@ -97,8 +97,8 @@ void TrainOptions::register_flags(Flags& f) {
                "or fp16; one process)");
   f.add_bool("cuda-graphs", &cuda_graphs,
              "capture the training step in a CUDA graph after one eager step and replay it at every later step "
-             "(chapter 9: any --dtype; --dp, --tp and --pp over NCCL; not with --zero, --profile, --find-max-batch, "
-             "--optimizer-in-backward or --offload)");
+             "(chapter 9: any --dtype; --dp, --tp, --pp and --zero 1 or 2 over NCCL; not with --zero 3, --profile, "
+             "--find-max-batch, --optimizer-in-backward or --offload)");
   f.add_int("threads", &threads, "CPU threads (0: all cores)", 0, 4096);
   f.add_int("seed", &seed, "seed of initialisation, shuffling and sampling", 0, INT64_MAX);
   f.add_string("log-json", &log_json, "write one JSON object per step (and per evaluation) to this file");

@@ -2,6 +2,7 @@
 // parameter_gather.h).
 #include "ch07_memory/zero/parameter_gather.h"
 
+#include "ch07_memory/zero/stream_copy.h"
 #include "common/core/memory.h"
 
 namespace lab::ch07 {
@@ -23,9 +24,10 @@ void all_gather_parameters(comm::Communicator& group, const ZeroShards& shards, 
       padded = Tensor::empty({b.block * shards.ranks()}, DType::F32, flat.device());
     }
     if (b.owned.size() > 0)
-      padded.view(b.block * shards.rank(), {b.owned.size()}).copy_from(flat.view(b.owned.begin, {b.owned.size()}));
+      copy_on_stream(padded.view(b.block * shards.rank(), {b.owned.size()}),
+                     flat.view(b.owned.begin, {b.owned.size()}));
     group.all_gather(padded);
-    flat.view(r.begin, {r.size()}).copy_from(padded.view(0, {r.size()}));
+    copy_on_stream(flat.view(r.begin, {r.size()}), padded.view(0, {r.size()}));
   }
 }
 

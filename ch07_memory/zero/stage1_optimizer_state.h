@@ -12,8 +12,6 @@
 // traffic again as the reduce-scatter half of that all-reduce).
 #pragma once
 
-#include <string>
-
 #include "ch07_memory/zero/shards.h"
 #include "common/dist/data_parallel_step.h"
 
@@ -24,11 +22,6 @@ class ZeroStage1Step : public dist::DataParallelStep {
   // `optimizer` must be sharded as `shards` says (AdamW built with shards.owned()), `group` the shards' ranks.
   ZeroStage1Step(comm::Communicator& group, const ZeroShards& shards, dist::DpStage stage, GPT2& model,
                  AdamW& optimizer, TrainStepConfig config);
-
-  std::string capture_blocker() const override {
-    return "ZeRO's parameter all-gather copies padded buckets through a synchronous copy, which the step does not "
-           "capture yet";
-  }
 
  protected:
   void optimizer_step(double lr) override;

@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "ch07_memory/zero/parameter_gather.h"
+#include "ch07_memory/zero/stream_copy.h"
 #include "ch07_memory/zero/zero_step.h"
+#include "common/core/error.h"
 #include "common/core/memory.h"
 #include "common/ops/reduce.h"
 #include "common/ops/residual.h"
@@ -129,7 +132,7 @@ void ZeroStage2Step::reduce_bucket(size_t index) {
     }
     for (const size_t i : b.bucket.params) {
       const ParamInfo& p = params.infos()[i];
-      input.view(p.offset - b.bucket.range.begin, {p.numel()}).copy_from(params.var(p.name).grad());
+      copy_on_stream(input.view(p.offset - b.bucket.range.begin, {p.numel()}), params.var(p.name).grad());
     }
   }
   // Its output: this rank's block, straight into the gradient shard for the step's first micro-batch when the
@@ -149,6 +152,22 @@ void ZeroStage2Step::reduce_bucket(size_t index) {
     ops::residual_backward(gradient_shard_.view(b.shard_offset, {b.owned.size()}), Tensor(),
                            block.view(0, {b.owned.size()}));
   reduced_[index] = true;
+}
+
+std::string ZeroStage2Step::capture_blocker() const {
+  if (std::string why = TrainStep::capture_blocker(); !why.empty()) return why;
+  if (group_.size() > 1 && !group_.can_queue())
+    return cat("ZeRO over the ", group_.backend(),
+               " backend completes each reduce-scatter on the host (NCCL queues them on the stream)");
+  return "";
+}
+
+void ZeroStage2Step::prepare_capture() {
+  if (group_.can_queue()) group_.set_queued(true);  // a group of one has nothing to queue
+}
+
+void ZeroStage2Step::before_read_back() {
+  group_.wait_queued();
 }
 
 void ZeroStage2Step::compute_gradient_norm() {

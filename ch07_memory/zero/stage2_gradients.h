@@ -32,6 +32,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ch07_memory/zero/shards.h"
@@ -52,11 +53,14 @@ class ZeroStage2Step : public TrainStep {
 
   // This rank's averaged gradients of its shard after a step, laid out as the optimizer's moments.
   const Tensor& gradient_shard() const { return gradient_shard_; }
-  std::string capture_blocker() const override {
-    return "ZeRO reduce-scatters the gradients between ranks, which the step does not capture yet";
-  }
+  // Captured in a CUDA graph where the group's collectives can be queued on the stream (NCCL): the buckets'
+  // packing (copies queued on the stream), reduce-scatters and accumulation into the shard, the norm's sum and
+  // the parameters' all-gather go into the graph with the kernels.
+  std::string capture_blocker() const override;
+  void prepare_capture() override;
 
  protected:
+  void before_read_back() override;
   static constexpr size_t kNone = static_cast<size_t>(-1);  // no bucket, no unit
 
   comm::Communicator& group() const { return group_; }

@@ -61,6 +61,11 @@ class ZeroStage3Step : public ZeroStage2Step {
   // value bound to it: a checkpoint's save, a comparison), then shards them again. Collective over the group.
   void with_whole_model(const std::function<void()>& use);
 
+  std::string capture_blocker() const override {
+    return "ZeRO stage 3 copies each block's shard into its gather buffer with the host waiting (and, with "
+           "--zero-prefetch, gathers from a thread), which the step does not capture yet";
+  }
+
  protected:
   void optimizer_step(double lr) override;
 

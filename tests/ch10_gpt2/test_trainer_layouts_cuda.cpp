@@ -93,16 +93,26 @@ TEST(TrainerLayoutsOnCuda, PipelineParallelWithCudaGraphsLogsTheLossesOfOneProce
     }
 }
 
-// ZeRO stage 1 gathers its parameters through synchronous copies: refused, with the reason, on every rank.
-TEST(TrainerLayoutsOnCuda, CudaGraphsRefuseZeroStageOneSayingWhy) {
+// ZeRO stages 1 and 2 queue their collectives in the graph too, with their buckets' packing and unpacking
+// queued on the stream (stream_copy.h); they log the one process's losses. Stage 3 is refused with its reason.
+TEST(TrainerLayoutsOnCuda, ZeroStagesOneAndTwoWithCudaGraphsLogTheLossesOfOneProcessAndStageThreeIsRefused) {
   LAB_REQUIRE_A_GPU_PER_RANK();
   const std::string dir = testing::scratch_directory();
+  const testing::LaunchResult one =
+      testing::run_layout(dir, "one_process", "cuda", {"one_process", 1, "--batch 4"}, 4, "--sample-tokens 8");
+  for (const char* zero : {"1", "2"}) {
+    const std::string name = cat("zero", zero, "_graphs");
+    const testing::LaunchResult graphed = testing::run_layout(
+        dir, name, "cuda", {name, 2, cat("--batch 2 --dp 2 --cuda-graphs --zero ", zero)}, 4, "--sample-tokens 8");
+    testing::expect_same_losses(one, graphed, {1, 2, 3, 4}, name);
+    EXPECT_EQ(testing::logged_sample(graphed), testing::logged_sample(one)) << name << ": sample";
+  }
   const testing::LaunchResult r = testing::launch_trainer(
-      dir, "zero1_graphs", 2,
-      testing::layout_run_flags(dir, "cuda") + " --batch 2 --dp 2 --zero 1 --cuda-graphs --steps 1");
+      dir, "zero3_graphs", 2,
+      testing::layout_run_flags(dir, "cuda") + " --batch 2 --dp 2 --zero 3 --cuda-graphs --steps 1");
   EXPECT_NE(r.exit_code, 0);
   for (const std::string& err : r.err)
-    EXPECT_NE(err.find("--cuda-graphs: ZeRO's parameter all-gather copies padded buckets"), std::string::npos) << err;
+    EXPECT_NE(err.find("--cuda-graphs: ZeRO stage 3 copies each block's shard"), std::string::npos) << err;
 }
 
 // Sets an environment variable for the scope (the ranks mpirun starts inherit it), then restores it.
