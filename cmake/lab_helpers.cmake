@@ -24,6 +24,9 @@ function(lab_target_defaults target)
       $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${LAB_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all
                                 -Wno-error=maybe-uninitialized>)
     target_link_options(${target} PRIVATE -fsanitize=${LAB_SANITIZE})
+    if(LAB_SANITIZE_SKIP)
+      target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize=${LAB_SANITIZE_SKIP}>)
+    endif()
   endif()
 endfunction()
 

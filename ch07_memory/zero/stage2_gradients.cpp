@@ -156,14 +156,11 @@ void ZeroStage2Step::reduce_bucket(size_t index) {
 
 std::string ZeroStage2Step::capture_blocker() const {
   if (std::string why = TrainStep::capture_blocker(); !why.empty()) return why;
-  if (group_.size() > 1 && !group_.can_queue())
-    return cat("ZeRO over the ", group_.backend(),
-               " backend completes each reduce-scatter on the host (NCCL queues them on the stream)");
-  return "";
+  return group_.capture_blocker("ZeRO's reduce-scatters and all-gathers");
 }
 
 void ZeroStage2Step::prepare_capture() {
-  if (group_.can_queue()) group_.set_queued(true);  // a group of one has nothing to queue
+  group_.queue_where_able();
 }
 
 void ZeroStage2Step::before_read_back() {

@@ -28,7 +28,7 @@ PipelineStep::PipelineStep(const comm::ParallelContext& context, PpSchedule sche
 void PipelineStep::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {
   const int M = static_cast<int>(config().accum_steps);
   comm::Communicator& pp = context_.pp();
-  if (timed_) pp.barrier();  // the stages start the schedule together, so that their spans compare
+  if (!stage_.captured()) pp.barrier();  // the stages start the schedule together, so that their spans compare
   const StageStepStats s = stage_.run(next_batch, M, loss_gradient_scale(), loss_sum(), [this] {
     if (dp_reducer_) dp_reducer_->before_last_backward();
   });
@@ -54,18 +54,14 @@ std::vector<comm::Communicator*> PipelineStep::groups() const {
 std::string PipelineStep::capture_blocker() const {
   if (std::string why = TrainStep::capture_blocker(); !why.empty()) return why;
   for (const comm::Communicator* group : groups())
-    if (group->size() > 1 && !group->can_queue())
-      return cat("the pipeline's transfers over the ", group->backend(),
-                 " backend complete on the host (NCCL queues them on the stream)");
+    if (std::string why = group->capture_blocker("the pipeline's transfers"); !why.empty()) return why;
   return "";
 }
 
 void PipelineStep::prepare_capture() {
-  for (comm::Communicator* group : groups())
-    if (group->can_queue()) group->set_queued(true);  // a group of one has nothing to queue
+  for (comm::Communicator* group : groups()) group->queue_where_able();
   if (dp_reducer_) dp_reducer_->queue_on_device();
   stage_.set_captured(true);
-  timed_ = false;
 }
 
 void PipelineStep::before_read_back() {
@@ -76,8 +72,8 @@ void PipelineStep::before_read_back() {
 void PipelineStep::after_report() {
   comm::Communicator& pp = context_.pp();
   stats_.ideal_bubble = ideal_bubble_fraction(pp.size(), static_cast<int>(config().accum_steps));
-  stats_.bubble_measured = timed_;
-  if (!timed_) return;
+  stats_.bubble_measured = !stage_.captured();
+  if (!stats_.bubble_measured) return;
   // The bubble, from the stages' device times, read now that the step is done: the busy times summed over the
   // stages and the spans' maximum, one all-reduce each.
   const StageTimes times = stage_.last_times();

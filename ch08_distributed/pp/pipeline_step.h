@@ -76,7 +76,6 @@ class PipelineStep : public TrainStep {
   TiedEmbedding tied_embedding_;
   std::unique_ptr<dist::GradientReducer> dp_reducer_;
   PipelineStepStats stats_;
-  bool timed_ = true;
 
   // The groups this rank's step communicates over: pipeline, data- and tensor-parallel, and the tied embedding's.
   std::vector<comm::Communicator*> groups() const;

@@ -59,6 +59,7 @@ class PipelineStage {
   // untimed (last_times() gives zeros), and their micro-batches are the graph's fixed device buffers, which stay
   // as they are for the whole step: used where they lie, not copied (a synchronous copy, which a capture refuses).
   void set_captured(bool captured) { captured_ = captured; }
+  bool captured() const { return captured_; }
 
   const GPT2& model() const { return model_; }
 

@@ -227,6 +227,11 @@ void Communicator::set_queued(bool queued) {
   queued_ = queued;
 }
 
+std::string Communicator::capture_blocker(std::string_view what) const {
+  if (size_ == 1 || can_queue()) return "";
+  return cat(what, " over the ", backend(), " backend complete on the host (NCCL queues them on the stream)");
+}
+
 void Communicator::wait_queued() {
   if (!queued_) return;
   try {

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/core/tensor.h"
 
@@ -101,6 +102,13 @@ class Communicator {
   virtual bool can_queue() const { return false; }
   void set_queued(bool queued);  // InvalidArgument where !can_queue()
   bool queued() const { return queued_; }
+  // Queues from now on where the backend can; a group of one rank that cannot has nothing to queue anyway.
+  void queue_where_able() {
+    if (can_queue()) set_queued(true);
+  }
+  // Why a step whose operations on this group are `what` (plural: "tensor parallelism's all-reduces") cannot be
+  // captured in a CUDA graph: a group of more than one rank that completes them on the host. "" when it can be.
+  std::string capture_blocker(std::string_view what) const;
   // Returns when everything queued so far on the caller's current stream has completed, waiting at most the
   // timeout; Error(Comm) on a failure or a timeout, which breaks the communicator. Returns at once when not
   // queued.

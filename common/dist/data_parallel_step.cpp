@@ -28,14 +28,11 @@ void DataParallelStep::reduce_gradients() {
 
 std::string DataParallelStep::capture_blocker() const {
   if (std::string why = TrainStep::capture_blocker(); !why.empty()) return why;
-  if (group_.size() > 1 && !group_.can_queue())
-    return cat("data parallelism over the ", group_.backend(),
-               " backend completes each all-reduce on the host (NCCL queues them on the stream)");
-  return "";
+  return group_.capture_blocker("data parallelism's all-reduces");
 }
 
 void DataParallelStep::prepare_capture() {
-  if (group_.can_queue()) group_.set_queued(true);  // a group of one has nothing to queue
+  group_.queue_where_able();
   reducer_->queue_on_device();
 }
 

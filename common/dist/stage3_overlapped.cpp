@@ -117,7 +117,7 @@ void OverlappedAllReduce::queue_on_device() {
   LAB_CHECK(params_.device().is_cuda(), InvalidArgument,
             "the overlapped stage queues its all-reduces on a CUDA stream; the gradients are on ",
             params_.device().str());
-  if (comm_->can_queue()) comm_->set_queued(true);  // a group of one has nothing to queue
+  comm_->queue_where_able();
   side_ = std::make_unique<SideStream>(params_.device());
 }
 

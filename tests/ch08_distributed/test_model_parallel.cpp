@@ -31,13 +31,14 @@ namespace {
 using ch08::PpSchedule;
 using testing::LayoutCase;
 
-// How far the final weights may be from the single-process run's: 1% of one step's largest AdamW update (the
+// How far the final weights may be from the single-process run's: 5% of one step's largest AdamW update (the
 // learning rate). AdamW divides each gradient by its own running scale, so an element whose gradient is
 // rounding noise moves by up to lr per step whatever the noise's size, and different summation orders give
 // different noise: the key bias's gradient, zero in exact arithmetic (softmax ignores a shift shared by every
-// key), moves by up to 1e-6 in 5 steps here, and a few weights with near-zero gradients by up to 4e-6. A
-// wrong slice or a gradient counted twice moves weights by about lr per step, 500 times this.
-constexpr double kWeightTolerance = 1e-2 * testing::kLearningRate;
+// key), moves by up to 1e-6 in 5 steps here, and a few weights with near-zero gradients by up to 1.1e-5
+// (measured on an AMD EPYC: OpenBLAS picks its kernels by CPU, and each sums in its own order). A wrong
+// slice or a gradient counted twice moves weights by about lr per step, 100 times this.
+constexpr double kWeightTolerance = 5e-2 * testing::kLearningRate;
 
 // Two layouts per job size and dimension mix, each a test of its own.
 std::vector<LayoutCase> layouts() {

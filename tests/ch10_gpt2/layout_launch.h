@@ -145,18 +145,35 @@ inline std::string logged_sample(const LaunchResult& r) {
   return "";
 }
 
-// 4 steps of the strategy's parallel layout under mpirun log the losses and validation losses of the one
-// process, and end with the same sample of 8 tokens (under tp and pp, drawn on rank 0 from the whole model
-// gathered from the shards); returns the parallel run. `extra` is added to its flags.
+// 4 steps of each parallel layout under mpirun log the losses and validation losses of the one process, and end
+// with the same sample of 8 tokens (under tp and pp, drawn on rank 0 from the whole model gathered from the
+// shards); the one process runs once for them all. Returns the parallel runs, in their order; each logs to
+// <dir>/<its name>.jsonl, so their names differ.
+inline std::vector<LaunchResult> expect_layouts_match_one_process(const std::string& dir, const std::string& device,
+                                                                  const Layout& one_process,
+                                                                  const std::vector<Layout>& parallel) {
+  const LaunchResult one = run_layout(dir, "one_process", device, one_process, 4, "--sample-tokens 8");
+  EXPECT_NE(logged_sample(one), "");
+  std::vector<LaunchResult> runs;
+  for (const Layout& layout : parallel) {
+    runs.push_back(run_layout(dir, layout.name, device, layout, 4, "--sample-tokens 8"));
+    expect_same_losses(one, runs.back(), {1, 2, 3, 4}, layout.name);
+    EXPECT_EQ(logged_sample(runs.back()), logged_sample(one)) << layout.name << ": sample";
+  }
+  return runs;
+}
+
+// The same for the strategy's one parallel layout, with `extra` added to its flags; returns its run.
 inline LaunchResult expect_strategy_matches_one_process(const std::string& dir, const std::string& device,
                                                         const Strategy& strategy, const std::string& extra = "") {
-  const LaunchResult one = run_layout(dir, "one_process", device, strategy.one_process, 4, "--sample-tokens 8");
-  const LaunchResult parallel =
-      run_layout(dir, strategy.parallel.name, device, strategy.parallel, 4, "--sample-tokens 8 " + extra);
-  expect_same_losses(one, parallel, {1, 2, 3, 4}, strategy.parallel.name);
-  EXPECT_NE(logged_sample(one), "");
-  EXPECT_EQ(logged_sample(parallel), logged_sample(one)) << strategy.parallel.name << ": sample";
-  return parallel;
+  Layout parallel = strategy.parallel;
+  parallel.flags += " " + extra;
+  return expect_layouts_match_one_process(dir, device, strategy.one_process, {parallel}).front();
+}
+
+// The strategy's parallel layout as another run: `name` for its log, `extra` added to its flags.
+inline Layout variant(const Layout& layout, const std::string& name, const std::string& extra) {
+  return {name, layout.ranks, layout.flags + " " + extra};
 }
 
 }  // namespace lab::testing

@@ -1,15 +1,15 @@
 // gpt2_train under mpirun on --device cuda (labels mpi and cuda): tensor parallelism (--tp 2), pipeline
-// parallelism (--pp 2 --micro-batches 2) and data parallelism (--dp 2) communicate through the NCCL backend and
-// log the training and validation losses of one process on the GPU with the same global batch, and so do ZeRO
-// stage 3 with prefetch over dp 2 (its gathers on a thread, after an event of the compute stream) and data, tensor
-// and pipeline parallelism replayed from a CUDA graph (--cuda-graphs, the transfers queued in the graph); ranks other
-// than 0 print nothing. Each layout runs two ranks, and NCCL wants a GPU of its own for each: skipped with fewer
+// parallelism (--pp 2 --micro-batches 2), data parallelism (--dp 2) and ZeRO over dp 2 communicate through the
+// NCCL backend and log the training and validation losses of one process on the GPU with the same global batch,
+// eager and replayed from a CUDA graph (--cuda-graphs, the transfers queued in the graph); ranks other than 0
+// print nothing. Each layout runs two ranks, and NCCL wants a GPU of its own for each: skipped with fewer
 // than two GPUs; the emulation build runs it (two emulated GPUs, one per rank, and the NCCL stand-in over MPI).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/core/error.h"
 #include "common/cuda/runtime.h"
@@ -30,83 +30,60 @@ constexpr int kRanks = 2;
                    << " visible: skipped";                                                              \
   } while (0)
 
-TEST(TrainerLayoutsOnCuda, TensorParallelLogsTheLossesOfOneProcess) {
+// Each test runs the one process once and compares with it each layout: eager, then replayed from a CUDA graph
+// (--cuda-graphs: each rank captures its step with its transfers queued in the graph, over NCCL). A replay that
+// left a transfer out would train each rank on its own shard of the model or the batch alone.
+
+// Tensor parallelism's all-reduces (the activations in forward, their gradients in backward, the norm's sum).
+TEST(TrainerLayoutsOnCuda, TensorParallelLogsTheLossesOfOneProcessEagerAndFromACudaGraph) {
   LAB_REQUIRE_A_GPU_PER_RANK();
-  testing::expect_strategy_matches_one_process(testing::scratch_directory(), "cuda", testing::tensor_parallel());
+  const testing::Strategy tp = testing::tensor_parallel();
+  testing::expect_layouts_match_one_process(
+      testing::scratch_directory(), "cuda", tp.one_process,
+      {tp.parallel, testing::variant(tp.parallel, "tp2_graphs", "--cuda-graphs")});
 }
 
-TEST(TrainerLayoutsOnCuda, PipelineParallelLogsTheLossesOfOneProcessAccumulating) {
+// The pipeline's sends and receives, its tied embedding's and loss's all-reduces; in the graph the stages run
+// untimed, and the progress line and the log say so.
+TEST(TrainerLayoutsOnCuda, PipelineParallelLogsTheLossesOfOneProcessAccumulatingEagerAndFromACudaGraph) {
   LAB_REQUIRE_A_GPU_PER_RANK();
-  testing::expect_strategy_matches_one_process(testing::scratch_directory(), "cuda", testing::pipeline_parallel());
-}
-
-TEST(TrainerLayoutsOnCuda, DataParallelLogsTheLossesOfOneProcessWithTheWholeBatch) {
-  LAB_REQUIRE_A_GPU_PER_RANK();
-  testing::expect_strategy_matches_one_process(testing::scratch_directory(), "cuda", testing::data_parallel());
-}
-
-TEST(TrainerLayoutsOnCuda, ZeroStage3WithPrefetchLogsTheLossesOfOneProcessWithTheWholeBatch) {
-  LAB_REQUIRE_A_GPU_PER_RANK();
-  testing::expect_strategy_matches_one_process(
-      testing::scratch_directory(), "cuda",
-      {{"zero3", 2, "--batch 2 --dp 2 --zero 3 --zero-prefetch"}, {"one_process", 1, "--batch 4"}});
-}
-
-// --cuda-graphs under data parallelism: each rank captures its step with the all-reduces queued in the graph (over
-// NCCL), bucketed after backward or overlapped on a side stream forked from the step's (the default stage), and
-// the replays log the one process's losses and sample: a replay that left the all-reduces out would train each
-// rank on its half of the batch alone.
-TEST(TrainerLayoutsOnCuda, DataParallelWithCudaGraphsLogsTheLossesOfOneProcessWithEachStage) {
-  LAB_REQUIRE_A_GPU_PER_RANK();
-  const std::string dir = testing::scratch_directory();
-  const testing::LaunchResult one =
-      testing::run_layout(dir, "one_process", "cuda", {"one_process", 1, "--batch 4"}, 4, "--sample-tokens 8");
-  for (const char* stage : {"overlap", "bucketed"}) {
-    const std::string name = cat("dp2_graphs_", stage);
-    const testing::LaunchResult graphed = testing::run_layout(
-        dir, name, "cuda", {name, 2, cat("--batch 2 --dp 2 --cuda-graphs --dp-stage ", stage)}, 4, "--sample-tokens 8");
-    testing::expect_same_losses(one, graphed, {1, 2, 3, 4}, name);
-    EXPECT_EQ(testing::logged_sample(graphed), testing::logged_sample(one)) << name << ": sample";
-    EXPECT_NE(graphed.out[0].find("--cuda-graphs: the first step runs eagerly"), std::string::npos) << graphed.out[0];
-  }
-}
-
-// Tensor parallelism's all-reduces (the activations in forward, their gradients in backward, the norm's sum) are
-// queued in the graph too.
-TEST(TrainerLayoutsOnCuda, TensorParallelWithCudaGraphsLogsTheLossesOfOneProcess) {
-  LAB_REQUIRE_A_GPU_PER_RANK();
-  testing::expect_strategy_matches_one_process(testing::scratch_directory(), "cuda", testing::tensor_parallel(),
-                                               "--cuda-graphs");
-}
-
-// The pipeline's sends and receives, its tied embedding's and loss's all-reduces go into the graph too; the stages
-// then run untimed, and the progress line says so.
-TEST(TrainerLayoutsOnCuda, PipelineParallelWithCudaGraphsLogsTheLossesOfOneProcessAccumulating) {
-  LAB_REQUIRE_A_GPU_PER_RANK();
-  const testing::LaunchResult r = testing::expect_strategy_matches_one_process(
-      testing::scratch_directory(), "cuda", testing::pipeline_parallel(), "--cuda-graphs");
-  EXPECT_NE(r.out[0].find("bubble not timed in a graph (ideal 33.3%)"), std::string::npos) << r.out[0];
-  for (const Json& record : testing::read_log(r.log))
+  const testing::Strategy pp = testing::pipeline_parallel();
+  const std::vector<testing::LaunchResult> runs = testing::expect_layouts_match_one_process(
+      testing::scratch_directory(), "cuda", pp.one_process,
+      {pp.parallel, testing::variant(pp.parallel, "pp2_graphs", "--cuda-graphs")});
+  const testing::LaunchResult& graphed = runs.back();
+  EXPECT_NE(graphed.out[0].find("bubble not timed in a graph (ideal 33.3%)"), std::string::npos) << graphed.out[0];
+  for (const Json& record : testing::read_log(graphed.log))
     if (record.contains("loss")) {
       EXPECT_FALSE(record.contains("bubble"));
       EXPECT_TRUE(record.contains("bubble_ideal"));
     }
 }
 
-// ZeRO stages 1 and 2 queue their collectives in the graph too, with their buckets' packing and unpacking
-// queued on the stream (stream_copy.h); they log the one process's losses. Stage 3 is refused with its reason.
-TEST(TrainerLayoutsOnCuda, ZeroStagesOneAndTwoWithCudaGraphsLogTheLossesOfOneProcessAndStageThreeIsRefused) {
+// Data parallelism's all-reduces, eager and in the graph with both stages: bucketed after backward, or overlapped
+// on a side stream forked from the step's (the default).
+TEST(TrainerLayoutsOnCuda, DataParallelLogsTheLossesOfOneProcessEagerAndFromACudaGraphWithEachStage) {
+  LAB_REQUIRE_A_GPU_PER_RANK();
+  const testing::Strategy dp = testing::data_parallel();
+  const std::vector<testing::LaunchResult> runs = testing::expect_layouts_match_one_process(
+      testing::scratch_directory(), "cuda", dp.one_process,
+      {dp.parallel, testing::variant(dp.parallel, "dp2_graphs_overlap", "--cuda-graphs --dp-stage overlap"),
+       testing::variant(dp.parallel, "dp2_graphs_bucketed", "--cuda-graphs --dp-stage bucketed")});
+  for (size_t i = 1; i < runs.size(); ++i)
+    EXPECT_NE(runs[i].out[0].find("--cuda-graphs: the first step runs eagerly"), std::string::npos) << runs[i].out[0];
+}
+
+// ZeRO: stage 3 eager with prefetch (its gathers on a thread, after an event of the compute stream); stages 1 and 2
+// in the graph, their collectives queued and their buckets' packing and unpacking queued on the stream
+// (stream_copy.h). Stage 3 in a graph is refused with its reason.
+TEST(TrainerLayoutsOnCuda, ZeroLogsTheLossesOfOneProcessStage3EagerStages1And2FromACudaGraph) {
   LAB_REQUIRE_A_GPU_PER_RANK();
   const std::string dir = testing::scratch_directory();
-  const testing::LaunchResult one =
-      testing::run_layout(dir, "one_process", "cuda", {"one_process", 1, "--batch 4"}, 4, "--sample-tokens 8");
-  for (const char* zero : {"1", "2"}) {
-    const std::string name = cat("zero", zero, "_graphs");
-    const testing::LaunchResult graphed = testing::run_layout(
-        dir, name, "cuda", {name, 2, cat("--batch 2 --dp 2 --cuda-graphs --zero ", zero)}, 4, "--sample-tokens 8");
-    testing::expect_same_losses(one, graphed, {1, 2, 3, 4}, name);
-    EXPECT_EQ(testing::logged_sample(graphed), testing::logged_sample(one)) << name << ": sample";
-  }
+  const testing::Strategy dp = testing::data_parallel();
+  testing::expect_layouts_match_one_process(dir, "cuda", dp.one_process,
+                                            {testing::variant(dp.parallel, "zero3", "--zero 3 --zero-prefetch"),
+                                             testing::variant(dp.parallel, "zero1_graphs", "--zero 1 --cuda-graphs"),
+                                             testing::variant(dp.parallel, "zero2_graphs", "--zero 2 --cuda-graphs")});
   const testing::LaunchResult r = testing::launch_trainer(
       dir, "zero3_graphs", 2,
       testing::layout_run_flags(dir, "cuda") + " --batch 2 --dp 2 --zero 3 --cuda-graphs --steps 1");

@@ -134,6 +134,9 @@ TEST(SingleProcess, CannotQueueItsOperationsOnAStream) {
   EXPECT_FALSE(comm.queued());
   comm.set_queued(false);
   comm.wait_queued();
+  comm.queue_where_able();
+  EXPECT_FALSE(comm.queued());
+  EXPECT_EQ(comm.capture_blocker("the test's all-reduces"), "") << "one rank has nothing to exchange";
 }
 
 TEST(SingleProcess, TimeoutMustBePositive) {

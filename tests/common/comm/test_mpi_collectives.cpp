@@ -21,6 +21,20 @@ TEST(MpiCollectives, WorldIsMpi) {
   EXPECT_GE(lab::testing::mpi_world().size(), 2);
 }
 
+// MPI completes each operation on the host, so a step that communicates over more than one rank of it cannot be
+// captured in a CUDA graph, and says why; a group of one has nothing to exchange and does not block a capture.
+TEST(MpiCollectives, AGroupOfSeveralRanksBlocksACaptureAndAGroupOfOneDoesNot) {
+  Communicator& world = lab::testing::mpi_world();
+  EXPECT_EQ(world.capture_blocker("the test's all-reduces"),
+            "the test's all-reduces over the mpi backend complete on the host (NCCL queues them on the stream)");
+  const std::unique_ptr<Communicator> alone = world.split(world.rank(), 0);
+  ASSERT_NE(alone, nullptr);
+  EXPECT_EQ(alone->size(), 1);
+  EXPECT_EQ(alone->capture_blocker("the test's all-reduces"), "");
+  alone->queue_where_able();  // cannot queue: stays as it is
+  EXPECT_FALSE(alone->queued());
+}
+
 TEST(MpiCollectives, AllReduceEveryDtypeOpAndSize) {
   lab::testing::check_all_reduce(*fresh_communicator(), Device::cpu());
 }
