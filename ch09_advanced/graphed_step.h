@@ -18,17 +18,17 @@
 // The results are the eager step's: the same kernels in the same order on the same values (the tests compare
 // losses and weights bit for bit under the CUDA emulator).
 //
-// Data, tensor and pipeline parallelism and ZeRO stages 1 and 2 over NCCL are captured too: their collectives,
-// sends and receives are queued on the graph's stream (the overlapped stage's all-reduces on a side stream forked
-// from it and joined back) and replayed with the kernels (common/dist/data_parallel_step.h,
-// ch08_distributed/pp/pipeline_step.h).
+// Data, tensor and pipeline parallelism and ZeRO over NCCL are captured too: their collectives, sends and receives
+// are queued on the graph's stream (the overlapped stage's all-reduces on a side stream forked from it and joined
+// back) and replayed with the kernels (common/dist/data_parallel_step.h, ch08_distributed/pp/pipeline_step.h,
+// ch07_memory/zero/stage3_parameters.h).
 //
 // When not to use it: a step that decides something on the host, waits for other ranks on the host or times its
-// phases (ZeRO stage 3, the optimizer in backward or offloaded, transfers over MPI: refused with the reason
-// TrainStep::capture_blocker gives; fp16's loss scaling decides on the device and is captured); micro-batches whose
-// shape changes between steps (refused: a new shape needs a new capture); the CPU, which has no kernels to capture.
-// Memory: the pool keeps the step's blocks reserved between steps (the eager step's cache keeps them too), but work
-// outside the step, such as an evaluation, cannot use them and allocates its own.
+// phases (ZeRO stage 3's prefetch thread, the optimizer in backward or offloaded, transfers over MPI: refused with the
+// reason TrainStep::capture_blocker gives; fp16's loss scaling decides on the device and is captured); micro-batches
+// whose shape changes between steps (refused: a new shape needs a new capture); the CPU, which has no kernels to
+// capture. Memory: the pool keeps the step's blocks reserved between steps (the eager step's cache keeps them too), but
+// work outside the step, such as an evaluation, cannot use them and allocates its own.
 #pragma once
 
 #include <cstdint>

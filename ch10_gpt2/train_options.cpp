@@ -97,7 +97,7 @@ void TrainOptions::register_flags(Flags& f) {
                "or fp16; one process)");
   f.add_bool("cuda-graphs", &cuda_graphs,
              "capture the training step in a CUDA graph after one eager step and replay it at every later step "
-             "(chapter 9: any --dtype; --dp, --tp, --pp and --zero 1 or 2 over NCCL; not with --zero 3, --profile, "
+             "(chapter 9: any --dtype; --dp, --tp, --pp and --zero over NCCL; not with --zero-prefetch, --profile, "
              "--find-max-batch, --optimizer-in-backward or --offload)");
   f.add_int("threads", &threads, "CPU threads (0: all cores)", 0, 4096);
   f.add_int("seed", &seed, "seed of initialisation, shuffling and sampling", 0, INT64_MAX);

@@ -1,6 +1,7 @@
 // ZeRO stage 3: parameters gathered per unit around its forward and its backward (see stage3_parameters.h).
 #include "ch07_memory/zero/stage3_parameters.h"
 
+#include "ch07_memory/zero/stream_copy.h"
 #include "common/core/error.h"
 #include "common/core/memory.h"
 
@@ -93,9 +94,9 @@ Tensor ZeroStage3Step::padded_unit(size_t u, MemCategory category) const {
 
 void ZeroStage3Step::copy_own_part(size_t u, const Tensor& into) const {
   const ShardedBucket& b = shards().buckets()[u];
-  if (b.owned.size() > 0)
-    into.view(b.block * shards().rank(), {b.owned.size()})
-        .copy_from(parameter_shard_.view(b.shard_offset, {b.owned.size()}));
+  if (b.owned.size() > 0)  // on the stream, before the all-gather queued after it (stream_copy.h)
+    copy_on_stream(into.view(b.block * shards().rank(), {b.owned.size()}),
+                   parameter_shard_.view(b.shard_offset, {b.owned.size()}));
 }
 
 void ZeroStage3Step::all_gather_unit(size_t u, const Tensor& into) {
@@ -192,6 +193,13 @@ Var ZeroStage3Step::gathered_root(Tape& tape, ModelOptions::RootPart part, const
     });
   for (const size_t u : use.units) release(u);
   return y;
+}
+
+std::string ZeroStage3Step::capture_blocker() const {
+  if (prefetcher_)
+    return "ZeRO stage 3 with --zero-prefetch gathers the next unit from a thread, which a capture cannot follow "
+           "(drop --zero-prefetch)";
+  return ZeroStage2Step::capture_blocker();
 }
 
 void ZeroStage3Step::optimizer_step(double lr) {

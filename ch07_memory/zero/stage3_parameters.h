@@ -61,10 +61,11 @@ class ZeroStage3Step : public ZeroStage2Step {
   // value bound to it: a checkpoint's save, a comparison), then shards them again. Collective over the group.
   void with_whole_model(const std::function<void()>& use);
 
-  std::string capture_blocker() const override {
-    return "ZeRO stage 3 copies each block's shard into its gather buffer with the host waiting (and, with "
-           "--zero-prefetch, gathers from a thread), which the step does not capture yet";
-  }
+  // Captured in a CUDA graph, the gathers are queued on the step's stream like stage 2's reduce-scatters (each
+  // unit's buffer from the graph's pool, this rank's part copied in on the stream, the all-gather queued), and
+  // released units' buffers return to the pool for the next unit, in the same order at every replay. Prefetch
+  // gathers from a thread, which a capture cannot follow: refused.
+  std::string capture_blocker() const override;
 
  protected:
   void optimizer_step(double lr) override;

@@ -80,8 +80,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashGpu, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return info.param.name(); });
 
 // The attention lab's GPU versions (the materialised op, the WMMA flash kernels, in the backward the one-pass
-// backward with dQ by atomics, the v6 kernels that load each tile before multiplying it, and the core's), bf16 and f16,
-// against its fp64 reference.
+// backward with dQ by atomics, the v6 kernels that load each tile before multiplying it, the core's, and the
+// 16-bit batched op), bf16 and f16, against its fp64 reference.
 TEST(AttentionLabGpu, GpuVersionsPass) {
   LAB_REQUIRE_GPU();
   for (const auto& [shape, dtype] : {std::pair{ch09::AttentionShape{1, 70, 2, 64}, DType::BF16},
@@ -90,7 +90,8 @@ TEST(AttentionLabGpu, GpuVersionsPass) {
     for (const ch09::LabPass pass : {ch09::LabPass::Forward, ch09::LabPass::Backward}) {
       const kernel_lab::KernelLab lab = ch09::make_attention_lab({shape, dtype, test_seed()}, pass);
       const std::vector<int> gpu = test::versions_on(lab, DeviceType::CUDA);
-      ASSERT_EQ(gpu.size(), 5u) << "materialised, flash through WMMA, dQ by atomics, flash in registers, the core's";
+      ASSERT_EQ(gpu.size(), 6u)
+          << "materialised, flash through WMMA, dQ by atomics, flash in registers, the core's, batched in 16 bits";
       for (const int n : gpu) EXPECT_TRUE(test::version_passes(lab, n));
     }
   }

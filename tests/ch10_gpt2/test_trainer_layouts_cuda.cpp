@@ -73,23 +73,26 @@ TEST(TrainerLayoutsOnCuda, DataParallelLogsTheLossesOfOneProcessEagerAndFromACud
     EXPECT_NE(runs[i].out[0].find("--cuda-graphs: the first step runs eagerly"), std::string::npos) << runs[i].out[0];
 }
 
-// ZeRO: stage 3 eager with prefetch (its gathers on a thread, after an event of the compute stream); stages 1 and 2
-// in the graph, their collectives queued and their buckets' packing and unpacking queued on the stream
-// (stream_copy.h). Stage 3 in a graph is refused with its reason.
-TEST(TrainerLayoutsOnCuda, ZeroLogsTheLossesOfOneProcessStage3EagerStages1And2FromACudaGraph) {
+// ZeRO: stage 3 eager with prefetch (its gathers on a thread, after an event of the compute stream); every stage
+// in the graph, its collectives queued and its buckets' packing and unpacking and stage 3's copies into its gather
+// buffers queued on the stream (stream_copy.h). Stage 3's prefetch in a graph is refused with its reason.
+TEST(TrainerLayoutsOnCuda, ZeroLogsTheLossesOfOneProcessStage3EagerWithPrefetchAndEveryStageFromACudaGraph) {
   LAB_REQUIRE_A_GPU_PER_RANK();
   const std::string dir = testing::scratch_directory();
   const testing::Strategy dp = testing::data_parallel();
   testing::expect_layouts_match_one_process(dir, "cuda", dp.one_process,
                                             {testing::variant(dp.parallel, "zero3", "--zero 3 --zero-prefetch"),
                                              testing::variant(dp.parallel, "zero1_graphs", "--zero 1 --cuda-graphs"),
-                                             testing::variant(dp.parallel, "zero2_graphs", "--zero 2 --cuda-graphs")});
+                                             testing::variant(dp.parallel, "zero2_graphs", "--zero 2 --cuda-graphs"),
+                                             testing::variant(dp.parallel, "zero3_graphs", "--zero 3 --cuda-graphs")});
   const testing::LaunchResult r = testing::launch_trainer(
-      dir, "zero3_graphs", 2,
-      testing::layout_run_flags(dir, "cuda") + " --batch 2 --dp 2 --zero 3 --cuda-graphs --steps 1");
+      dir, "zero3_prefetch_graphs", 2,
+      testing::layout_run_flags(dir, "cuda") + " --batch 2 --dp 2 --zero 3 --zero-prefetch --cuda-graphs --steps 1");
   EXPECT_NE(r.exit_code, 0);
   for (const std::string& err : r.err)
-    EXPECT_NE(err.find("--cuda-graphs: ZeRO stage 3 copies each block's shard"), std::string::npos) << err;
+    EXPECT_NE(err.find("--cuda-graphs: ZeRO stage 3 with --zero-prefetch gathers the next unit from a thread"),
+              std::string::npos)
+        << err;
 }
 
 // Sets an environment variable for the scope (the ranks mpirun starts inherit it), then restores it.

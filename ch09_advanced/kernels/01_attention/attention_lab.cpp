@@ -12,6 +12,7 @@
 #include "common/core/error.h"
 #include "common/lab/compare.h"
 #include "common/ops/attention.h"
+#include "common/ops/batched_attention.h"
 #include "common/ops/flash_attention.h"
 #include "common/util/rng.h"
 
@@ -58,10 +59,16 @@ Tensor nan_like(const Tensor& t) {
   return nan.to(t.device());
 }
 
-// Flash: the core's op (on CUDA, v7). FlashWmma: the lab's WMMA kernels (v4). FlashAtomicDq: the core's flash
-// forward, and the lab's one-pass backward with dQ by atomics (v5). FlashRegisters: the lab's copy of the core's
-// kernels before they overlapped their loads (v6).
-enum class Algorithm { Materialized, Flash, FlashWmma, FlashAtomicDq, FlashRegisters };
+// Materialized: the core's attention op (f32; v1, v3). Batched: the core's 16-bit materialised op (v8). Flash: the
+// core's op (on CUDA, v7). FlashWmma: the lab's WMMA kernels (v4). FlashAtomicDq: the core's flash forward, and the
+// lab's one-pass backward with dQ by atomics (v5). FlashRegisters: the lab's copy of the core's kernels before they
+// overlapped their loads (v6).
+enum class Algorithm { Materialized, Batched, Flash, FlashWmma, FlashAtomicDq, FlashRegisters };
+
+// The materialised algorithms keep the T x T probabilities for the backward; the flash ones the row log-sum-exp.
+bool keeps_probabilities(Algorithm algorithm) {
+  return algorithm == Algorithm::Materialized || algorithm == Algorithm::Batched;
+}
 
 // One version's tensors, on its device and in its dtype: the inputs, what the forward writes (the probabilities
 // of the materialised algorithm, the log-sum-exp of the flash one) and the gradient.
@@ -72,6 +79,7 @@ struct VersionTensors {
 void run_forward(const VersionTensors& t, Algorithm algorithm, int n_head) {
   switch (algorithm) {
     case Algorithm::Materialized: return ops::attention_forward(t.out, t.saved, t.qkv, n_head);
+    case Algorithm::Batched: return ops::batched_attention_forward(t.out, t.saved, t.qkv, n_head);
     case Algorithm::Flash:
     case Algorithm::FlashAtomicDq: return ops::flash_attention_forward(t.out, t.saved, t.qkv, n_head);
 #ifdef LAB_WITH_CUDA
@@ -87,6 +95,7 @@ void run_forward(const VersionTensors& t, Algorithm algorithm, int n_head) {
 void run_backward(const VersionTensors& t, Algorithm algorithm, int n_head) {
   switch (algorithm) {
     case Algorithm::Materialized: return ops::attention_backward(t.dqkv, t.dout, t.qkv, t.saved, n_head);
+    case Algorithm::Batched: return ops::batched_attention_backward(t.dqkv, t.dout, t.qkv, t.saved, n_head);
     case Algorithm::Flash: return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
 #ifdef LAB_WITH_CUDA
     case Algorithm::FlashWmma: return attention_lab::flash_wmma_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
@@ -136,9 +145,10 @@ struct AttentionLab {
   void add(std::string name, std::string what_changes, Algorithm algorithm, DType dtype, Device device) {
     const auto convert = [&](const Tensor& t) { return (dtype == DType::F32 ? t : t.to_dtype(dtype)).to(device); };
     const AttentionShape s = shape;
+    // The probabilities in the version's dtype (f32 for v1 and v3, 16 bits for v8); the log-sum-exp in f32.
     VersionTensors t{convert(qkv), convert(dout), Tensor::empty({s.B, s.T, s.C()}, dtype, device),
-                     algorithm == Algorithm::Materialized ? Tensor::empty({s.B, s.NH, s.T, s.T}, DType::F32, device)
-                                                          : Tensor::empty({s.B, s.NH, s.T}, DType::F32, device),
+                     keeps_probabilities(algorithm) ? Tensor::empty({s.B, s.NH, s.T, s.T}, dtype, device)
+                                                    : Tensor::empty({s.B, s.NH, s.T}, DType::F32, device),
                      Tensor::zeros({s.B, s.T, 3 * s.C()}, dtype, device)};
     const int n_head = static_cast<int>(s.NH);
     const References refs = dtype == DType::F32 ? f32_refs : narrow_refs;
@@ -164,7 +174,7 @@ struct AttentionLab {
         run_forward(t, algorithm, n_head);
         std::vector<Check> checks{judge("out", t.out, refs.exact_out, refs.baseline_out)};
         // The log-sum-exp is f32 from f32 sums of exact 16-bit products: judged as f32 in every version.
-        if (algorithm != Algorithm::Materialized)
+        if (!keeps_probabilities(algorithm))
           checks.push_back(Check::close("lse", t.saved, refs.exact_lse.get(), f32_tol));
         return checks;
       };
@@ -183,7 +193,7 @@ struct AttentionLab {
 
 std::string problem_text(const AttentionProblem& p) {
   const AttentionShape& s = p.shape;
-  return cat("causal attention ", "B=", s.B, " T=", s.T, " NH=", s.NH, " HS=", s.HS, ", f32 (CUDA flash ",
+  return cat("causal attention ", "B=", s.B, " T=", s.T, " NH=", s.NH, " HS=", s.HS, ", f32 (CUDA flash and batched ",
              dtype_name(p.flash_dtype), "), FLOPs of the causal half");
 }
 
@@ -239,6 +249,11 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
     al.add("CUDA flash, loads overlapped",
            "the core's op: v6 with the next tile copied by cp.async during this one, the mask on the diagonal only",
            Algorithm::Flash, p.flash_dtype, gpu);
+    // After the flash versions, so that their numbers stay theirs: the rung between v3 and flash in the trainer.
+    al.add("CUDA batched, 16-bit",
+           "the --attention batched rung: v3's algorithm with 16-bit cuBLASLt products (tensor cores) and one fused "
+           "causal softmax; T x T kept in 16 bits",
+           Algorithm::Batched, p.flash_dtype, gpu);
   }
 #endif
   return lab;

@@ -13,13 +13,19 @@
 //   v2  CPU flash         ops::cpu::flash_attention: 64 x 64 tiles, online softmax, no T x T buffer; f32
 //   v3  CUDA materialised ops::cuda::attention, the core's op before this chapter: strided-batched cuBLAS sgemms
 //                         (strict fp32) and a softmax kernel over the T x T matrix in memory
-//   v4  CUDA flash        ops::cuda::flash_attention: a block per 64-query tile streaming 64-key tiles through
-//                         shared memory, bf16 (or f16) products on tensor cores through WMMA, f32 online softmax
-//   v5  (backward only)   CUDA flash with dQ by atomics (flash_versions.h): v4's forward; the backward in one pass
+//   v4  CUDA flash, WMMA  flash_wmma.cu: a block per 64-query tile streaming 64-key tiles through shared memory,
+//                         bf16 (or f16) products on tensor cores through WMMA, f32 online softmax
+//   v5  (backward only)   CUDA flash with dQ by atomics (flash_versions.h): v7's forward; the backward in one pass
 //                         over key tiles adding dS K into an f32 dQ with atomicAdd, as FlashAttention-2 does
+//   v6  CUDA flash, FA2   flash_registers.cu: v4's tiles with mma.sync and ldmatrix, fragments kept in registers
+//   v7  CUDA flash        ops::cuda::flash_attention, the core's op: v6 with the next tile loaded by cp.async
+//                         while this one is multiplied
+//   v8  CUDA batched      ops::cuda::batched_attention, the --attention batched rung: v3's algorithm with 16-bit
+//                         cuBLASLt products on tensor cores and one fused causal softmax, the probabilities kept
+//                         in 16 bits (after the flash versions, so that their numbers keep their names)
 //
 // How each is judged: the f32 versions against the fp64 reference of their inputs, within tolerance_for(f32,
-// max(T, HS)); the 16-bit version by the low-precision rule: its error against the fp64 reference of the rounded
+// max(T, HS)); the 16-bit versions by the low-precision rule: its error against the fp64 reference of the rounded
 // inputs within 4x the error of the straightforward same-precision computation (the reference with the
 // probabilities and score gradients rounded to 16 bits, as a tensor-core product reads them). Outputs are NaN
 // before each validation, and dqkv zero (the backward adds into it).
