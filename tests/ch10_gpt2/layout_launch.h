@@ -145,6 +145,11 @@ inline std::string logged_sample(const LaunchResult& r) {
   return "";
 }
 
+// A parallel layout as another run: `name` for its log, `extra` added to its flags.
+inline Layout variant(const Layout& layout, const std::string& name, const std::string& extra) {
+  return {name, layout.ranks, layout.flags + " " + extra};
+}
+
 // 4 steps of each parallel layout under mpirun log the losses and validation losses of the one process, and end
 // with the same sample of 8 tokens (under tp and pp, drawn on rank 0 from the whole model gathered from the
 // shards); the one process runs once for them all. Returns the parallel runs, in their order; each logs to
@@ -166,14 +171,9 @@ inline std::vector<LaunchResult> expect_layouts_match_one_process(const std::str
 // The same for the strategy's one parallel layout, with `extra` added to its flags; returns its run.
 inline LaunchResult expect_strategy_matches_one_process(const std::string& dir, const std::string& device,
                                                         const Strategy& strategy, const std::string& extra = "") {
-  Layout parallel = strategy.parallel;
-  parallel.flags += " " + extra;
-  return expect_layouts_match_one_process(dir, device, strategy.one_process, {parallel}).front();
-}
-
-// The strategy's parallel layout as another run: `name` for its log, `extra` added to its flags.
-inline Layout variant(const Layout& layout, const std::string& name, const std::string& extra) {
-  return {name, layout.ranks, layout.flags + " " + extra};
+  return expect_layouts_match_one_process(dir, device, strategy.one_process,
+                                          {variant(strategy.parallel, strategy.parallel.name, extra)})
+      .front();
 }
 
 }  // namespace lab::testing

@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "common/core/error.h"
 #include "common/cuda/runtime.h"
 #include "tests/ch10_gpt2/layout_launch.h"
 #include "tests/common/cuda/gpu_test.h"
