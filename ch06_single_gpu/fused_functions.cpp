@@ -40,9 +40,8 @@ Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x, const ModelOptions& opti
   const Tensor kept_hidden = recompute ? Tensor() : hidden;
   tape.record(
       recompute ? "fused_mlp (gelu recomputed)" : "fused_mlp",
-      recompute ? std::vector<Tensor>{xv, pre_gelu, out.value()}
-                : std::vector<Tensor>{xv, hidden, pre_gelu, out.value()},
-      [=] {
+      recompute ? std::vector<Tensor>{xv, pre_gelu} : std::vector<Tensor>{xv, hidden, pre_gelu},
+      [=, out = out.without_value()] {
         const Tensor& dout = out.grad();
         Tensor hidden_again = kept_hidden;
         if (!hidden_again.defined()) {
@@ -83,15 +82,17 @@ ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const La
   fused_residual_layernorm_forward(out.residual.value(), out.normalized.value(), mean, rstd, av, b.value(),
                                    ln.weight.value(), ln.bias.value());
   if (with_grad) {
-    const Var residual = out.residual, normalized = out.normalized;
+    // The residual's value is the LayerNorm's input, read by the backward; the inputs' and the normalized output's
+    // gradients only.
+    const Var residual = out.residual, normalized = out.normalized.without_value();
     const Var w = ln.weight, bias = ln.bias;
-    tape.record(
-        [=] {
-          fused_residual_layernorm_backward(a.grad_or_none(), b.grad_or_none(), w.grad_or_none(), bias.grad_or_none(),
-                                            residual.grad(), normalized.grad(), residual.value(), w.value(), mean,
-                                            rstd);
-        },
-        {a, b, w, bias});
+    tape.record("residual+layernorm", {residual.value(), mean, rstd},
+                [a = a.without_value(), b = b.without_value(), residual, normalized, w, bias, mean, rstd] {
+                  fused_residual_layernorm_backward(a.grad_or_none(), b.grad_or_none(), w.grad_or_none(),
+                                                    bias.grad_or_none(), residual.grad(), normalized.grad(),
+                                                    residual.value(), w.value(), mean, rstd);
+                },
+                {a, b, w, bias});
   }
   return out;
 }

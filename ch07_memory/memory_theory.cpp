@@ -23,25 +23,26 @@ MemoryTheory memory_theory(const GPT2Config& config, int64_t batch, int64_t seq,
                                   : attention == AttentionKept::F32Probabilities  ? 4 * seq
                                                                                   : act * seq;
   // A whole block's elements apart from its 4 statistics, for none and for selective.
-  int64_t block_elements = 18 * C, block_statistics = 4;
+  int64_t block_elements = 16 * C, block_statistics = 4;
   switch (policy) {
     case RecomputePolicy::None: t.attention_bytes_per_token_per_block = H * attention_bytes; break;
     case RecomputePolicy::Selective:  // drops the probabilities; flash attention's log-sum-exp stays
-      block_elements = 14 * C;
+      block_elements = 12 * C;
       t.attention_bytes_per_token_per_block = attention == AttentionKept::LogSumExp ? H * attention_bytes : 0;
       break;
     case RecomputePolicy::Block: block_elements = C, block_statistics = 0; break;
   }
   t.activation_elements_per_token_per_block = block_elements + block_statistics;
-  // Outside the blocks: the embedding output, ln_f's output, and the logits (their own gradient) or, chunked, the
-  // gradient of ln_f's output.
-  const int64_t head_elements = head == LmHead::Chunked ? C : Vp;
-  t.activation_elements_per_token_outside = 2 * C + 3 + head_elements;
+  // Outside the blocks: the embedding output, ln_f's statistics and the loss, and the head's share: ln_f's output
+  // (which the LM head reads) and the logits (their own gradient), or, chunked, the gradient of ln_f's output
+  // (computed in forward; ln_f's output itself is not kept).
+  const int64_t head_elements = head == LmHead::Chunked ? C : C + Vp;
+  t.activation_elements_per_token_outside = C + 3 + head_elements;
   const int64_t block_bytes = block_elements * act + block_statistics * kStatistic;
-  const int64_t outside_bytes = (2 * C + head_elements) * act + 3 * kStatistic;
+  const int64_t outside_bytes = (C + head_elements) * act + 3 * kStatistic;
   t.activation_bytes_per_token = L * (block_bytes + t.attention_bytes_per_token_per_block) + outside_bytes;
   if (policy == RecomputePolicy::Block)
-    t.recomputed_block_bytes = batch * seq * (18 * C * act + 4 * kStatistic + H * attention_bytes);
+    t.recomputed_block_bytes = batch * seq * (16 * C * act + 4 * kStatistic + H * attention_bytes);
   auto set = [&](MemCategory c, int64_t b) { t.bytes[static_cast<int>(c)] = b; };
   set(MemCategory::Params, t.parameters * (bytes_per_element + matmul_copy_bytes));
   set(MemCategory::Grads, t.parameters * bytes_per_element);

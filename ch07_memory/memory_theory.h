@@ -8,24 +8,26 @@
 //   optimizer   2 P x 4 (AdamW's two fp32 moments), + P x 4 for fp32 master weights when the parameters are
 //               16-bit: 16 bytes per parameter in all, the ZeRO paper's 16 psi for mixed-precision Adam
 //   activations what the forward pass keeps for backward, per token (B x T of them), in elements:
-//                 per block   18 C + 4 + heads x T   (none)
-//                             14 C + 4               (selective: no probabilities, no GELU output)
+//                 per block   16 C + 4 + heads x T   (none)
+//                             12 C + 4               (selective: no probabilities, no GELU output)
 //                             C                      (block: its input only)
 //               of which attention's own share, per head and token, is its probabilities' row (T values of
 //               the activations' bytes); chapter 9's rungs keep less or narrower: AttentionKept below
 //                 outside     2 C + 3 + Vp           (embedding output, ln_f with its statistics, the logits
 //                                                     that become their own gradient, the loss)
-//                             3 C + 3                (--lm-head chunked: ln_f's output's gradient, computed in
-//                                                     forward, instead of the logits; chunked_lm_head.h)
+//                             2 C + 3                (--lm-head chunked: ln_f's output's gradient, computed in
+//                                                     forward, instead of ln_f's output and the logits;
+//                                                     chunked_lm_head.h)
 //               Each element takes the activations' bytes (4 in fp32, 2 with 16-bit activations end to end),
 //               except the statistics, always fp32: LayerNorm's mean and rstd (the 4 per block, 2 of the 3
 //               outside) and the loss.
 //               The per-block count of `none` is the kept tensors of one pre-LN block: ln_1 (C, mean and rstd),
-//               qkv (3C), the probabilities (heads x T), the attention output (C), its projection (C), the
-//               residual (C), ln_2 (C + 2), c_fc (4C), GELU (4C), the MLP projection (C) and the residual (C).
-//               It is Korthikanti et al.'s 34 + 5 a s / h bytes per token and hidden unit, for fp32 and
-//               without dropout masks. Backward adds, at its peak, the gradients in flight (a few [B,T,C] and
-//               one [B,T,4C]) and, for block, one block's activations recomputed.
+//               qkv (3C), the probabilities (heads x T), the attention output (C), the residual (C), ln_2
+//               (C + 2), c_fc (4C), GELU (4C) and the residual (C). The two projections' outputs are not kept:
+//               the residual add consumes them and no backward reads them (Var::without_value). It is
+//               Korthikanti et al.'s 34 + 5 a s / h bytes per token and hidden unit (16 C + heads x T elements
+//               of 2 bytes without dropout masks). Backward adds, at its peak, the gradients in flight (a few [B,T,C]
+//               and one [B,T,4C]) and, for block, one block's activations recomputed.
 #pragma once
 
 #include <array>

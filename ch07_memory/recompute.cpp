@@ -92,8 +92,8 @@ Var attention_recomputing_probabilities(Tape& tape, const Var& qkv, int n_head) 
     ops::attention_forward(out_s, f32_activation({B, n_head, T, T}), q_s, n_head);  // probabilities freed after
   });
   if (out.requires_grad())
-    tape.record("attention (probabilities recomputed)", {q, out.value()},
-                [=] {
+    tape.record("attention (probabilities recomputed)", {q},
+                [qkv, B, T, C, n_head, f32_activation, out = out.without_value()] {
                   ag::backward_in_storage(qkv, out, DType::F32, false,
                                           [&](const Tensor& dqkv, ops::GradWrite write, const Tensor& x,
                                               const Tensor& dout, const Tensor&) {
@@ -126,8 +126,8 @@ Var block_recomputed(Tape& tape, const Block& block, const Var& x, const ModelOp
   std::vector<Var> adds_to = block_parameters(block);
   adds_to.push_back(x);
   tape.record(
-      "block (recomputed)", {x.value(), out.value()},
-      [=] {
+      "block (recomputed)", {x.value()},
+      [x, run_block, out = out.without_value()] {
         // The block's forward again, recorded this time, from the kept input; its backward then adds to the
         // gradients of the input (bound to x's) and of the parameters, starting from the output's gradient.
         Tape recorded;

@@ -23,13 +23,14 @@ struct BlockActivations {
 
 // What one block keeps per token on one of `tp` tensor-parallel ranks, from `whole`, the whole model's theory
 // under `policy`. A block that keeps all it computes (no recompute) keeps 12 C of its elements split (qkv 3C,
-// the attention output C, c_fc's output 4C, the GELU 4C), 2 C more whole (each row-parallel layer's partial sum,
-// which g keeps beside the sum) and its H / T heads' attention rows. Block recompute keeps the block's input, a
+// the attention output C, c_fc's output 4C, the GELU 4C), the other 4 C whole (the LayerNorms' inputs and outputs;
+// neither a row-parallel layer's partial sum nor the sum is kept: no backward reads them) and its H / T heads'
+// attention rows. Block recompute keeps the block's input, a
 // whole [B, T, C] on every rank; selective recompute is refused with --tp, so at tp 1 it is the whole model's.
 BlockActivations block_on_tp_rank(const ch07::MemoryTheory& whole, ch07::RecomputePolicy policy, int64_t C, int tp) {
   BlockActivations b{whole.activation_elements_per_token_per_block, whole.attention_bytes_per_token_per_block};
   if (tp == 1 || policy != ch07::RecomputePolicy::None) return b;
-  b.elements += 12 * C / tp - 12 * C + 2 * C;
+  b.elements += 12 * C / tp - 12 * C;
   b.attention_bytes /= tp;
   return b;
 }
@@ -68,11 +69,12 @@ void take_rank_part(ch07::MemoryTheory& t, const ch07::MemoryTheory& none, const
 
   const ch07::RecomputePolicy policy = config.rungs.recompute;
   const BlockActivations block = block_on_tp_rank(t, policy, C, tp);
-  // Outside the blocks, per token: the first stage's embedding output (and under tp the rank's own lookup, which
-  // g keeps beside the sum), or the boundary activation another stage receives; on the last stage ln_f's output
-  // and its 2 statistics, the rank's logits (or, chunked, the gradient of ln_f's output) and the loss.
-  int64_t outside = embedding && tp > 1 ? 2 * C : C;
-  if (head) outside += C + 2 + (config.rungs.lm_head == ch07::LmHead::Chunked ? C : m.padded_vocab_for(tp) / tp) + 1;
+  // Outside the blocks, per token: the first stage's embedding output (under tp the sum of the ranks' lookups; the
+  // rank's own lookup is not kept), or the boundary activation another stage receives; on the last stage ln_f's
+  // 2 statistics and the loss, and ln_f's output with the rank's logits (or, chunked, the gradient of ln_f's output
+  // alone).
+  int64_t outside = C;
+  if (head) outside += 3 + (config.rungs.lm_head == ch07::LmHead::Chunked ? C : C + m.padded_vocab_for(tp) / tp);
   t.activation_elements_per_token_per_block = block.elements;
   t.attention_bytes_per_token_per_block = block.attention_bytes;
   t.activation_elements_per_token_outside = outside;

@@ -25,11 +25,11 @@
 // so a block holds 12 C^2 / T + 7 C / T + 6 C parameters. Gradients and AdamW's state follow the parameters: each
 // rank's flat buffers are its shard's. Per token, a block keeps 12 C / T split elements (qkv 3C, the attention
 // output C, c_fc's output 4C, the GELU 4C: its heads' and hidden units' share) and its H / T heads' attention
-// rows, but 8 C whole ones: ln_1's and ln_2's outputs (each rank computes them whole, and f passes them on
-// uncopied), the two residuals, and for each row-parallel layer both its partial sum and the all-reduced sum (g's
-// backward is recorded on the partial sum, so the tape keeps it alive beside the sum: 2 C more than one process
-// keeps); and the 4 LayerNorm statistics. Outside the blocks the vocabulary-parallel embedding likewise keeps the
-// rank's own lookup beside the summed embedding (C more), and the head the rank's Vp_T / T columns of the logits.
+// rows, but 4 C whole ones: ln_1's and ln_2's outputs (each rank computes them whole, and f passes them on
+// uncopied) and the two residuals; and the 4 LayerNorm statistics. A row-parallel layer's partial sum and the
+// all-reduced sum are not kept (no backward reads them; the residual add consumes the sum). Outside the blocks the
+// vocabulary-parallel embedding keeps the summed embedding alone, and the head the rank's Vp_T / T columns of the
+// logits.
 // Every tensor-parallel rank holds the same bytes (the slices are equal). --recompute selective and --kernels
 // fused are refused with --tp, so a block keeps either all of the above or, under block recompute, its input.
 //

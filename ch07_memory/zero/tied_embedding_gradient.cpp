@@ -44,8 +44,8 @@ Var TiedEmbeddingGradient::lm_head(Tape& tape, const Var& x, const Var& wte) con
   Var out(ag::new_activation(shape, x.value()), tape.recording() && ag::any_requires_grad({&x, &wte}));
   ops::linear_forward(out.value(), x.value(), wte.value(), Tensor());
   if (out.requires_grad())
-    tape.record("linear", {x.value(), out.value()},
-                [=, this] {
+    tape.record("linear", {x.value()},
+                [this, x, wte, out = out.without_value()] {
                   // wte's value is read when the step runs (stage 3 gathers it again for this backward).
                   const ag::GradientTarget dx = ag::gradient_target(x);
                   ops::linear_backward(dx.grad, Tensor(), Tensor(), out.grad(), x.value(), wte.value(), dx.write);
@@ -65,12 +65,12 @@ Var TiedEmbeddingGradient::embedding(Tape& tape, const Tensor& tokens, const Var
           tape.recording() && ag::any_requires_grad({&wte, &wpe}));
   ops::embedding_forward(out.value(), tokens, wte.value(), wpe.value());
   if (out.requires_grad())
-    tape.record("embedding", {out.value()},
-                [=, this] {
+    tape.record("embedding", {},
+                [this, tokens, wte, wpe, device = out.value().device(), out = out.without_value()] {
                   // The positions' gradient whole, as the plain lookup makes it; the tokens' in chunks.
                   if (wpe.requires_grad()) ops::embedding_backward_rows(Tensor(), wpe.grad(), out.grad(), tokens, 0);
                   if (!wte.requires_grad()) return;
-                  for_each_chunk(out.value().device(), [&](const Tensor& piece, int64_t first_row) {
+                  for_each_chunk(device, [&](const Tensor& piece, int64_t first_row) {
                     ops::embedding_backward_rows(piece, Tensor(), out.grad(), tokens, first_row);
                   });
                 },

@@ -32,7 +32,7 @@ Var reduce_and_add_rows(Tape& tape, const Var& partial, const Var& bias, int64_t
   if (bias.defined()) add_bias(y.value(), bias.value().slice_rows(0, rows).flatten());
   if (y.requires_grad())
     tape.record(
-        [=] {
+        [bias, rows, partial = partial.without_value(), y = y.without_value()] {
           if (requires_grad(bias)) add_bias_grad(bias.grad().slice_rows(0, rows).flatten(), y.grad());
           if (requires_grad(partial)) accumulate(partial, y.grad());
         },
@@ -47,7 +47,7 @@ Var copy_to_tp_ranks(Tape& tape, const Var& x, comm::Communicator& tp_group) {
   Var y(x.value(), tape.recording() && x.requires_grad());
   if (y.requires_grad())
     tape.record(
-        [=, &tp_group] {
+        [x = x.without_value(), y = y.without_value(), &tp_group] {
           tp_group.all_reduce(y.grad(), comm::ReduceOp::Sum);
           accumulate(x, y.grad());
         },
@@ -69,7 +69,9 @@ Var vocab_parallel_embedding(Tape& tape, const Tensor& tokens, const Var& wte_sl
   vocab_slice_embedding_forward(looked_up.value(), tokens, wte_slice.value(), vocab_start, vocab_rows);
   if (looked_up.requires_grad())
     tape.record(
-        [=] { ops::embedding_backward_rows(wte_slice.grad(), Tensor(), looked_up.grad(), tokens, vocab_start); },
+        [wte_slice, tokens, vocab_start, looked_up = looked_up.without_value()] {
+          ops::embedding_backward_rows(wte_slice.grad(), Tensor(), looked_up.grad(), tokens, vocab_start);
+        },
         {wte_slice});
   // The positions are a bias over the flattened [T, C] of each sequence: g(E_r[tokens]) + wpe[:T].
   return reduce_and_add_rows(tape, looked_up, wpe, T, tp_group);

@@ -48,9 +48,7 @@ struct GradientTarget {
 inline GradientTarget gradient_target(const Var& x) {
   if (!x.requires_grad()) return {};
   if (!x.grad_unallocated()) return {x.grad(), ops::GradWrite::Add};
-  const Tensor grad = empty_as(x.value().shape(), x.value().dtype(), x.value().device(), MemCategory::Activations);
-  x.bind_grad(grad);
-  return {grad, ops::GradWrite::Overwrite};
+  return {x.bind_new_grad(MemCategory::Activations), ops::GradWrite::Overwrite};
 }
 
 // True when some defined Var of `vars` wants a gradient: only then does a function record its backward.

@@ -27,8 +27,11 @@ Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe, 
           tape.recording() && any_requires_grad({&wte, &wpe}));
   ops::embedding_forward(out.value(), tokens, wte.value(), wpe.value());
   if (out.requires_grad())
-    tape.record("embedding", {out.value()},
-                [=] { ops::embedding_backward(wte.grad(), wpe.grad(), out.grad(), tokens); }, {wte, wpe});
+    tape.record("embedding", {},
+                [wte, wpe, tokens, out = out.without_value()] {
+                  ops::embedding_backward(wte.grad(), wpe.grad(), out.grad(), tokens);
+                },
+                {wte, wpe});
   return out;
 }
 
@@ -40,8 +43,8 @@ Var linear(Tape& tape, const Var& x, const Var& w, const Var& b) {
   Var out(new_activation(shape, x.value()), tape.recording() && any_requires_grad({&x, &w, &b}));
   ops::linear_forward(out.value(), x.value(), w.value(), bias);
   if (out.requires_grad())
-    tape.record("linear", {x.value(), out.value()},
-                [=] {
+    tape.record("linear", {x.value()},
+                [x, w, b, out = out.without_value()] {
                   const GradientTarget dx = gradient_target(x);
                   ops::linear_backward(dx.grad, w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(), out.grad(),
                                        x.value(), w.value(), dx.write);
@@ -64,8 +67,8 @@ Var layernorm(Tape& tape, const Var& x, const Var& w, const Var& b) {
   }
   ops::layernorm_forward(out.value(), mean, rstd, xv, w.value(), b.value());
   if (out.requires_grad())
-    tape.record("layernorm", {xv, mean, rstd, out.value()},
-                [=] {
+    tape.record("layernorm", {xv, mean, rstd},
+                [x, w, b, mean, rstd, out = out.without_value()] {
                   const GradientTarget dx = gradient_target(x);
                   ops::layernorm_backward(dx.grad, w.grad(), b.grad(), out.grad(), x.value(), w.value(), mean, rstd,
                                           dx.write);
@@ -79,8 +82,8 @@ Var gelu(Tape& tape, const Var& x) {
   Var out(new_activation(x.value().shape(), x.value()), tape.recording() && x.requires_grad());
   ops::gelu_forward(out.value(), x.value());
   if (out.requires_grad())
-    tape.record("gelu", {x.value(), out.value()},
-                [=] {
+    tape.record("gelu", {x.value()},
+                [x, out = out.without_value()] {
                   const GradientTarget dx = gradient_target(x);
                   ops::gelu_backward(dx.grad, x.value(), out.grad(), dx.write);
                 },
@@ -126,7 +129,11 @@ Var residual(Tape& tape, const Var& a, const Var& b) {
   Var out(new_activation(a.value().shape(), a.value()), tape.recording() && any_requires_grad({&a, &b}));
   ops::residual_forward(out.value(), a.value(), b.value());
   if (out.requires_grad())
-    tape.record("residual", {a.value(), b.value(), out.value()}, [=] { residual_gradient(out.grad(), a, b); }, {a, b});
+    tape.record("residual", {},
+                [a = a.without_value(), b = b.without_value(), out = out.without_value()] {
+                  residual_gradient(out.grad(), a, b);
+                },
+                {a, b});
   return out;
 }
 
@@ -170,7 +177,7 @@ void backward_in_storage(const Var& qkv, const Var& out, DType storage, bool wit
   const Tensor& x = qkv.value();
   if (storage == x.dtype()) {
     const GradientTarget dqkv = gradient_target(qkv);
-    backward(dqkv.grad, dqkv.write, x, out.grad(), out.value());
+    backward(dqkv.grad, dqkv.write, x, out.grad(), with_out ? out.value() : Tensor());
     return;
   }
   const MemCategory work = MemCategory::Workspace;
@@ -190,7 +197,9 @@ Var cast(Tape& tape, const Var& x, DType dtype) {
   Var out(empty_as(x.value().shape(), dtype, x.value().device(), MemCategory::Activations),
           tape.recording() && x.requires_grad());
   ops::convert(out.value(), x.value());
-  if (out.requires_grad()) tape.record("cast", {out.value()}, [=] { add_converted_gradient(x, out.grad()); }, {x});
+  if (out.requires_grad())
+    tape.record("cast", {},
+                [x = x.without_value(), out = out.without_value()] { add_converted_gradient(x, out.grad()); }, {x});
   return out;
 }
 
@@ -203,8 +212,8 @@ Var attention(Tape& tape, const Var& qkv, int n_head) {
   forward_in_storage(out.value(), q, DType::F32,
                      [&](const Tensor& out_s, const Tensor& q_s) { ops::attention_forward(out_s, att, q_s, n_head); });
   if (out.requires_grad())
-    tape.record("attention", {q, att, out.value()},
-                [=] {
+    tape.record("attention", {q, att},
+                [qkv, att, n_head, out = out.without_value()] {
                   backward_in_storage(
                       qkv, out, DType::F32, false,
                       [&](const Tensor& dqkv, ops::GradWrite write, const Tensor& x, const Tensor& dout,
@@ -245,8 +254,8 @@ Var batched_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
     ops::batched_attention_forward(out_s, probs, q_s, n_head);
   });
   if (out.requires_grad())
-    tape.record("batched attention", {q, probs, out.value()},
-                [=] {
+    tape.record("batched attention", {q, probs},
+                [qkv, probs, n_head, storage, out = out.without_value()] {
                   backward_in_storage(
                       qkv, out, storage, false,
                       [&](const Tensor& dqkv, ops::GradWrite write, const Tensor& x, const Tensor& dout,
@@ -274,7 +283,12 @@ Tensor cross_entropy_through(ops::ClassifierFn classifier, Tape& tape, const Var
   const bool with_grad = tape.recording() && logits.requires_grad();
   const ops::GradScale dloss = mean_loss_gradient(with_grad, grad_scale, N, "cross_entropy");
   classifier(lv.reshape({N, Vp}), losses, targets.reshape({N}), vocab, dloss);
-  if (with_grad) logits.bind_grad(lv);  // the logits buffer now holds dlogits
+  if (with_grad) {
+    logits.bind_grad(lv);  // the logits buffer now holds dlogits
+    // Nothing left to do in backward; the step names the buffer, which waits for the LM head's backward as the
+    // logits' gradient, among what the tape keeps (entries()).
+    tape.record("cross_entropy", {lv}, [] {});
+  }
   return losses;
 }
 

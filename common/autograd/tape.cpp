@@ -26,7 +26,7 @@ void Tape::push(Step step, const Var* adds_to_begin, const Var* adds_to_end) {
   for (const Var* v = adds_to_begin; v != adds_to_end; ++v)
     if (v->requires_grad()) {
       ++v->node_->pending_gradient_steps;
-      step.adds_to.push_back(*v);
+      step.adds_to.push_back(v->without_value());  // the tape counts gradients; it keeps no values alive
     }
   steps_.push_back(std::move(step));
 }

@@ -5,8 +5,11 @@ namespace lab {
 
 Var::Var(Tensor value, bool requires_grad) : node_(std::make_shared<Node>()) {
   value.check_defined("Var");
-  node_->value = std::move(value);
+  node_->shape = value.shape();
+  node_->dtype = value.dtype();
+  node_->device = value.device();
   node_->requires_grad = requires_grad;
+  value_ = std::make_shared<Tensor>(std::move(value));
 }
 
 Var Var::parameter(Tensor value, Tensor grad) {
@@ -21,7 +24,16 @@ Var Var::parameter(Tensor value, Tensor grad) {
 
 const Tensor& Var::value() const {
   LAB_CHECK(node_, InvalidArgument, "use of an undefined Var");
-  return node_->value;
+  LAB_CHECK(value_, InvalidArgument, "the value of a Var of shape ", shape_str(node_->shape),
+            " read through a handle that holds its gradient only (Var::without_value)");
+  return *value_;
+}
+
+Var Var::without_value() const {
+  if (!node_ || node_->parameter) return *this;
+  Var handle;
+  handle.node_ = node_;
+  return handle;
 }
 
 bool Var::requires_grad() const {
@@ -32,7 +44,7 @@ const Tensor& Var::grad() const {
   LAB_CHECK(requires_grad(), InvalidArgument, "grad() of a Var that does not require a gradient");
   if (!node_->grad.defined()) {
     MemoryScope scope(node_->parameter ? MemCategory::Grads : MemCategory::Activations);
-    node_->grad = Tensor::zeros(node_->value.shape(), node_->value.dtype(), node_->value.device());
+    node_->grad = Tensor::zeros(node_->shape, node_->dtype, node_->device);
   }
   return node_->grad;
 }
@@ -50,11 +62,18 @@ bool Var::grad_unallocated() const {
   return requires_grad() && !node_->parameter && !node_->grad.defined();
 }
 
+Tensor Var::bind_new_grad(MemCategory category) const {
+  LAB_CHECK(requires_grad(), InvalidArgument, "bind_new_grad on a Var that does not require a gradient");
+  MemoryScope scope(category);
+  node_->grad = Tensor::empty(node_->shape, node_->dtype, node_->device);
+  return node_->grad;
+}
+
 void Var::bind_value(Tensor v) const {
   LAB_CHECK(node_ && node_->parameter, InvalidArgument, "bind_value on a Var that is not a parameter");
-  LAB_CHECK(!v.defined() || v.shape() == node_->value.shape() || !node_->value.defined(), InvalidArgument,
-            "bind_value: shape ", shape_str(v.shape()), " for a parameter of shape ", shape_str(node_->value.shape()));
-  node_->value = std::move(v);
+  LAB_CHECK(!v.defined() || v.shape() == node_->shape, InvalidArgument, "bind_value: shape ", shape_str(v.shape()),
+            " for a parameter of shape ", shape_str(node_->shape));
+  *value_ = std::move(v);
 }
 
 void Var::set_gradient_hook(std::function<void()> hook) const {

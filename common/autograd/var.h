@@ -9,6 +9,12 @@
 // linear layers', GELU's and LayerNorm's write their input's gradient over a new buffer (ag::gradient_target,
 // ops::GradWrite).
 //
+// A Var's value and its gradient are held apart: without_value() gives a handle to the same gradient that does not
+// keep the value alive. A backward step holds its output, and inputs whose values its backward does not read (the
+// residual add's), by such handles, so a tensor no backward reads is freed as soon as the forward pass is done with
+// it: the linear projections' outputs, which the residual add consumes, are not kept for backward. The tape holds
+// the Vars it counts pending steps for the same way.
+//
 // A gradient hook tells whoever needs it that a Var's gradient is final for this backward pass: data
 // parallelism starts all-reducing a bucket of gradients as soon as all of them are final, while backward goes
 // on (chapter 8). The tape counts, for every Var, the recorded backward steps that will still add to its
@@ -20,6 +26,7 @@
 #include <functional>
 #include <memory>
 
+#include "common/core/memory.h"
 #include "common/core/tensor.h"
 
 namespace lab {
@@ -35,7 +42,12 @@ class Var {
   static Var parameter(Tensor value, Tensor grad);
 
   bool defined() const { return node_ != nullptr; }
+  // The value; throws for a handle made by without_value().
   const Tensor& value() const;
+  // The same Var (its gradient, its hook, its pending steps) without keeping the value alive: what a backward step
+  // holds of a Var whose value it does not read. A parameter's handle keeps its value (parameters belong to the
+  // model, and bind_value must reach every copy). value() of such a handle throws.
+  Var without_value() const;
   bool requires_grad() const;
   // The gradient, allocated as zeros on first use; throws if this Var does not require a gradient.
   const Tensor& grad() const;
@@ -49,6 +61,9 @@ class Var {
   // True for an activation (not a parameter) that requires a gradient and has none allocated or bound yet: no
   // backward step has added to it.
   bool grad_unallocated() const;
+  // Binds a new, uninitialised gradient buffer of the value's shape, dtype and device (charged to `category`) and
+  // returns it: for a backward step that writes every element of its input's first gradient (ag::gradient_target).
+  Tensor bind_new_grad(MemCategory category) const;
   // Makes `v` a parameter's value (same shape), or releases it (undefined `v`): ZeRO stage 3 (chapter 7)
   // binds a block's gathered weights just before they are used and releases them after. Functions read a
   // parameter's value when they run, forward or backward, so a rebinding is seen by every copy of this Var.
@@ -65,8 +80,11 @@ class Var {
  private:
   friend class Tape;  // counts the pending steps and runs the hook
 
+  // The gradient side, shared by every handle; the value's shape, dtype and device are kept for the gradient.
   struct Node {
-    Tensor value;
+    Shape shape;
+    DType dtype = DType::F32;
+    Device device;
     mutable Tensor grad;
     bool requires_grad = true;
     bool parameter = false;
@@ -74,6 +92,9 @@ class Var {
     std::function<void()> gradient_hook;
   };
   std::shared_ptr<Node> node_;
+  // The value, shared by the handles that keep it (so that a parameter's bind_value reaches them all); null in a
+  // handle made by without_value().
+  std::shared_ptr<Tensor> value_;
 };
 
 }  // namespace lab

@@ -38,13 +38,14 @@ Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tens
   ops::linear_forward(out.value(), matmul_operand(x.value(), weight_16bit.dtype()), weight_16bit,
                       bias_for_output(bias, bias_16bit, out_value.dtype()));
   if (out.requires_grad())
-    tape.record(
-        [=] {
-          const ag::GradientTarget dx = ag::gradient_target(x);
-          ops::linear_backward(dx.grad, weight.grad_or_none(), bias.defined() ? bias.grad_or_none() : Tensor(),
-                               out.grad(), matmul_operand(x.value(), weight_16bit.dtype()), weight_16bit, dx.write);
-        },
-        {x, weight, bias});
+    tape.record("linear", {x.value()},
+                [x, weight, weight_16bit, bias, out = out.without_value()] {
+                  const ag::GradientTarget dx = ag::gradient_target(x);
+                  ops::linear_backward(dx.grad, weight.grad_or_none(), bias.defined() ? bias.grad_or_none() : Tensor(),
+                                       out.grad(), matmul_operand(x.value(), weight_16bit.dtype()), weight_16bit,
+                                       dx.write);
+                },
+                {x, weight, bias});
   return out;
 }
 

@@ -55,8 +55,8 @@ Var gelu_linear_recomputing_gelu(Tape& tape, const Var& pre, const Linear& linea
     ops::linear_forward(out.value(), matmul_operand(gelu_out, operands), weight, bias);
   }
   if (out.requires_grad())
-    tape.record("gelu+linear (gelu recomputed)", {h, out.value()},
-                [=] {
+    tape.record("gelu+linear (gelu recomputed)", {h},
+                [pre, h, w, b, weight, operands, out = out.without_value()] {
                   Tensor gelu_out = ag::new_activation(h.shape(), h);
                   ops::gelu_forward(gelu_out, h);
                   // The GELU output's gradient: this product is its only contribution, written over a new buffer.

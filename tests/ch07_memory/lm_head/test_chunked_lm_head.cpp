@@ -60,12 +60,12 @@ TEST(ChunkedLmHead, TheForwardKeepsTheTheory) {
           activations_16bit ? ch07::AttentionKept::F32Probabilities : ch07::AttentionKept::Probabilities;
       EXPECT_EQ(kept, ch07::memory_theory(config, B, T, ch07::RecomputePolicy::None, 4, probabilities, act, 0, head)
                           .of(MemCategory::Activations));
-      if (head == ch07::LmHead::Chunked) {  // the padded vocabulary's logits gone, the head input's gradient kept
+      if (head == ch07::LmHead::Chunked) {  // the logits gone; the head input's gradient kept instead of its value
         EXPECT_EQ(ch07::memory_theory(config, B, T, ch07::RecomputePolicy::None).activation_bytes_per_token -
                       ch07::memory_theory(config, B, T, ch07::RecomputePolicy::None, 4,
                                           ch07::AttentionKept::Probabilities, 0, 0, head)
                           .activation_bytes_per_token,
-                  4 * (config.padded_vocab_size - config.n_embd));
+                  4 * config.padded_vocab_size);
       }
     }
 }
