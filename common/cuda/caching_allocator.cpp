@@ -20,14 +20,34 @@
 
 namespace lab::cuda {
 
+namespace {
+
+constexpr size_t kMinBlock = 512;
+constexpr size_t kLargeStep = size_t{2} << 20;  // 2 MiB: the step of the classes above 8 MiB
+
+// `bytes` rounded up to a multiple of `step`.
+size_t round_up(size_t bytes, size_t step) {
+  return (bytes + step - 1) / step * step;
+}
+
+// The largest power of two not above `bytes` (> 0).
+size_t floor_pow2(size_t bytes) {
+  return size_t{1} << (63 - __builtin_clzll(bytes));
+}
+
+// The quarter-power-of-two class of a block of `size` bytes: the largest cached block an allocation of that
+// class may take (see the header).
+size_t reuse_limit(size_t size) {
+  return round_up(size, std::max<size_t>(floor_pow2(size) / 4, 1));
+}
+
+}  // namespace
+
 size_t cuda_size_class(size_t bytes) {
-  constexpr size_t kMinBlock = 512;
   if (bytes <= kMinBlock) return kMinBlock;
-  // Largest power of two not above bytes, then the next quarter step at or above bytes.
-  const size_t pow2 = size_t{1} << (63 - __builtin_clzll(bytes));
-  if (pow2 == bytes) return bytes;
-  const size_t quarter = pow2 / 4;
-  return (bytes + quarter - 1) / quarter * quarter;
+  // Largest power of two not above bytes, then the next quarter step at or above bytes; above 8 MiB the step
+  // stays 2 MiB.
+  return round_up(bytes, std::min(floor_pow2(bytes) / 4, kLargeStep));
 }
 
 namespace {
@@ -53,7 +73,7 @@ class CudaCachingAllocator final : public Allocator {
   explicit CudaCachingAllocator(int device) : device_(device) {}
 
   void* allocate(size_t bytes, MemCategory category) override {
-    const size_t size = cuda_size_class(bytes);
+    size_t size = cuda_size_class(bytes);  // becomes the size of the cached block taken, if one is
     const cudaStream_t stream = current_stream(device_);
     const int pool = current_pool(device_);
     collect_finished_frees();
@@ -191,32 +211,41 @@ class CudaCachingAllocator final : public Allocator {
     }
   }
 
-  void* take_cached(size_t size, cudaStream_t stream) {
+  // A cached block for an allocation of class `size` on `stream`: the stream's own, else the shared pool's, the
+  // smallest of at least `size` and at most reuse_limit(size) bytes; `size` becomes the block's. Null if none.
+  void* take_cached(size_t& size, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (std::vector<void*>* list : {find_list(free_, std::make_pair(stream, size)), find_list(pool_, size)}) {
-      if (!list || list->empty()) continue;
-      void* ptr = list->back();
-      list->pop_back();
-      return ptr;
-    }
-    return nullptr;
+    const size_t limit = reuse_limit(size);
+    for (auto it = free_.lower_bound({stream, size});
+         it != free_.end() && it->first.first == stream && it->first.second <= limit; ++it)
+      if (void* ptr = pop(it->second, size, it->first.second)) return ptr;
+    return take_smallest_fit(pool_, size);
   }
 
-  void* take_from_pool(int pool, size_t size) {
+  // The same from private pool `pool`'s lists.
+  void* take_from_pool(int pool, size_t& size) {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = private_.find(pool);
     LAB_CHECK(it != private_.end(), InvalidArgument, "PoolScope: cuda:", device_, " has no pool ", pool);
-    std::vector<void*>* list = find_list(it->second, size);
-    if (!list || list->empty()) return nullptr;
-    void* ptr = list->back();
-    list->pop_back();
-    return ptr;
+    return take_smallest_fit(it->second, size);
   }
 
-  template <typename Map, typename Key>
-  static std::vector<void*>* find_list(Map& map, const Key& key) {
-    const auto it = map.find(key);
-    return it == map.end() ? nullptr : &it->second;
+  // From lists keyed by size: the last block freed of the smallest size in [size, reuse_limit(size)]; `size`
+  // becomes its size. Last in, first out, so the same sequence of allocations and frees takes the same blocks.
+  static void* take_smallest_fit(std::map<size_t, std::vector<void*>>& lists, size_t& size) {
+    const size_t limit = reuse_limit(size);
+    for (auto it = lists.lower_bound(size); it != lists.end() && it->first <= limit; ++it)
+      if (void* ptr = pop(it->second, size, it->first)) return ptr;
+    return nullptr;
+  }
+
+  // The last block of `list`, with `size` set to `block_size`; null for an empty list.
+  static void* pop(std::vector<void*>& list, size_t& size, size_t block_size) {
+    if (list.empty()) return nullptr;
+    void* ptr = list.back();
+    list.pop_back();
+    size = block_size;
+    return ptr;
   }
 
   // An event of this device for marking a use, from the spares when there is one.

@@ -22,7 +22,13 @@
 // freed, and its pending uses are forgotten (they have finished). So no memory stays cached for a stream that
 // no longer exists, and a new stream that happens to receive the same handle starts with nothing.
 //
-// Sizes are rounded up to quarter-powers of two (at most 25% slack, 512 bytes at least). When cudaMalloc
+// Sizes are rounded up to size classes: quarter-powers of two up to 8 MiB (at most 25% slack, 512 bytes at least),
+// multiples of 2 MiB above (at most 2 MiB slack). The step stops growing at 2 MiB because the largest tensors are
+// allocated once or once a step at one size: at GPT-2 124M, quarter-powers rounded the flat parameter, gradient and
+// moment buffers (475, 712 and 950 MiB) up to 512, 768 and 1024 MiB, and the bf16 logits of B = 32, T = 1024
+// (3144 MiB) up to 3584 MiB. An allocation takes a cached block of its own class first, else the smallest cached
+// block no larger than its quarter-power class (the block the coarser classes would have handed it), so that
+// tensors of nearby sizes still share cached blocks; the block's whole size counts as live. When cudaMalloc
 // fails, the allocator empties its cache and tries once more; if that fails too, it throws
 // Error(ErrorKind::Cuda) naming the requested size and the live/reserved totals.
 #pragma once

@@ -24,7 +24,8 @@ using test::kGpu;
 using test::StreamGate;
 
 // A pure function of the size: checked on every machine.
-TEST(CudaAllocator, SizeClassesAreQuarterPowersOfTwo) {
+TEST(CudaAllocator, SizeClassesAreQuarterPowersOfTwoThenStepsOf2MiB) {
+  constexpr size_t kMiB = size_t{1} << 20;
   EXPECT_EQ(cuda::cuda_size_class(0), 512u);
   EXPECT_EQ(cuda::cuda_size_class(1), 512u);
   EXPECT_EQ(cuda::cuda_size_class(512), 512u);
@@ -32,11 +33,17 @@ TEST(CudaAllocator, SizeClassesAreQuarterPowersOfTwo) {
   EXPECT_EQ(cuda::cuda_size_class(1000), 1024u);
   EXPECT_EQ(cuda::cuda_size_class(1025), 1280u);
   EXPECT_EQ(cuda::cuda_size_class((size_t{3} << 20) + 1), size_t{7} << 19);
+  EXPECT_EQ(cuda::cuda_size_class(9 * kMiB + 1), 10 * kMiB);
   EXPECT_EQ(cuda::cuda_size_class(size_t{1} << 30), size_t{1} << 30);
-  for (size_t bytes = 1; bytes < (size_t{1} << 24); bytes = bytes * 3 + 1) {
+  // GPT-2 124M's flat parameter buffer (124,475,904 floats with the padded vocabulary): 476 MiB, not 512.
+  EXPECT_EQ(cuda::cuda_size_class(size_t{124475904} * 4), 476 * kMiB);
+  for (size_t bytes = 1; bytes < (size_t{1} << 34); bytes = bytes * 3 + 1) {
     const size_t size = cuda::cuda_size_class(bytes);
     EXPECT_GE(size, bytes);
     EXPECT_LE(size, std::max<size_t>(512, bytes + bytes / 4)) << bytes;  // at most 25% slack
+    if (bytes > 8 * kMiB) {
+      EXPECT_LT(size, bytes + 2 * kMiB) << bytes;  // and less than 2 MiB above 8 MiB
+    }
   }
 }
 
@@ -50,6 +57,27 @@ TEST(CudaAllocator, ReusesAFreedBlockOfTheSameClass) {
   EXPECT_EQ(second, first);
   EXPECT_EQ(alloc.stats().system_allocs, mallocs) << "a cached block must not cost a cudaMalloc";
   alloc.deallocate(second, 3900, MemCategory::Other);
+}
+
+TEST(CudaAllocator, ALargeAllocationTakesACachedBlockUpToItsQuarterPowerClass) {
+  LAB_REQUIRE_GPU();
+  constexpr size_t kMiB = size_t{1} << 20;
+  Allocator& alloc = cuda::caching_allocator(0);
+  void* block = alloc.allocate(24 * kMiB, MemCategory::Other);
+  alloc.deallocate(block, 24 * kMiB, MemCategory::Other);
+  const int64_t mallocs = alloc.stats().system_allocs, live = alloc.stats().live_total;
+  // 21 MiB + 1 byte: class 22 MiB, whose quarter-power class is 24 MiB: the cached block serves it, counted whole.
+  void* near = alloc.allocate(21 * kMiB + 1, MemCategory::Other);
+  EXPECT_EQ(near, block);
+  EXPECT_EQ(alloc.stats().system_allocs, mallocs);
+  EXPECT_EQ(alloc.stats().live_total - live, static_cast<int64_t>(24 * kMiB));
+  // 17 MiB: class 18 MiB, quarter-power class 20 MiB: a 24 MiB block is too large to give it.
+  void* far = alloc.allocate(17 * kMiB, MemCategory::Other);
+  EXPECT_NE(far, block);
+  EXPECT_EQ(alloc.stats().system_allocs, mallocs + 1);
+  EXPECT_EQ(alloc.stats().live_total - live, static_cast<int64_t>(24 * kMiB + 18 * kMiB));
+  alloc.deallocate(far, 17 * kMiB, MemCategory::Other);
+  alloc.deallocate(near, 21 * kMiB + 1, MemCategory::Other);
 }
 
 TEST(CudaAllocator, AccountsLiveAndPeakBytesByCategory) {
