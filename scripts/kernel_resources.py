@@ -151,6 +151,10 @@ BLOCK_THREADS = {
     "flash_registers_forward_kernel": 128,
     "flash_registers_key_grads_kernel": 128,
     "flash_registers_query_grads_kernel": 128,
+    # ch09 lab 01, v9: the one-pass backward on the core's register kernels (61-113 KiB), kThreads = 4 warps, and
+    # the elementwise kernel that writes or adds its f32 dQ into dqkv, kBlockSize.
+    "flash_one_pass_grads_kernel": 128,
+    "flash_dq_into_dqkv_kernel": 256,
 }
 
 
@@ -169,8 +173,10 @@ class Kernel:
 
 
 def cu_sources():
-    """Every .cu file of the project outside tests/ and build folders, sorted."""
-    listed = subprocess.run(["git", "ls-files", "*.cu"], cwd=ROOT, capture_output=True, text=True)
+    """Every .cu file of the project outside tests/ and build folders, sorted: the tracked ones and the new ones git
+    would track (not ignored), so that a kernel is reported before its first commit."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.cu"], cwd=ROOT,
+                            capture_output=True, text=True)
     if listed.returncode == 0 and listed.stdout.strip():
         files = [ROOT / line for line in listed.stdout.split()]
     else:  # not a git checkout: walk the tree
@@ -209,6 +215,7 @@ TENSOR_CORE_KERNELS = {
     "flash_registers_forward_kernel",
     "flash_registers_key_grads_kernel",
     "flash_registers_query_grads_kernel",
+    "flash_one_pass_grads_kernel",
     "matmul_wmma_bf16_kernel",
 }
 PTX_MMA = re.compile(r"\b(?:wmma\.mma\.sync|mma\.sync|wgmma\.mma_async)\b")

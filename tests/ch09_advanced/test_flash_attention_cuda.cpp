@@ -1,7 +1,8 @@
 // Chapter 9 on CUDA: the flash attention kernels (common/ops/cuda/flash_attention.cu) in bf16 and f16 against
 // the fp64 reference by the low-precision rule (their error within 4x that of the straightforward same-precision
 // computation), at shapes off the 64-row tiles and head sizes the kernels pad (32, 8); that the backward adds into
-// dqkv; the attention lab's GPU versions; the f32 fallback to the materialised op; that the 16-bit path holds no T x T
+// dqkv; the attention lab's one-pass backward on the core's kernels (v9) at the same shapes, writing and adding; the
+// attention lab's GPU versions; the f32 fallback to the materialised op; that the 16-bit path holds no T x T
 // buffer; and the head sizes it refuses. Labels ch09 and cuda: they run in the emulation build (so the shapes are tiny)
 // and skip without a GPU.
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "ch09_advanced/kernels/01_attention/attention_lab.h"
+#include "ch09_advanced/kernels/01_attention/flash_versions.h"
 #include "common/core/memory.h"
 #include "common/lab/compare.h"
 #include "common/ops/flash_attention.h"
@@ -76,12 +78,45 @@ TEST_P(FlashGpu, WithinLowPrecisionRuleOfReference) {
   EXPECT_TRUE(test::all_close("lse", flash.lse, exact.lse, tol));
 }
 
+// a + b, elementwise, of two f32 CPU tensors of one shape.
+Tensor sum_of(const Tensor& a, const Tensor& b) {
+  std::vector<float> sum = a.to_floats();
+  const std::vector<float> other = b.to_floats();
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] += other[i];
+  return Tensor::from_floats(sum, a.shape());
+}
+
+// The attention lab's v9 (one pass over key tiles, dQ by atomics into an f32 workspace, on the core's register
+// kernels) after the core's forward, at the same shapes: written over NaNs (GradWrite::Overwrite: an element its
+// conversion pass or the dK/dV stores missed stays NaN) and added into random values (Add), each by the
+// low-precision rule. For Add the exact result is dqkv_before + the exact gradient and the baseline the
+// same-precision gradient added to dqkv_before and rounded once more, as any 16-bit accumulation rounds it.
+TEST_P(FlashGpu, OnePassAtomicDqWithinLowPrecisionRule) {
+  const GpuCase p = GetParam();
+  const FlashCase& c = p.shape;
+  Rng rng(test_seed());
+  const FlashInputs in = test::rounded_to(test::random_flash_inputs(c, rng), p.dtype);
+  const Tensor exact = ch09::reference_backward(c.shape(), in.qkv, in.dout);
+  const Tensor baseline = ch09::reference_backward(c.shape(), in.qkv, in.dout, p.dtype);
+  for (const ops::GradWrite write : {ops::GradWrite::Overwrite, ops::GradWrite::Add}) {
+    const bool add = write == ops::GradWrite::Add;
+    SCOPED_TRACE(add ? "Add" : "Overwrite");
+    const Tensor dqkv =
+        test::run_flash(in, c.NH, p.dtype, kGpu, write, ch09::attention_lab::flash_backward_atomic_registers).dqkv;
+    const Tensor base = add ? sum_of(in.dqkv_before, baseline).to_dtype(p.dtype).to_dtype(DType::F32) : baseline;
+    const ErrorRatioReport r =
+        compare_error_to_baseline(dqkv, base, add ? sum_of(in.dqkv_before, exact) : exact, p.dtype);
+    EXPECT_TRUE(r.ok()) << r.describe("dqkv");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashGpu, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return info.param.name(); });
 
 // The attention lab's GPU versions (the materialised op, the WMMA flash kernels, in the backward the one-pass
-// backward with dQ by atomics, the v6 kernels that load each tile before multiplying it, the core's, and the
-// 16-bit batched op), bf16 and f16, against its fp64 reference.
+// backward with dQ by atomics, the v6 kernels that load each tile before multiplying it, the core's, the 16-bit
+// batched op, and in the backward the one pass with dQ by atomics on the core's kernels), bf16 and f16, against its
+// fp64 reference.
 TEST(AttentionLabGpu, GpuVersionsPass) {
   LAB_REQUIRE_GPU();
   for (const auto& [shape, dtype] : {std::pair{ch09::AttentionShape{1, 70, 2, 64}, DType::BF16},
@@ -90,8 +125,8 @@ TEST(AttentionLabGpu, GpuVersionsPass) {
     for (const ch09::LabPass pass : {ch09::LabPass::Forward, ch09::LabPass::Backward}) {
       const kernel_lab::KernelLab lab = ch09::make_attention_lab({shape, dtype, test_seed()}, pass);
       const std::vector<int> gpu = test::versions_on(lab, DeviceType::CUDA);
-      ASSERT_EQ(gpu.size(), 6u)
-          << "materialised, flash through WMMA, dQ by atomics, flash in registers, the core's, batched in 16 bits";
+      ASSERT_EQ(gpu.size(), 7u) << "materialised, flash through WMMA, dQ by atomics, flash in registers, the core's, "
+                                   "batched in 16 bits, dQ by atomics in registers";
       for (const int n : gpu) EXPECT_TRUE(test::version_passes(lab, n));
     }
   }

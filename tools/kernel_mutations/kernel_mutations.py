@@ -10,6 +10,8 @@ which tests caught the mutation. The working tree itself is never modified.
     python3 tools/kernel_mutations/kernel_mutations.py                  # every mutation, table on stdout
     python3 tools/kernel_mutations/kernel_mutations.py --only softmax-no-max --seed 7
     python3 tools/kernel_mutations/kernel_mutations.py --out mutations.md
+    python3 tools/kernel_mutations/kernel_mutations.py --only flash-one-pass-dq-unscaled \
+        --program test_ch09_flash_attention_cuda              # one mutation against the one program that tests it
 
 The copy and its build live in --work (default build-mutations/ beside the repository root). The first run
 configures and builds everything (minutes); later runs refresh the copy and rebuild only what changed.
@@ -132,7 +134,7 @@ MUTATIONS = [
              [("    if (kt == last_key_tile)\n      forward_key_tile<true, E, D>",
                "    if (false)\n      forward_key_tile<true, E, D>")],
              "flash forward: the diagonal key tile multiplied without its causal mask, as the tiles before it"),
-    Mutation("flash-waits-too-few", "common/ops/cuda/flash_attention.cu",
+    Mutation("flash-waits-too-few", "common/ops/cuda/flash_attention_pipeline.cuh",
              [("  if (next_queued)\n    __pipeline_wait_prior(1);", "  if (next_queued)\n    __pipeline_wait_prior(2);")],
              "flash (every tile kernel): the tile about to be multiplied not waited for (cp.async still in flight)"),
     Mutation("flash-key-grads-causal", "common/ops/cuda/flash_attention.cu",
@@ -174,6 +176,24 @@ MUTATIONS = [
     Mutation("flash-atomic-dq-unscaled", "ch09_advanced/kernels/01_attention/flash_backward_atomic.cu",
              [("s.scale * dq[(strip + r) * kLdOut<D> + c]", "dq[(strip + r) * kLdOut<D> + c]")],
              "attention lab v5: dQ added without its 1/sqrt(HS)"),
+    Mutation("flash-one-pass-dq-unscaled", "ch09_advanced/kernels/01_attention/flash_backward_atomic_registers.cu",
+             [("const float dq = scale * dq_sum[i];", "const float dq = dq_sum[i];")],
+             "attention lab v9: dQ written without its 1/sqrt(HS)"),
+    Mutation("flash-one-pass-causal-off-by-one", "ch09_advanced/kernels/01_attention/flash_backward_atomic_registers.cu",
+             [("if (query < key || query >= s.T) p[n][i] = 0.0f;", "if (query + 1 < key || query >= s.T) p[n][i] = 0.0f;")],
+             "attention lab v9: each key also gets the gradient of the query before it (dK, dV and dQ)"),
+    Mutation("flash-one-pass-missing-barrier", "ch09_advanced/kernels/01_attention/flash_backward_atomic_registers.cu",
+             [("    __syncthreads();  // the step's dS^T complete: each query's dQ needs every warp's keys\n", "")],
+             "attention lab v9: no barrier between the warps' dS^T stores and the dQ product that reads them"),
+    Mutation("flash-one-pass-dq-diagonal-keys-skipped", "ch09_advanced/kernels/01_attention/flash_backward_atomic_registers.cu",
+             [("t0 + c0 + rows + kStrip - s0 : kTile;", "t0 + c0 + rows - s0 : kTile;")],
+             "attention lab v9: dQ on the diagonal without the keys of the strip's own 16 positions"),
+    Mutation("flash-one-pass-add-overwrites", "ch09_advanced/kernels/01_attention/flash_backward_atomic_registers.cu",
+             [("store(dst, add ? to_float(dst) + dq : dq);", "store(dst, dq);")],
+             "attention lab v9: GradWrite::Add writes dQ over dqkv instead of adding into it"),
+    Mutation("flash-one-pass-workspace-unzeroed", "ch09_advanced/kernels/01_attention/flash_backward_atomic_registers.cu",
+             [("const Tensor dq_sum = Tensor::zeros(", "const Tensor dq_sum = Tensor::empty(")],
+             "attention lab v9: the f32 dQ workspace not zero-filled before the atomics add into it"),
 ]
 
 
@@ -213,13 +233,13 @@ def refresh_copy(src):
             path.unlink()
 
 
-def build(src, build_dir, log, jobs):
+def build(src, build_dir, log, jobs, programs):
     if not (build_dir / "build.ninja").exists():
         status = run(["cmake", "-S", src, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                       "-DLAB_CUDA_EMULATION=ON"], ROOT, log)
         if status != 0:
             return False
-    return run(["ninja", "-C", build_dir, f"-j{jobs}", *TEST_PROGRAMS], ROOT, log) == 0
+    return run(["ninja", "-C", build_dir, f"-j{jobs}", *programs], ROOT, log) == 0
 
 
 # "[  FAILED  ] Suite.Name" or "[  FAILED  ] Prefix/Suite.Name/3, where GetParam() = ..." (not the summary
@@ -227,13 +247,13 @@ def build(src, build_dir, log, jobs):
 FAILED = re.compile(r"^\[  FAILED  \] ([A-Za-z_][\w/.]*)", re.M)
 
 
-def run_tests(build_dir, log, seed):
+def run_tests(build_dir, log, seed, programs):
     """Runs the test programs; returns the names of the failed tests (or a note for a crash or a hang)."""
     env = dict(os.environ)
     if seed is not None:
         env["LAB_EMU_SEED"] = str(seed)
     failed = []
-    for program in TEST_PROGRAMS:
+    for program in programs:
         program_log = build_dir / f"{program}.log"
         program_log.write_text("")
         status = run([build_dir / "bin" / program], build_dir, program_log, env=env, timeout=TEST_TIMEOUT_S)
@@ -277,11 +297,14 @@ def main():
                         help="the private copy and its build (default: build-mutations/ beside the repository)")
     parser.add_argument("--only", action="append", help="run only this mutation (repeatable)")
     parser.add_argument("--seed", type=int, help="LAB_EMU_SEED for the test runs (shuffled schedules)")
+    parser.add_argument("--program", action="append", choices=TEST_PROGRAMS,
+                        help="build and run only this test program (repeatable; default: all of them)")
     parser.add_argument("--jobs", type=int, default=2, help="parallel build jobs")
     parser.add_argument("--out", type=Path, help="also write the table to this file")
     args = parser.parse_args()
 
     chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    programs = args.program or TEST_PROGRAMS
     unknown = set(args.only or []) - {m.name for m in MUTATIONS}
     if unknown:
         print(f"kernel_mutations: unknown mutation(s) {', '.join(sorted(unknown))}", file=sys.stderr)
@@ -292,10 +315,10 @@ def main():
     refresh_copy(src)
 
     started = time.time()
-    if not build(src, build_dir, log, args.jobs):
+    if not build(src, build_dir, log, args.jobs, programs):
         print(f"kernel_mutations: the unmutated build failed; see {log}", file=sys.stderr)
         return 2
-    baseline = run_tests(build_dir, log, args.seed)
+    baseline = run_tests(build_dir, log, args.seed, programs)
     if baseline:
         print(f"kernel_mutations: the unmutated tests fail ({', '.join(baseline)}); see {log}", file=sys.stderr)
         return 2
@@ -304,21 +327,21 @@ def main():
     for mutation in chosen:
         original = apply(mutation, src)
         try:
-            if not build(src, build_dir, log, args.jobs):
+            if not build(src, build_dir, log, args.jobs, programs):
                 print(f"kernel_mutations: {mutation.name} does not build; see {log}", file=sys.stderr)
                 return 2
-            failed = run_tests(build_dir, log, args.seed)
+            failed = run_tests(build_dir, log, args.seed, programs)
         finally:
             (src / mutation.path).write_text(original)
         if not failed:
             missed.append(mutation.name)
         rows.append(f"| `{mutation.name}` | {mutation.path} | {mutation.what} | {summary(failed)} |")
         print(f"{mutation.name}: {len(failed)} failing test(s)", file=sys.stderr)
-    build(src, build_dir, log, args.jobs)  # leave the copy's build unmutated
+    build(src, build_dir, log, args.jobs, programs)  # leave the copy's build unmutated
 
     seed_note = f", LAB_EMU_SEED={args.seed}" if args.seed is not None else ""
     table = "\n".join([
-        f"Mutations of the CUDA kernels against {' and '.join(TEST_PROGRAMS)} in the emulation build "
+        f"Mutations of the CUDA kernels against {' and '.join(programs)} in the emulation build "
         f"({time.time() - started:.0f} s{seed_note}):",
         "",
         "| mutation | file | what it breaks | failing tests |",

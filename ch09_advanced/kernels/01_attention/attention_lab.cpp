@@ -62,8 +62,9 @@ Tensor nan_like(const Tensor& t) {
 // Materialized: the core's attention op (f32; v1, v3). Batched: the core's 16-bit materialised op (v8). Flash: the
 // core's op (on CUDA, v7). FlashWmma: the lab's WMMA kernels (v4). FlashAtomicDq: the core's flash forward, and the
 // lab's one-pass backward with dQ by atomics (v5). FlashRegisters: the lab's copy of the core's kernels before they
-// overlapped their loads (v6).
-enum class Algorithm { Materialized, Batched, Flash, FlashWmma, FlashAtomicDq, FlashRegisters };
+// overlapped their loads (v6). FlashAtomicDqRegisters: the core's flash forward, and the lab's one-pass backward with
+// dQ by atomics on the core's register kernels (v9).
+enum class Algorithm { Materialized, Batched, Flash, FlashWmma, FlashAtomicDq, FlashRegisters, FlashAtomicDqRegisters };
 
 // The materialised algorithms keep the T x T probabilities for the backward; the flash ones the row log-sum-exp.
 bool keeps_probabilities(Algorithm algorithm) {
@@ -81,7 +82,8 @@ void run_forward(const VersionTensors& t, Algorithm algorithm, int n_head) {
     case Algorithm::Materialized: return ops::attention_forward(t.out, t.saved, t.qkv, n_head);
     case Algorithm::Batched: return ops::batched_attention_forward(t.out, t.saved, t.qkv, n_head);
     case Algorithm::Flash:
-    case Algorithm::FlashAtomicDq: return ops::flash_attention_forward(t.out, t.saved, t.qkv, n_head);
+    case Algorithm::FlashAtomicDq:
+    case Algorithm::FlashAtomicDqRegisters: return ops::flash_attention_forward(t.out, t.saved, t.qkv, n_head);
 #ifdef LAB_WITH_CUDA
     case Algorithm::FlashWmma: return attention_lab::flash_wmma_forward(t.out, t.saved, t.qkv, n_head);
     case Algorithm::FlashRegisters: return attention_lab::flash_registers_forward(t.out, t.saved, t.qkv, n_head);
@@ -103,10 +105,15 @@ void run_backward(const VersionTensors& t, Algorithm algorithm, int n_head) {
       return attention_lab::flash_backward_atomic_dq(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
     case Algorithm::FlashRegisters:
       return attention_lab::flash_registers_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
+    case Algorithm::FlashAtomicDqRegisters:
+      return attention_lab::flash_backward_atomic_registers(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head,
+                                                            ops::GradWrite::Add);
 #else
     case Algorithm::FlashWmma:
     case Algorithm::FlashAtomicDq:
-    case Algorithm::FlashRegisters: fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
+    case Algorithm::FlashRegisters:
+    case Algorithm::FlashAtomicDqRegisters:
+      fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
 #endif
   }
 }
@@ -254,6 +261,12 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
            "the --attention batched rung: v3's algorithm with 16-bit cuBLASLt products (tensor cores) and one fused "
            "causal softmax; T x T kept in 16 bits",
            Algorithm::Batched, p.flash_dtype, gpu);
+    // Like v5 in the forward lab: v7's forward under v9's name.
+    al.add("CUDA flash, one pass with dQ by atomics, fragments in registers",
+           pass == LabPass::Backward
+               ? "v5's one pass on v7's register kernels: each step's dS K by mma.sync, atomicAdd into f32 dQ"
+               : "a backward version: its forward is v7's",
+           Algorithm::FlashAtomicDqRegisters, p.flash_dtype, gpu);
   }
 #endif
   return lab;

@@ -23,6 +23,8 @@
 //   v8  CUDA batched      ops::cuda::batched_attention, the --attention batched rung: v3's algorithm with 16-bit
 //                         cuBLASLt products on tensor cores and one fused causal softmax, the probabilities kept
 //                         in 16 bits (after the flash versions, so that their numbers keep their names)
+//   v9  (backward only)   CUDA flash, one pass with dQ by atomics, fragments in registers (flash_versions.h): v7's
+//                         forward; v5's one pass on v7's kernels, each step's dS K by mma.sync added into f32 dQ
 //
 // How each is judged: the f32 versions against the fp64 reference of their inputs, within tolerance_for(f32,
 // max(T, HS)); the 16-bit versions by the low-precision rule: its error against the fp64 reference of the rounded
