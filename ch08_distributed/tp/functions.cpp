@@ -98,7 +98,7 @@ Tensor vocab_parallel_cross_entropy(Tape& tape, const Var& logits_slice, const T
   const ops::GradScale dloss = ag::mean_loss_gradient(with_grad, grad_scale, N, "cross_entropy");
   const Tensor losses = new_activation({N}, lv);
   vocab_slice_loss_and_grad(logits, losses, rows, row_max, sum_exp, target_logit, vocab_start, vocab, dloss);
-  if (with_grad) logits_slice.bind_grad(lv);  // the logits buffer now holds this rank's dlogits
+  if (with_grad) ag::bind_logits_as_gradient(tape, logits_slice, lv);  // the buffer now holds this rank's dlogits
   return losses;
 }
 

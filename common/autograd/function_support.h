@@ -6,6 +6,7 @@
 #include <functional>
 #include <initializer_list>
 
+#include "common/autograd/tape.h"
 #include "common/autograd/var.h"
 #include "common/core/error.h"
 #include "common/core/memory.h"
@@ -35,6 +36,14 @@ inline ops::GradScale mean_loss_gradient(bool with_grad, const ops::GradScale& g
                                          const char* op) {
   LAB_CHECK(!with_grad || grad_scale.value != 0.0f, InvalidArgument, op, ": grad_scale must be non-zero");
   return with_grad ? grad_scale.divided_by(static_cast<float>(rows)) : ops::GradScale(0.0f);
+}
+
+// For a loss whose classifier wrote the logits' gradient over the logits (the fused classifiers): binds that buffer
+// as `logits`' gradient, and records a step with nothing to run that names it, so that the tape lists the buffer
+// among what it keeps (Tape::entries) while it waits for the LM head's backward.
+inline void bind_logits_as_gradient(Tape& tape, const Var& logits, const Tensor& buffer) {
+  logits.bind_grad(buffer);
+  tape.record("cross_entropy", {buffer}, [] {});
 }
 
 // Where a backward step writes the gradient of its input `x`, and how (ops::GradWrite). While no step has added

@@ -283,12 +283,7 @@ Tensor cross_entropy_through(ops::ClassifierFn classifier, Tape& tape, const Var
   const bool with_grad = tape.recording() && logits.requires_grad();
   const ops::GradScale dloss = mean_loss_gradient(with_grad, grad_scale, N, "cross_entropy");
   classifier(lv.reshape({N, Vp}), losses, targets.reshape({N}), vocab, dloss);
-  if (with_grad) {
-    logits.bind_grad(lv);  // the logits buffer now holds dlogits
-    // Nothing left to do in backward; the step names the buffer, which waits for the LM head's backward as the
-    // logits' gradient, among what the tape keeps (entries()).
-    tape.record("cross_entropy", {lv}, [] {});
-  }
+  if (with_grad) bind_logits_as_gradient(tape, logits, lv);  // the logits buffer now holds dlogits
   return losses;
 }
 

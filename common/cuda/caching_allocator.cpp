@@ -38,7 +38,7 @@ size_t floor_pow2(size_t bytes) {
 // The quarter-power-of-two class of a block of `size` bytes: the largest cached block an allocation of that
 // class may take (see the header).
 size_t reuse_limit(size_t size) {
-  return round_up(size, std::max<size_t>(floor_pow2(size) / 4, 1));
+  return round_up(size, floor_pow2(size) / 4);  // size >= kMinBlock: a step of 128 bytes at least
 }
 
 }  // namespace
