@@ -73,7 +73,7 @@ BLOCK_THREADS = {
     "layernorm_backward_pieces_kernel": 128,
     "column_partial_sums_kernel": 512,
     "column_piece_partial_sums_kernel": 512,
-    "column_totals_kernel": 256,
+    "column_totals_kernel": 512,
     "partial_sums_kernel": 256,
     "accumulate_sum_kernel": 1,  # one thread adds the partial sums in block order (reduce.cu)
     "norm_and_scale_kernel": 1,
@@ -134,6 +134,7 @@ BLOCK_THREADS = {
     "flash_key_grads_kernel": 128,
     "flash_query_grads_kernel": 128,
     "flash_row_dot_kernel": 256,
+    "flash_row_dot_pieces_kernel": 256,
     "lse_from_probabilities_kernel": 256,
     # Batched attention (common/ops/cuda/batched_attention.cu): attention.cu's softmax row kernels with 16-bit
     # probabilities, kBlockSize (a warp per row).

@@ -6,7 +6,12 @@
 //      chunk y. Thread (i, j) adds every kColumnRows-th row of the chunk, starting at row j, into registers
 //      (coalesced: the 32 lanes read 32 consecutive columns of a row); the block then adds its kColumnRows
 //      thread rows in shared memory (column_sum) and writes one partial sum per column.
-//   2. totals: one thread per column adds the chunks' partial sums in chunk order into out_k[c].
+//   2. totals: block x of 32 x kColumnRows threads takes columns [32x, 32x + 32); thread (i, j) adds the partial
+//      sums of chunks j, j + kColumnRows, ... of its column, and the block's thread rows meet in shared memory
+//      (column_sum) before row 0 adds each total into out_k[c]. One thread per column adding every chunk in turn
+//      would make C threads in a few blocks, each waiting on its loads one after another: at GPT-2's C = 768 and the
+//      LayerNorm backward's 528 chunks, 768 threads in 3 blocks, 1056 loads each; here 24 blocks of 512 threads,
+//      66 loads each.
 // The partial sums live in a workspace tensor allocated on the current stream, which the two kernels use in
 // order before anything else queued there can reuse it.
 //
@@ -54,14 +59,21 @@ __global__ void column_partial_sums_kernel(float* partials, Terms terms, int64_t
   }
 }
 
+// partials is [kSums, chunks, C]; a block of kColumnWidth x kColumnRows threads per kColumnWidth columns.
 template <int kSums>
 __global__ void column_totals_kernel(ColumnOutputs<kSums> out, const float* partials, int64_t chunks, int64_t C) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  __shared__ float scratch[kColumnRows][kWarpSize];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColumnWidth + threadIdx.x;
+  float part[kSums] = {};
+  if (c < C) {  // no early return: every thread takes part in the column sums below
+    for (int64_t j = threadIdx.y; j < chunks; j += kColumnRows) {
+#pragma unroll
+      for (int k = 0; k < kSums; ++k) part[k] += partials[(k * chunks + j) * C + c];
+    }
+  }
   for (int k = 0; k < kSums; ++k) {
-    float total = 0.0f;
-    for (int64_t j = 0; j < chunks; ++j) total += partials[(k * chunks + j) * C + c];
-    out.sums[k][c] += total;
+    const float total = column_sum<kColumnRows>(part[k], scratch);
+    if (threadIdx.y == 0 && c < C) out.sums[k][c] += total;
   }
 }
 
@@ -102,6 +114,16 @@ __global__ void column_piece_partial_sums_kernel(float* partials, const D* x, in
 
 // ---------------------------------------------------------------- launchers
 
+// Adds the totals of partials [kSums, chunks, C] (f32, on `stream`) into `out`.
+template <int kSums>
+void add_column_totals(ColumnOutputs<kSums> out, const float* partials, int64_t chunks, int64_t C,
+                       cudaStream_t stream) {
+  LAB_LAUNCH(
+      column_totals_kernel<kSums>,
+      {static_cast<unsigned int>(ceil_div(C, int64_t{kColumnWidth})), dim3(kColumnWidth, kColumnRows), 0, stream}, out,
+      partials, chunks, C);
+}
+
 // Adds the column sums of `terms` over N > 0 rows and C > 0 columns into `out`, on `stream` of `device`
 // (which must be current, as inside a LaunchScope).
 template <int kSums, typename Terms>
@@ -113,8 +135,7 @@ void add_column_sums(ColumnOutputs<kSums> out, const Terms& terms, int64_t N, in
   const dim3 grid(static_cast<unsigned int>(split.column_blocks), static_cast<unsigned int>(split.row_chunks));
   LAB_LAUNCH((column_partial_sums_kernel<kSums, Terms>), {grid, dim3(kColumnWidth, kColumnRows), 0, stream},
              partials.data<float>(), terms, N, C, split.rows_per_chunk);
-  LAB_LAUNCH((column_totals_kernel<kSums>), {grid_for(C, kBlockSize), kBlockSize, 0, stream}, out,
-             partials.data<float>(), split.row_chunks, C);
+  add_column_totals<kSums>(out, partials.data<float>(), split.row_chunks, C, stream);
 }
 
 // Adds the column sums of x [N > 0, C > 0] into out (C floats) when x's rows split into 16-byte pieces, on
@@ -128,8 +149,7 @@ bool add_column_piece_sums(float* out, const D* x, int64_t N, int64_t C, Device 
   const dim3 grid(static_cast<unsigned int>(split.column_blocks), static_cast<unsigned int>(split.row_chunks));
   LAB_LAUNCH(column_piece_partial_sums_kernel<D>, {grid, dim3(kColumnWidth, kColumnRows), 0, stream},
              partials.data<float>(), x, N, C, split.rows_per_chunk);
-  LAB_LAUNCH(column_totals_kernel<1>, {grid_for(C, kBlockSize), kBlockSize, 0, stream}, ColumnOutputs<1>{{out}},
-             partials.data<float>(), split.row_chunks, C);
+  add_column_totals<1>({{out}}, partials.data<float>(), split.row_chunks, C, stream);
   return true;
 }
 

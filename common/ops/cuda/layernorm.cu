@@ -145,8 +145,8 @@ __global__ void layernorm_backward_dx_kernel(D* dx, const D* dout, const D* x, c
 //     owns its slots, so no barrier is needed until the end; in registers the sums would double the kernel's
 //     registers and halve its resident warps.
 //   - At the end the block adds its warps' sums in warp order and writes one partial sum per column of each,
-//     partials[(k * gridDim.x + b) * C + c] with k = 0 for dw and 1 for db, which column_totals_kernel adds in
-//     block order. The rows per block depend only on N (column_split), so the bits of dw and db are the same on
+//     partials[(k * gridDim.x + b) * C + c] with k = 0 for dw and 1 for db, which add_column_totals adds in a
+//     fixed order. The rows per block depend only on N (column_split), so the bits of dw and db are the same on
 //     every GPU.
 constexpr int kBackwardWarps = 4;
 // About four such blocks per SM of an H100; at GPT-2's 8192 rows, 512 blocks of 16 rows (column_split keeps at least
@@ -265,8 +265,7 @@ bool launch_backward_in_pieces(D* dx, float* dw, float* db, const D* dout, const
     LAB_LAUNCH((layernorm_backward_pieces_kernel<D, kPieces>), config, dx, sums, dout, x, w, mean, rstd, N, n, rows,
                add);
   });
-  LAB_LAUNCH(column_totals_kernel<2>, {grid_for(C, kBlockSize), kBlockSize, 0, stream}, ColumnOutputs<2>{{dw, db}},
-             sums, split.row_chunks, C);
+  add_column_totals<2>({{dw, db}}, sums, split.row_chunks, C, stream);
   return true;
 }
 
