@@ -1,6 +1,6 @@
-// The fused classifier, promoted from the classifier lab (kernels/04_classifier, v5): softmax, cross-entropy and
-// the logits' gradient in one kernel that reads each row of logits once (twice for the part of an f32 row past
-// what its threads keep in registers) and never stores the probabilities, for the trainer's --kernels fused.
+// The fused classifier, promoted from the classifier lab (kernels/04_classifier, v6 and v5): softmax, cross-entropy
+// and the logits' gradient in one kernel that reads each row of logits once (twice for the part of a wide f32 row
+// past what its threads keep in registers) and never stores the probabilities, for the trainer's --kernels fused.
 //
 // The contract is common/ops/classifier.h's, word for word, so the two are interchangeable:
 //   logits [N, Vp] (f32, bf16 or f16; fp32 arithmetic inside, each gradient rounded once) over the padded vocabulary,
@@ -15,7 +15,8 @@
 // synchronisation) it gives a NaN loss and a NaN gradient row, and nothing outside the row is touched.
 //
 // What differs from the core's op is how, on CUDA: the maximum and the sum of exponentials come from one pass
-// (online softmax) over 16-byte pieces that each thread keeps in registers for the gradient pass, where the rows
+// (online softmax) over 16-byte pieces that each thread keeps on chip for the gradient pass (in shared memory for
+// rows of up to 112 KiB, two rows an SM; in registers for wider ones), where the rows
 // split into pieces (Vp a multiple of 4 f32 or 8 16-bit logits, a 16-byte aligned base; other rows take the
 // core's kernel). On the CPU it is the core's loop: a row stays in L2 between its passes there, and the lab's CPU loop
 // with the online pass measured no faster.
@@ -38,6 +39,12 @@ void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& 
 namespace cuda {
 void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
                       const ops::GradScale& dloss);
+// The classifier lab's v5 and v6 by name, for the lab and the tests (fused_classifier picks v6 for rows that fit it):
+// v5 keeps each thread's pieces in registers; v6 keeps them in shared memory where the row fits, else runs v5.
+void fused_classifier_registers(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                                const ops::GradScale& dloss);
+void fused_classifier_shared_row(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
+                                 const ops::GradScale& dloss);
 }  // namespace cuda
 
 }  // namespace lab::ch06

@@ -87,11 +87,14 @@ BLOCK_THREADS = {
     "widen_tokens_kernel": 256,
     "convert_kernel": 256,  # fp32 <-> bf16/fp16 (mixed precision)
     # ch06 lab 04 (classifier): a row per block of kRowThreads / kThreads = 512 (v4's fused_float4_kernel<kVec>
-    # too), 1024 for the promoted fused_classifier_pieces_kernel<D> (32 for its fused_classifier_warp_kernel<D>);
+    # too), 1024 for v5's fused_classifier_pieces_kernel<D> (32 for the fused_classifier_warp_kernel<D>);
     # elementwise kernels kBlockSize.
     "fused_float4_kernel": 512,
     "fused_classifier_pieces_kernel": 1024,
     "fused_classifier_warp_kernel": 32,
+    # v6, fused_classifier_shared_row_kernel<D>: 512 threads and the row in dynamic shared memory (up to 112 KiB,
+    # which this table's static column does not show: two blocks an SM at GPT-2's 100.6 KB bf16 row).
+    "fused_classifier_shared_row_kernel": 512,
     "softmax_three_pass_kernel": 512,
     "softmax_online_kernel": 512,
     "cross_entropy_kernel": 256,

@@ -64,6 +64,10 @@ MUTATIONS = [
              [("for (int64_t v = threadIdx.x; v < Vp; v += blockDim.x)",
                "for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)")],
              "fused classifier: padded columns [vocab, Vp) not zeroed"),
+    Mutation("classifier-shared-row-loads-again", "ch06_single_gpu/kernels/04_classifier/fused_classifier.cu",
+             [("first < pieces; first += kLoadBatch * kSharedThreads) {", "first < pieces; first += kSharedThreads) {")],
+             "fused classifier v6 (row in shared memory): each batch of loads starts one stride on, not four, so "
+             "pieces count up to four times in the sum"),
     Mutation("layernorm-bound", "common/ops/cuda/layernorm.cu",
              [("for (int64_t c = lane; c < C; c += kWarpSize) sum += load(xr[c]);",
                "for (int64_t c = lane; c < C - 1; c += kWarpSize) sum += load(xr[c]);")],

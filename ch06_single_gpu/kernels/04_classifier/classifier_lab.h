@@ -7,13 +7,19 @@
 //   v1  three-pass softmax into a probabilities buffer, then cross-entropy and backward kernels
 //   v2  online softmax (maximum and sum in one pass) into the buffer, then the same two kernels
 //   v3  the core's fused classifier: one kernel, three passes over each row, no probabilities stored
-//   v4  the promoted fused classifier (ch06_single_gpu/fused_classifier.h): online pass + gradient pass, float4
+//   v4  fused: online pass + gradient pass, float4
+//   v5  fused, each thread's 16-byte pieces of the row kept in registers between the passes, 1024 threads a row
+//   v6  the promoted fused classifier (ch06_single_gpu/fused_classifier.h): v5 with the pieces in shared memory,
+//       512 threads a row, two rows an SM where a row fits 112 KiB (wider rows run v5)
 //   CPU the same staircase as loops: three-pass and online (materialised), the core's fused reference (the
 //       promoted op's CPU path), and a fused loop with the online pass
+// With 16-bit logits (--dtype bf16 or f16: the model's, under 16-bit activations) only the versions that read them
+// run (v3, v5, v6 and the CPU reference); the others keep their numbers and are left out.
 #pragma once
 
 #include <cstdint>
 
+#include "common/core/dtype.h"
 #include "common/lab/kernel_lab.h"
 
 namespace lab::ch06 {
@@ -28,6 +34,7 @@ struct ClassifierProblem {
   float offset = 0.0f;
   float spread = 2.0f;
   uint64_t seed = 1;
+  DType dtype = DType::F32;  // of the logits and their gradient: f32, bf16 or f16
 };
 
 // Makes the inputs and the CPU reference's outputs, and adds the versions.

@@ -3,6 +3,7 @@
 //
 //   ch06_classifier_lab                                N = 1024 rows of GPT-2's vocabulary (50257, padded 50304)
 //   ch06_classifier_lab --rows 8192 --repeats 50       B*T = 8 x 1024, as the trainer's d12 step
+//   ch06_classifier_lab --rows 8192 --dtype bf16       the same in bf16, the logits of its 16-bit step
 //   ch06_classifier_lab --offset 1000 --validate-only  logits around 1000: exp() overflows without the maximum
 #include <cstdio>
 #include <string>
@@ -28,6 +29,10 @@ int run(int argc, char** argv) {
   flags.add_float("offset", &offset, "mean of the logits (1000 punishes a softmax without the maximum)", -1e4, 1e4);
   flags.add_float("spread", &spread, "standard deviation of the logits", 1e-3, 100);
   flags.add_int("seed", &seed, "seed of the random logits and targets", 0);
+  std::string dtype = "f32";
+  flags.add_choice("dtype", &dtype, {"f32", "bf16", "f16"},
+                   "dtype of the logits (bf16, f16: the model's under 16-bit activations; only v3, v5, v6 and the CPU "
+                   "reference read them)");
   lab::kernel_lab::LabCommandLine lab_flags;
   lab_flags.register_flags(flags);
   if (!lab_flags.parse(flags, argc, argv)) return 0;
@@ -40,6 +45,7 @@ int run(int argc, char** argv) {
   problem.offset = static_cast<float>(offset);
   problem.spread = static_cast<float>(spread);
   problem.seed = static_cast<uint64_t>(seed);
+  problem.dtype = lab::parse_dtype(dtype);
   if (!lab::cuda_available()) std::printf("no CUDA device visible: only the CPU versions run\n");
   const lab::kernel_lab::KernelLab lab = lab::ch06::make_classifier_lab(problem);
   return lab::kernel_lab::run_lab(lab, lab_flags);

@@ -8,8 +8,8 @@
 //   CPU (classifier_cpu.cpp)            the same two, as plain loops over rows (OpenMP across rows), and the
 //                                       fused loop with the online pass (no probabilities, the row read twice)
 //
-// v3 is the core's op (ops::fused_classifier) and v5 the promoted one (ch06::fused_classifier); on the CPU the
-// core's fused loop is the promoted op's CPU path. The callers check shapes (as the ops do); targets are
+// v3 is the core's op (ops::fused_classifier), v5 and v6 the promoted one's kernels (ch06::fused_classifier); on the
+// CPU the core's fused loop is the promoted op's CPU path. The callers check shapes (as the ops do); targets are
 // checked on the CPU only (see common/ops/classifier.h).
 #pragma once
 

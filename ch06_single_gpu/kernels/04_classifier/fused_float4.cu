@@ -10,8 +10,8 @@
 // The passes load and store float4 (kVec = 4) when every row starts 16-byte aligned (Vp a multiple of 4 and
 // an aligned base): a quarter of the memory instructions for the same bytes. Other layouts take the scalar
 // instance (kVec = 1) of the same kernel. A vector may straddle the end of the real vocabulary: its elements
-// past `vocab` are left out of the maximum and the sum and written as zero. v5, the promoted op
-// (fused_classifier.cu), keeps each thread's part of the row in registers between the passes and reads the
+// past `vocab` are left out of the maximum and the sum and written as zero. v5 (with v6 the promoted op,
+// fused_classifier.cu) keeps each thread's part of the row on chip between the passes and reads the
 // logits in their own dtype.
 //
 // Targets are not checked here (that would cost a host synchronisation per call): a target outside

@@ -109,6 +109,13 @@ enum cudaFuncAttribute {
   cudaFuncAttributePreferredSharedMemoryCarveout = 9,
 };
 
+// Values of cudaFuncAttributePreferredSharedMemoryCarveout besides a percentage.
+enum cudaSharedCarveout {
+  cudaSharedmemCarveoutDefault = -1,
+  cudaSharedmemCarveoutMaxShared = 100,
+  cudaSharedmemCarveoutMaxL1 = 0,
+};
+
 // The attributes cudaDeviceGetAttribute answers (values as in the toolkit; others give cudaErrorInvalidValue).
 enum cudaDeviceAttr {
   cudaDevAttrMaxThreadsPerBlock = 1,
