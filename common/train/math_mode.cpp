@@ -15,7 +15,7 @@ void apply_math_mode(Device device, MathMode mode) {
   if (mode == MathMode::TF32)
     set_tf32(device, true);
   else if (device.is_cuda())
-    set_tf32(device, false);
+    set_tf32(device, mode != MathMode::FP32);  // bf16, fp16: their fp32 products on TF32 (math_mode.h)
 }
 
 DType matmul_dtype(MathMode mode) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/core/memory.h"
@@ -12,6 +13,7 @@
 #include "common/cuda/runtime.h"
 #include "common/cuda/stream.h"
 #include "common/ops/linear.h"
+#include "common/train/math_mode.h"
 #include "tests/common/cuda/gpu_test.h"
 
 namespace lab {
@@ -77,6 +79,19 @@ TEST(CudaBlas, ThreadsShareTheWorkspaceOfAStream) {
   other.join();
   EXPECT_EQ(theirs, mine);
   EXPECT_EQ(live_workspace_bytes(), live) << "a second thread on the same stream allocated another workspace";
+}
+
+// tf32 switches TF32 on; so do bf16 and fp16, for the fp32 products they leave (the materialized attention's); fp32
+// switches it off again (it outlives a run).
+TEST(CudaBlas, EachMathModeSetsTheTf32Switch) {
+  LAB_REQUIRE_GPU();
+  Tf32Scope restore(false);
+  for (const auto& [mode, tf32] :
+       {std::pair{MathMode::BF16, true}, std::pair{MathMode::FP32, false}, std::pair{MathMode::FP16, true},
+        std::pair{MathMode::TF32, true}, std::pair{MathMode::FP32, false}}) {
+    apply_math_mode(kGpu, mode);
+    EXPECT_EQ(cuda::tf32_enabled(), tf32) << bench::precision_name(mode);
+  }
 }
 
 TEST(CudaBlas, Tf32SwitchSetsTheMathMode) {
