@@ -39,12 +39,10 @@ void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& 
 namespace cuda {
 void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
                       const ops::GradScale& dloss);
-// The classifier lab's v5 and v6 by name, for the lab and the tests (fused_classifier picks v6 for rows that fit it):
-// v5 keeps each thread's pieces in registers; v6 keeps them in shared memory where the row fits, else runs v5.
+// The classifier lab's v5 for every row, for the lab and the tests (fused_classifier takes it only for rows too wide
+// for v6): each thread's pieces kept in registers.
 void fused_classifier_registers(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
                                 const ops::GradScale& dloss);
-void fused_classifier_shared_row(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
-                                 const ops::GradScale& dloss);
 }  // namespace cuda
 
 }  // namespace lab::ch06

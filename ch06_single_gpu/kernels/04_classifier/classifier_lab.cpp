@@ -105,8 +105,8 @@ void core_fused(const ClassifierTensors& t, int64_t vocab, float dloss) {
 void registers_fused(const ClassifierTensors& t, int64_t vocab, float dloss) {
   ch06::cuda::fused_classifier_registers(t.logits, t.losses, t.targets, vocab, dloss);
 }
-void shared_row_fused(const ClassifierTensors& t, int64_t vocab, float dloss) {
-  ch06::cuda::fused_classifier_shared_row(t.logits, t.losses, t.targets, vocab, dloss);
+void promoted_fused(const ClassifierTensors& t, int64_t vocab, float dloss) {
+  ch06::fused_classifier(t.logits, t.losses, t.targets, vocab, dloss);
 }
 #endif
 
@@ -159,7 +159,7 @@ KernelLab make_classifier_lab(const ClassifierProblem& p) {
            registers_fused, true);
     cl.add("fused, online, row in shared memory (promoted)",
            "v5 with 512 threads keeping the pieces in shared memory: two rows an SM where a row fits 112 KiB", gpu,
-           shared_row_fused, true);
+           promoted_fused, true);
   }
 #endif
   const ClassifierTensors cpu = working_tensors(inputs, Device::cpu());

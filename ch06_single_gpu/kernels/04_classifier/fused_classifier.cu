@@ -249,13 +249,10 @@ __global__ void __launch_bounds__(ops::cuda::kWarpSize)
 
 // ---------------------------------------------------------------- launchers
 
-enum class Kernel { any, registers, shared_row };
-
-// `which`: v6 for rows of at most kSharedRowBytes and v5 for wider ones (any), or v5 (registers), or v6 where the
-// row fits it and v5 otherwise (shared_row); the warp kernel for rows of at most 32 pieces, the core's kernel for
-// rows not in pieces, whatever `which` says.
+// v6 for rows of at most kSharedRowBytes and v5 for wider ones, or v5 for every row with `registers_only`; the warp
+// kernel for rows of at most 32 pieces and the core's kernel for rows not in pieces either way.
 void classify(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
-              const ops::GradScale& dloss, Kernel which) {
+              const ops::GradScale& dloss, bool registers_only) {
   const int64_t N = logits.dim(0), Vp = logits.dim(1);
   if (N == 0) return;
   ops::dispatch_float_dtype(logits.dtype(), "fused_classifier", [&](auto tag) {
@@ -275,7 +272,7 @@ void classify(const Tensor& logits, const Tensor& losses, const Tensor& targets,
     if (Vp / Piece<D>::kElements <= ops::cuda::kWarpSize) {
       LAB_LAUNCH(fused_classifier_warp_kernel<D>, {grid_for(N, 1), ops::cuda::kWarpSize, 0, scope.stream()}, data,
                  row_losses, row_targets, width, real, dloss.value, dloss.device_pointer());
-    } else if (which != Kernel::registers && row_bytes <= kSharedRowBytes) {
+    } else if (!registers_only && row_bytes <= kSharedRowBytes) {
       const void* kernel = reinterpret_cast<const void*>(&fused_classifier_shared_row_kernel<D>);
       CUDA_CHECK(
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(row_bytes)));
@@ -297,17 +294,12 @@ void classify(const Tensor& logits, const Tensor& losses, const Tensor& targets,
 
 void fused_classifier(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
                       const ops::GradScale& dloss) {
-  classify(logits, losses, targets, vocab, dloss, Kernel::any);
+  classify(logits, losses, targets, vocab, dloss, false);
 }
 
 void fused_classifier_registers(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
                                 const ops::GradScale& dloss) {
-  classify(logits, losses, targets, vocab, dloss, Kernel::registers);
-}
-
-void fused_classifier_shared_row(const Tensor& logits, const Tensor& losses, const Tensor& targets, int64_t vocab,
-                                 const ops::GradScale& dloss) {
-  classify(logits, losses, targets, vocab, dloss, Kernel::shared_row);
+  classify(logits, losses, targets, vocab, dloss, true);
 }
 
 }  // namespace lab::ch06::cuda
