@@ -1,4 +1,5 @@
-// --attention materialized|batched|flash: which attention a GPT-2 runs. Chapter 9's rungs on top of chapter 6's.
+// --attention materialized|batched|flash|flash-one-pass: which attention a GPT-2 runs. Chapter 9's rungs on top of
+// chapter 6's.
 //
 //   materialized  the core's attention (common/ops/attention.h): the scores and probabilities [B, heads, T, T]
 //                 are written to memory, and the probabilities stay on the tape for backward. The reference.
@@ -13,6 +14,14 @@
 //                 activation memory grows as T instead of T^2 (at d12, B=8, T=1024 the probabilities are 4.8 GB
 //                 in fp32 over the 12 layers; the log-sum-exps 4.7 MB), and on a GPU in bf16/fp16 the products run
 //                 on tensor cores instead of as fp32 GEMMs.
+//   flash-one-pass  flash attention whose backward sums dQ in the same pass over the key tiles as dK and dV
+//                 (ops::FlashBackward::OnePass), FlashAttention-2's way: 5 tile products per pair of tiles instead
+//                 of 7. What changes from flash: on a GPU the key tiles' blocks add dQ into an f32 [B, T, C]
+//                 workspace with atomics (alive for the layer's backward: 4 bytes per element of dQ), so its last
+//                 bits vary from run to run; on the CPU one task per head sums it in order, with the same bits as
+//                 flash. When not to use it: where runs must repeat bit for bit on a GPU (a resumed run's losses
+//                 then match the uninterrupted run's only to rounding), and wherever chapter 9's attention lab,
+//                 or the step bench beside flash, finds it slower on the GPU at hand.
 //
 // The storage flash attention runs in is the run's matmul precision: bf16 or fp16 under mixed precision (qkv
 // rounded for the call, as the 16-bit linears round their inputs), fp32 otherwise. When not to use it: an fp32
@@ -20,6 +29,8 @@
 // kernels inside (no saving, so `attention_note` says so); and on a CPU at short sequences, where the probabilities
 // are small and the tiled loops are no faster. Results are the materialised path's to rounding (not bitwise:
 // the online softmax sums in another order).
+//
+// Both flash choices share everything but the backward's dQ; below, "flash" means either.
 //
 // With --recompute selective (chapter 7), which recomputes the materialised probabilities, flash attention is
 // kept as it is: it stores no probabilities to drop. Install the attention before the recompute policy.
@@ -34,11 +45,14 @@
 
 namespace lab::ch09 {
 
-enum class Attention { Materialized, Batched, Flash };
+enum class Attention { Materialized, Batched, Flash, FlashOnePass };
 
-std::vector<std::string> attention_names();          // "materialized", "batched", "flash"
+std::vector<std::string> attention_names();          // "materialized", "batched", "flash", "flash-one-pass"
 Attention parse_attention(const std::string& name);  // InvalidArgument naming the choices
 const char* attention_name(Attention attention);
+
+// Flash or FlashOnePass.
+bool is_flash(Attention attention);
 
 // Sets options.attention for `attention`, flash attention running in `storage` (the matmul dtype: f32, bf16 or
 // f16). Materialized leaves the core's attention.
@@ -49,8 +63,8 @@ void use_attention(ModelOptions& options, Attention attention, DType storage);
 ch07::AttentionKept attention_kept(Attention attention, DType storage, DType activations = DType::F32);
 
 // One line for the user when the choice will not do what its name promises on `device` in `storage` (flash in
-// f32 on a GPU runs the materialised kernels inside; batched in f32 is the materialised attention); empty
-// otherwise.
+// f32 on a GPU runs the materialised kernels inside; batched in f32 is the materialised attention), or when its
+// results will not repeat bit for bit (flash-one-pass's atomics on a GPU); empty otherwise.
 std::string attention_note(Attention attention, Device device, DType storage);
 
 }  // namespace lab::ch09

@@ -17,10 +17,21 @@ staircase::Staircase attention_staircase(const std::vector<std::string>& base_fl
                           "flash attention: tiles with an online softmax, one log-sum-exp per row kept instead of the "
                           "probabilities, which backward recomputes",
                           {"--attention", "flash"}});
-  if (gpu)
+  std::vector<std::string> graphs;
+  if (gpu) {
+    graphs = {"--cuda-graphs"};
     stairs.rungs.push_back({"cuda graphs",
                             "the same kernels, captured once in a CUDA graph and replayed: one launch per step",
                             {"--attention", "flash", "--cuda-graphs"}});
+  }
+  std::vector<std::string> one_pass = {"--attention", "flash-one-pass"};
+  one_pass.insert(one_pass.end(), graphs.begin(), graphs.end());
+  stairs.rungs.push_back({"flash, one pass",
+                          gpu ? "flash attention's backward in one pass over the key tiles, dQ added by f32 atomics: 5 "
+                                "tile products a pair of tiles, not 7 (the last bits of dQ vary from run to run)"
+                              : "flash attention's backward in one pass, one task per head summing dQ: 5 tile "
+                                "products a pair of tiles, not 7, the same bits",
+                          one_pass});
   return stairs;
 }
 

@@ -49,7 +49,8 @@ std::string ModelRungs::str() const {
 std::vector<ModelRungs> every_model_rungs() {
   std::vector<ModelRungs> all;
   for (const ch06::Kernels k : {ch06::Kernels::Reference, ch06::Kernels::Fused})
-    for (const ch09::Attention a : {ch09::Attention::Materialized, ch09::Attention::Batched, ch09::Attention::Flash})
+    for (const ch09::Attention a : {ch09::Attention::Materialized, ch09::Attention::Batched, ch09::Attention::Flash,
+                                    ch09::Attention::FlashOnePass})
       for (const ch07::RecomputePolicy r :
            {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block})
         for (const ch07::LmHead h : {ch07::LmHead::Full, ch07::LmHead::Chunked}) all.push_back({k, a, r, false, h});

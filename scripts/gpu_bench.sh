@@ -5,6 +5,7 @@
 #   ours bf16        gpt2_step_bench --dtype bf16 (the 16-bit matmuls alone)
 #   ours all rungs   gpt2_step_bench --dtype bf16 --kernels fused --activations 16bit --attention flash
 #                    --cuda-graphs (every speed rung of the book)
+#   ours one-pass    the same with --attention flash-one-pass: flash attention's backward in one pass, dQ by atomics
 #   ours + recompute the same with --recompute selective: the GELU outputs recomputed in backward, as llm.c does by
 #                    default (its -r 1), so that the memory column compares like with like
 #   PyTorch eager    tools/compare/pytorch_gpt2_step.py --dtype bf16 (nanoGPT's model, SDPA, fused AdamW)
@@ -118,6 +119,7 @@ all_rungs="--kernels fused --activations 16bit --attention flash"
 [ "$device" = cuda ] && all_rungs+=" --cuda-graphs"
 columns=("ours bf16|$bench --dtype bf16"
   "ours all rungs|$bench --dtype bf16 $all_rungs"
+  "ours one-pass|$bench --dtype bf16 ${all_rungs/--attention flash/--attention flash-one-pass}"
   "ours + recompute|$bench --dtype bf16 $all_rungs --recompute selective"
   "PyTorch eager|$python $repo/tools/compare/pytorch_gpt2_step.py --dtype bf16")
 [ "$device" = cuda ] && columns+=("PyTorch compile|$python $repo/tools/compare/pytorch_gpt2_step.py --dtype bf16 --compile")

@@ -155,8 +155,9 @@ BLOCK_THREADS = {
     "flash_registers_forward_kernel": 128,
     "flash_registers_key_grads_kernel": 128,
     "flash_registers_query_grads_kernel": 128,
-    # ch09 lab 01, v9: the one-pass backward on the core's register kernels (61-113 KiB), kThreads = 4 warps, and
-    # the elementwise kernel that writes or adds its f32 dQ into dqkv, kBlockSize.
+    # Flash attention's one-pass backward (common/ops/cuda/flash_attention_one_pass.cu, ch09 lab 01's v9) on the
+    # core's register kernels (61-113 KiB), kThreads = 4 warps, and the elementwise kernel that writes or adds its
+    # f32 dQ into dqkv, kBlockSize.
     "flash_one_pass_grads_kernel": 128,
     "flash_dq_into_dqkv_kernel": 256,
 }

@@ -223,7 +223,7 @@ Var attention(Tape& tape, const Var& qkv, int n_head) {
   return out;
 }
 
-Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
+Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage, ops::FlashBackward passes) {
   const MemoryOpScope op("attention");
   const Tensor& q = qkv.value();
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2) / 3;
@@ -235,10 +235,11 @@ Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage) {
   if (out.requires_grad())
     tape.record("flash attention", {q, out.value(), lse},
                 [=] {
-                  backward_in_storage(
-                      qkv, out, storage, true,
-                      [&](const Tensor& dqkv, ops::GradWrite write, const Tensor& x, const Tensor& dout,
-                          const Tensor& o) { ops::flash_attention_backward(dqkv, dout, x, o, lse, n_head, write); });
+                  backward_in_storage(qkv, out, storage, true,
+                                      [&](const Tensor& dqkv, ops::GradWrite write, const Tensor& x, const Tensor& dout,
+                                          const Tensor& o) {
+                                        ops::flash_attention_backward(dqkv, dout, x, o, lse, n_head, write, passes);
+                                      });
                 },
                 {qkv});
   return out;

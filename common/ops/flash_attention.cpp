@@ -33,14 +33,14 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
 }
 
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head, GradWrite dqkv_write) {
+                              const Tensor& lse, int n_head, GradWrite dqkv_write, FlashBackward passes) {
   check_flash(qkv, out, lse, n_head, "flash_attention_backward");
   check_float_storage(dqkv, qkv.dtype(), "flash attention dqkv (the dtype of qkv)");
   dqkv.check_shape(qkv.shape(), "flash attention dqkv");
   check_float_storage(dout, qkv.dtype(), "flash attention dout (the dtype of qkv)");
   dout.check_shape(out.shape(), "flash attention dout");
   check_same_device({&dqkv, &dout, &qkv, &out, &lse}, "flash_attention_backward");
-  LAB_DISPATCH(qkv.device(), flash_attention_backward, dqkv, dout, qkv, out, lse, n_head, dqkv_write);
+  LAB_DISPATCH(qkv.device(), flash_attention_backward, dqkv, dout, qkv, out, lse, n_head, dqkv_write, passes);
 }
 
 }  // namespace lab::ops

@@ -15,8 +15,16 @@
 //             At the end O /= l and lse = m + log l.
 //   backward  D = rowsum(dout * out) (a pre-pass); then P = exp(scale Q K^T - lse) recomputed, and
 //             dV += P^T dO, dP = dO V^T, dS = P (dP - D), dK += scale dS^T Q, dQ += scale dS K.
-//             dK and dV are summed per key tile, dQ in a second pass per query tile (both backends; see
-//             cuda/flash_attention.cu for why a second pass rather than atomics).
+//             dK and dV are summed per key tile. dQ, which every key tile adds to, two ways (FlashBackward):
+//               TwoPasses  a second pass per query tile recomputes S, P, dP and dS and sums dQ privately: 7 tile
+//                          products per tile pair, deterministic, no workspace (the default; see
+//                          cuda/flash_attention.cu for why).
+//               OnePass    dQ += scale dS K in the same pass as dK and dV: 5 tile products per pair. On the CPU one
+//                          task per head walks its key tiles in order and sums dQ in an f32 [T, HS] scratch (the
+//                          same sums in the same order as TwoPasses: the same bits). On CUDA the key tiles' blocks
+//                          add into an f32 [B, T, C] workspace with atomicAdd (FlashAttention-2's choice), then one
+//                          kernel writes it into dqkv: dQ's last bits then vary from run to run with the order of
+//                          the atomics.
 //
 // Dtypes, by backend:
 //   CPU   f32, bf16 and f16 storage, computed in f32 (16-bit tiles widened when loaded); any head size.
@@ -39,19 +47,23 @@ namespace lab::ops {
 inline constexpr int64_t kFlashQueryTile = 64;
 inline constexpr int64_t kFlashKeyTile = 64;
 
+// How the backward sums dQ (see above).
+enum class FlashBackward { TwoPasses, OnePass };
+
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head, GradWrite dqkv_write = GradWrite::Add);
+                              const Tensor& lse, int n_head, GradWrite dqkv_write = GradWrite::Add,
+                              FlashBackward passes = FlashBackward::TwoPasses);
 
 namespace cpu {
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head, GradWrite dqkv_write);
+                              const Tensor& lse, int n_head, GradWrite dqkv_write, FlashBackward passes);
 }  // namespace cpu
 namespace cuda {
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head, GradWrite dqkv_write);
+                              const Tensor& lse, int n_head, GradWrite dqkv_write, FlashBackward passes);
 }  // namespace cuda
 
 }  // namespace lab::ops

@@ -50,7 +50,7 @@ FlashInputs rounded_to(const FlashInputs& in, DType dtype) {
 }
 
 AttentionResult run_flash(const FlashInputs& in, int64_t n_head, DType dtype, Device device, ops::GradWrite write,
-                          FlashBackward backward) {
+                          ops::FlashBackward passes) {
   const auto on_device = [&](const Tensor& t) { return (dtype == DType::F32 ? t : t.to_dtype(dtype)).to(device); };
   const Tensor qkv = on_device(in.qkv), dout = on_device(in.dout);
   const int64_t B = qkv.dim(0), T = qkv.dim(1);
@@ -58,7 +58,7 @@ AttentionResult run_flash(const FlashInputs& in, int64_t n_head, DType dtype, De
   AttentionResult r{on_device(poisoned(in.dout.shape(), Device::cpu())), on_device(dqkv_before),
                     poisoned({B, n_head, T}, device)};
   ops::flash_attention_forward(r.out, r.lse, qkv, static_cast<int>(n_head));
-  backward(r.dqkv, dout, qkv, r.out, r.lse, static_cast<int>(n_head), write);
+  ops::flash_attention_backward(r.dqkv, dout, qkv, r.out, r.lse, static_cast<int>(n_head), write, passes);
   return r;
 }
 

@@ -36,17 +36,12 @@ struct AttentionResult {
 
 // The materialised op (ops::attention_*, f32) on the inputs' device.
 AttentionResult run_materialized(const FlashInputs& in, int64_t n_head);
-// A flash backward with the signature of ops::flash_attention_backward: the op's, or a lab version's (the
-// attention lab's v9).
-using FlashBackward = void (*)(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                               const Tensor& lse, int n_head, ops::GradWrite dqkv_write);
-
-// The flash op (ops::flash_attention_*; the backward `backward`) on `device` with the inputs converted to `dtype`
+// The flash op (ops::flash_attention_*; the backward by `passes`) on `device` with the inputs converted to `dtype`
 // (rounded once, on the CPU); outputs poisoned before the forward, dqkv starting from dqkv_before
 // (GradWrite::Add), or poisoned too (Overwrite: every element must be written, none read).
 AttentionResult run_flash(const FlashInputs& in, int64_t n_head, DType dtype, Device device,
                           ops::GradWrite write = ops::GradWrite::Add,
-                          FlashBackward backward = ops::flash_attention_backward);
+                          ops::FlashBackward passes = ops::FlashBackward::TwoPasses);
 
 // The inputs rounded to `dtype` and back to f32: what a 16-bit op reads, as f32, for the references.
 FlashInputs rounded_to(const FlashInputs& in, DType dtype);

@@ -2,7 +2,8 @@
 // - ag::flash_attention and ag::batched_attention against the core's ag::attention, values and qkv gradients, on
 //   fresh random inputs that cross a tile boundary: f32 storage to float rounding; bf16 storage (qkv rounded for
 //   the call) to bf16's;
-// - a tiny GPT-2 trained 50 steps with flash attention follows the materialised run's losses;
+// - a tiny GPT-2 trained 50 steps with flash attention follows the materialised run's losses, and 20 steps with the
+//   one-pass backward gives flash's losses bit for bit;
 // - what the forward keeps is, byte for byte, chapter 7's theory with flash attention (one log-sum-exp per head
 //   and token instead of the probabilities), under every recompute policy (selective keeps flash attention), and
 //   with batched attention in bf16 (the probabilities in 2 bytes);
@@ -71,6 +72,16 @@ TEST(AttentionChoice, ATinyGpt2TrainsWithFlashAsWithMaterialisedAttention) {
   EXPECT_LT(flash.activation_peak, materialized.activation_peak);
 }
 
+// On the CPU the one-pass backward makes the two passes' sums in their order (test_flash_attention_cpu): the same
+// losses, bit for bit, over 20 steps, and the same activations kept.
+TEST(AttentionChoice, ATinyGpt2TrainsWithFlashOnePassAsWithFlash) {
+  const test::TrainingRun flash = test::train_tiny_gpt2(ch09::Attention::Flash, DType::F32, Device::cpu(), 20);
+  const test::TrainingRun one_pass =
+      test::train_tiny_gpt2(ch09::Attention::FlashOnePass, DType::F32, Device::cpu(), 20);
+  EXPECT_EQ(one_pass.losses, flash.losses);
+  EXPECT_EQ(one_pass.activation_peak, flash.activation_peak);
+}
+
 // The activation bytes a recorded forward of `model` keeps on B x T random tokens (its losses among them).
 int64_t bytes_kept_by_forward(const GPT2& model, int64_t B, int64_t T) {
   Rng rng(3);
@@ -93,6 +104,7 @@ TEST(AttentionChoice, TheForwardKeepsTheTheoryUnderEveryRecomputePolicy) {
     ch07::RecomputePolicy policy;
   };
   const Case cases[] = {{ch09::Attention::Flash, DType::F32, ch07::RecomputePolicy::None},
+                        {ch09::Attention::FlashOnePass, DType::F32, ch07::RecomputePolicy::Selective},
                         {ch09::Attention::Flash, DType::F32, ch07::RecomputePolicy::Selective},
                         {ch09::Attention::Flash, DType::F32, ch07::RecomputePolicy::Block},
                         {ch09::Attention::Batched, DType::BF16, ch07::RecomputePolicy::None},
@@ -188,7 +200,7 @@ TEST(AttentionChoice, NamesAndErrors) {
   for (const std::string& name : ch09::attention_names())
     EXPECT_EQ(ch09::attention_name(ch09::parse_attention(name)), name);
   testing::expect_error([] { ch09::parse_attention("fast"); }, ErrorKind::InvalidArgument,
-                        {"'fast'", "materialized|batched|flash"});
+                        {"'fast'", "materialized|batched|flash|flash-one-pass"});
   ModelOptions options;
   testing::expect_error([&] { ch09::use_attention(options, ch09::Attention::Flash, DType::I32); },
                         ErrorKind::InvalidArgument, {"--attention"});
@@ -196,10 +208,15 @@ TEST(AttentionChoice, NamesAndErrors) {
   ch09::use_attention(options, ch09::Attention::Materialized, DType::BF16);
   ASSERT_NE(options.attention.target<Var (*)(Tape&, const Var&, int)>(), nullptr);
   EXPECT_EQ(*options.attention.target<Var (*)(Tape&, const Var&, int)>(), &ag::attention);
-  // The note is for flash in f32 on a GPU only.
+  // The note is for flash in f32 on a GPU, and for the one-pass backward's atomics on a GPU.
   EXPECT_FALSE(ch09::attention_note(ch09::Attention::Flash, Device::cuda(0), DType::F32).empty());
   EXPECT_TRUE(ch09::attention_note(ch09::Attention::Flash, Device::cuda(0), DType::BF16).empty());
   EXPECT_TRUE(ch09::attention_note(ch09::Attention::Flash, Device::cpu(), DType::F32).empty());
+  EXPECT_NE(ch09::attention_note(ch09::Attention::FlashOnePass, Device::cuda(0), DType::F32).find("flash-one-pass"),
+            std::string::npos);
+  EXPECT_NE(ch09::attention_note(ch09::Attention::FlashOnePass, Device::cuda(0), DType::BF16).find("atomics"),
+            std::string::npos);
+  EXPECT_TRUE(ch09::attention_note(ch09::Attention::FlashOnePass, Device::cpu(), DType::BF16).empty());
   EXPECT_TRUE(ch09::attention_note(ch09::Attention::Materialized, Device::cuda(0), DType::F32).empty());
   EXPECT_FALSE(ch09::attention_note(ch09::Attention::Batched, Device::cpu(), DType::F32).empty());
   EXPECT_TRUE(ch09::attention_note(ch09::Attention::Batched, Device::cpu(), DType::BF16).empty());

@@ -54,5 +54,18 @@ TEST(AttentionChoiceCuda, ATinyGpt2InBf16TrainsWithFlashAsWithMaterialisedAttent
   EXPECT_LT(flash.activation_peak, materialized.activation_peak);
 }
 
+// The one-pass backward (dQ by atomics) against the two passes: the same model, 3 bf16 steps; dQ's sums differ in
+// order and rounding only.
+TEST(AttentionChoiceCuda, ATinyGpt2InBf16TrainsWithFlashOnePassAsWithFlash) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
+  const test::TrainingRun flash = test::train_tiny_gpt2(ch09::Attention::Flash, DType::BF16, Device::cuda(), 3);
+  const test::TrainingRun one_pass =
+      test::train_tiny_gpt2(ch09::Attention::FlashOnePass, DType::BF16, Device::cuda(), 3);
+  ASSERT_EQ(one_pass.losses.size(), flash.losses.size());
+  for (size_t s = 0; s < flash.losses.size(); ++s)
+    EXPECT_NEAR(one_pass.losses[s], flash.losses[s], 1e-2) << "step " << s;
+  EXPECT_LT(one_pass.losses.back(), one_pass.losses.front());
+}
+
 }  // namespace
 }  // namespace lab

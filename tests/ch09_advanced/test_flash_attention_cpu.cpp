@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ch09_advanced/kernels/01_attention/attention_lab.h"
+#include "common/core/error.h"
 #include "common/core/memory.h"
 #include "common/core/parallel.h"
 #include "common/lab/compare.h"
@@ -53,14 +54,15 @@ TEST_P(FlashCpu, MatchesMaterializedOp) {
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashCpu, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return info.param.name(); });
 
-// The attention lab's CPU versions (the materialised reference and the flash attention), forward and backward,
+// The attention lab's CPU versions (the materialised reference, the flash attention and its one-pass backward),
+// forward and backward,
 // against its fp64 reference.
 TEST(AttentionLabCpu, CpuVersionsPass) {
   for (const ch09::AttentionShape shape : {ch09::AttentionShape{2, 70, 3, 64}, ch09::AttentionShape{1, 1, 1, 128}}) {
     for (const ch09::LabPass pass : {ch09::LabPass::Forward, ch09::LabPass::Backward}) {
       const kernel_lab::KernelLab lab = ch09::make_attention_lab({shape, DType::BF16, test_seed()}, pass);
       const std::vector<int> cpu = test::versions_on(lab, DeviceType::CPU);
-      ASSERT_EQ(cpu.size(), 2u) << "the reference and the flash attention";
+      ASSERT_EQ(cpu.size(), 3u) << "the reference, the flash attention and its one-pass backward";
       for (const int n : cpu) EXPECT_TRUE(test::version_passes(lab, n));
     }
   }
@@ -82,6 +84,28 @@ TEST(FlashCpuStorage, SixteenBitMatchesF32OnRoundedInputs) {
     EXPECT_TRUE(test::all_close("out", narrow.out, wide.out, {eps, eps}));
     EXPECT_TRUE(test::all_close("lse", narrow.lse, wide.lse, tolerance_for(DType::F32, c.T)));
     EXPECT_TRUE(test::all_close("dqkv", narrow.dqkv, wide.dqkv, {2 * eps, 2 * eps}));
+  }
+}
+
+// The one-pass backward (FlashBackward::OnePass) makes the same sums in the same order as the two passes: the same
+// bits, in f32 and 16-bit storage, added into random values and written over NaNs, at one tile, at a T that ends
+// mid-tile over three tiles, with a narrow head and with T = 1.
+TEST(FlashCpuOnePass, SameBitsAsTwoPasses) {
+  for (const FlashCase c :
+       {FlashCase{2, 130, 3, 64}, FlashCase{1, 64, 2, 128}, FlashCase{2, 70, 3, 16, 8.0f}, FlashCase{1, 1, 1, 32}}) {
+    SCOPED_TRACE(c.name());
+    Rng rng(test_seed());
+    const FlashInputs in = test::random_flash_inputs(c, rng);
+    for (const DType dtype : {DType::F32, DType::BF16}) {
+      const FlashInputs rounded = dtype == DType::F32 ? in : test::rounded_to(in, dtype);
+      for (const ops::GradWrite write : {ops::GradWrite::Add, ops::GradWrite::Overwrite}) {
+        SCOPED_TRACE(cat(dtype_name(dtype), write == ops::GradWrite::Add ? " Add" : " Overwrite"));
+        const Tensor two = test::run_flash(rounded, c.NH, dtype, Device::cpu(), write).dqkv;
+        const Tensor one =
+            test::run_flash(rounded, c.NH, dtype, Device::cpu(), write, ops::FlashBackward::OnePass).dqkv;
+        EXPECT_EQ(one.to_floats(), two.to_floats());
+      }
+    }
   }
 }
 

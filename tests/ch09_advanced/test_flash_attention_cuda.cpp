@@ -1,7 +1,7 @@
 // Chapter 9 on CUDA: the flash attention kernels (common/ops/cuda/flash_attention.cu) in bf16 and f16 against
 // the fp64 reference by the low-precision rule (their error within 4x that of the straightforward same-precision
 // computation), at shapes off the 64-row tiles and head sizes the kernels pad (32, 8); that the backward adds into
-// dqkv; the attention lab's one-pass backward on the core's kernels (v9) at the same shapes, writing and adding; the
+// dqkv; the one-pass backward (FlashBackward::OnePass, the lab's v9) at the same shapes, writing and adding; the
 // attention lab's GPU versions; the f32 fallback to the materialised op; that the 16-bit path holds no T x T
 // buffer; and the head sizes it refuses. Labels ch09 and cuda: they run in the emulation build (so the shapes are tiny)
 // and skip without a GPU.
@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "ch09_advanced/kernels/01_attention/attention_lab.h"
-#include "ch09_advanced/kernels/01_attention/flash_versions.h"
 #include "common/core/memory.h"
 #include "common/lab/compare.h"
 #include "common/ops/flash_attention.h"
@@ -86,11 +85,12 @@ Tensor sum_of(const Tensor& a, const Tensor& b) {
   return Tensor::from_floats(sum, a.shape());
 }
 
-// The attention lab's v9 (one pass over key tiles, dQ by atomics into an f32 workspace, on the core's register
-// kernels) after the core's forward, at the same shapes: written over NaNs (GradWrite::Overwrite: an element its
-// conversion pass or the dK/dV stores missed stays NaN) and added into random values (Add), each by the
-// low-precision rule. For Add the exact result is dqkv_before + the exact gradient and the baseline the
-// same-precision gradient added to dqkv_before and rounded once more, as any 16-bit accumulation rounds it.
+// The one-pass backward (FlashBackward::OnePass, the attention lab's v9: one pass over key tiles, dQ by atomics into
+// an f32 workspace, on the core's register kernels) after the core's forward, at the same shapes: written over NaNs
+// (GradWrite::Overwrite: an element its conversion pass or the dK/dV stores missed stays NaN) and added into random
+// values (Add), each by the low-precision rule. For Add the exact result is dqkv_before + the exact gradient and the
+// baseline the same-precision gradient added to dqkv_before and rounded once more, as any 16-bit accumulation rounds
+// it.
 TEST_P(FlashGpu, OnePassAtomicDqWithinLowPrecisionRule) {
   const GpuCase p = GetParam();
   const FlashCase& c = p.shape;
@@ -101,8 +101,7 @@ TEST_P(FlashGpu, OnePassAtomicDqWithinLowPrecisionRule) {
   for (const ops::GradWrite write : {ops::GradWrite::Overwrite, ops::GradWrite::Add}) {
     const bool add = write == ops::GradWrite::Add;
     SCOPED_TRACE(add ? "Add" : "Overwrite");
-    const Tensor dqkv =
-        test::run_flash(in, c.NH, p.dtype, kGpu, write, ch09::attention_lab::flash_backward_atomic_registers).dqkv;
+    const Tensor dqkv = test::run_flash(in, c.NH, p.dtype, kGpu, write, ops::FlashBackward::OnePass).dqkv;
     const Tensor base = add ? sum_of(in.dqkv_before, baseline).to_dtype(p.dtype).to_dtype(DType::F32) : baseline;
     const ErrorRatioReport r =
         compare_error_to_baseline(dqkv, base, add ? sum_of(in.dqkv_before, exact) : exact, p.dtype);

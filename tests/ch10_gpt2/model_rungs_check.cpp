@@ -60,8 +60,8 @@ void expect_every_compatible_combination_matches_the_plain_model(Device device, 
     EXPECT_LT(max_scaled_error(pass.grads, plain.grads), tolerance);
     ++compared;
   }
-  // 36 combinations, of which batched + selective (with either kernels and either head) cannot compose.
-  EXPECT_EQ(compared, 32);
+  // 48 combinations, of which batched + selective (with either kernels and either head) cannot compose.
+  EXPECT_EQ(compared, 44);
 }
 
 }  // namespace lab::test

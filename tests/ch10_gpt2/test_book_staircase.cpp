@@ -46,12 +46,17 @@ TEST(BookStaircase, EveryRungOfTheBookOneChangeAtATime) {
 
 TEST(AttentionStaircase, TheCudaGraphsRungIsAGpuRung) {
   const std::vector<std::string> base = {"--model", "tiny", "--batch", "2"};
-  EXPECT_EQ(rung_names(ch09::attention_staircase(base, false)),
-            (std::vector<std::string>{"materialized", "batched", "flash"}));
+  const staircase::Staircase cpu = ch09::attention_staircase(base, false);
+  EXPECT_EQ(rung_names(cpu), (std::vector<std::string>{"materialized", "batched", "flash", "flash, one pass"}));
+  EXPECT_TRUE(staircase::check_one_change_per_rung(cpu).empty());
+  EXPECT_EQ(changes(cpu).back(), "--attention flash -> flash-one-pass");
   const staircase::Staircase gpu = ch09::attention_staircase(base, true);
-  EXPECT_EQ(rung_names(gpu), (std::vector<std::string>{"materialized", "batched", "flash", "cuda graphs"}));
+  EXPECT_EQ(rung_names(gpu),
+            (std::vector<std::string>{"materialized", "batched", "flash", "cuda graphs", "flash, one pass"}));
   EXPECT_TRUE(staircase::check_one_change_per_rung(gpu).empty());
-  EXPECT_EQ(changes(gpu).back(), "+ --cuda-graphs true");
+  const std::vector<std::string> gpu_changes = changes(gpu);
+  EXPECT_EQ(gpu_changes[gpu_changes.size() - 2], "+ --cuda-graphs true");
+  EXPECT_EQ(gpu_changes.back(), "--attention flash -> flash-one-pass");
 }
 
 }  // namespace

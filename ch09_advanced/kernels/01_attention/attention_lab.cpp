@@ -60,11 +60,11 @@ Tensor nan_like(const Tensor& t) {
 }
 
 // Materialized: the core's attention op (f32; v1, v3). Batched: the core's 16-bit materialised op (v8). Flash: the
-// core's op (on CUDA, v7). FlashWmma: the lab's WMMA kernels (v4). FlashAtomicDq: the core's flash forward, and the
-// lab's one-pass backward with dQ by atomics (v5). FlashRegisters: the lab's copy of the core's kernels before they
-// overlapped their loads (v6). FlashAtomicDqRegisters: the core's flash forward, and the lab's one-pass backward with
-// dQ by atomics on the core's register kernels (v9).
-enum class Algorithm { Materialized, Batched, Flash, FlashWmma, FlashAtomicDq, FlashRegisters, FlashAtomicDqRegisters };
+// core's op (on CUDA, v7). FlashOnePass: the core's op with its one-pass backward (ops::FlashBackward::OnePass: on
+// the CPU v10; on CUDA v9, dQ by atomics on the core's register kernels). FlashWmma: the lab's WMMA kernels (v4).
+// FlashAtomicDq: the core's flash forward, and the lab's one-pass backward with dQ by atomics on v4's WMMA
+// products (v5). FlashRegisters: the lab's copy of the core's kernels before they overlapped their loads (v6).
+enum class Algorithm { Materialized, Batched, Flash, FlashOnePass, FlashWmma, FlashAtomicDq, FlashRegisters };
 
 // The materialised algorithms keep the T x T probabilities for the backward; the flash ones the row log-sum-exp.
 bool keeps_probabilities(Algorithm algorithm) {
@@ -82,8 +82,8 @@ void run_forward(const VersionTensors& t, Algorithm algorithm, int n_head) {
     case Algorithm::Materialized: return ops::attention_forward(t.out, t.saved, t.qkv, n_head);
     case Algorithm::Batched: return ops::batched_attention_forward(t.out, t.saved, t.qkv, n_head);
     case Algorithm::Flash:
-    case Algorithm::FlashAtomicDq:
-    case Algorithm::FlashAtomicDqRegisters: return ops::flash_attention_forward(t.out, t.saved, t.qkv, n_head);
+    case Algorithm::FlashOnePass:
+    case Algorithm::FlashAtomicDq: return ops::flash_attention_forward(t.out, t.saved, t.qkv, n_head);
 #ifdef LAB_WITH_CUDA
     case Algorithm::FlashWmma: return attention_lab::flash_wmma_forward(t.out, t.saved, t.qkv, n_head);
     case Algorithm::FlashRegisters: return attention_lab::flash_registers_forward(t.out, t.saved, t.qkv, n_head);
@@ -99,21 +99,19 @@ void run_backward(const VersionTensors& t, Algorithm algorithm, int n_head) {
     case Algorithm::Materialized: return ops::attention_backward(t.dqkv, t.dout, t.qkv, t.saved, n_head);
     case Algorithm::Batched: return ops::batched_attention_backward(t.dqkv, t.dout, t.qkv, t.saved, n_head);
     case Algorithm::Flash: return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
+    case Algorithm::FlashOnePass:
+      return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head, ops::GradWrite::Add,
+                                           ops::FlashBackward::OnePass);
 #ifdef LAB_WITH_CUDA
     case Algorithm::FlashWmma: return attention_lab::flash_wmma_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
     case Algorithm::FlashAtomicDq:
       return attention_lab::flash_backward_atomic_dq(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
     case Algorithm::FlashRegisters:
       return attention_lab::flash_registers_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
-    case Algorithm::FlashAtomicDqRegisters:
-      return attention_lab::flash_backward_atomic_registers(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head,
-                                                            ops::GradWrite::Add);
 #else
     case Algorithm::FlashWmma:
     case Algorithm::FlashAtomicDq:
-    case Algorithm::FlashRegisters:
-    case Algorithm::FlashAtomicDqRegisters:
-      fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
+    case Algorithm::FlashRegisters: fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
 #endif
   }
 }
@@ -148,6 +146,16 @@ struct AttentionLab {
   Tensor qkv, dout;  // f32, on the CPU
   References f32_refs, narrow_refs;
   Tolerance tol;
+
+  // A version that cannot run here (a GPU version on a machine without one): it keeps its number and its line.
+  void add_left_out(std::string name, std::string what_changes, Device device, std::string why) {
+    Version v;
+    v.name = std::move(name);
+    v.what_changes = std::move(what_changes);
+    v.device = device;
+    v.left_out = std::move(why);
+    lab.add(std::move(v));
+  }
 
   void add(std::string name, std::string what_changes, Algorithm algorithm, DType dtype, Device device) {
     const auto convert = [&](const Tensor& t) { return (dtype == DType::F32 ? t : t.to_dtype(dtype)).to(device); };
@@ -237,38 +245,59 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
          Algorithm::Materialized, DType::F32, Device::cpu());
   al.add("CPU flash", "64 x 64 tiles, online softmax: no T x T buffer, masked tiles skipped", Algorithm::Flash,
          DType::F32, Device::cpu());
+
+  // The GPU versions, v3 to v9: left out, with their numbers kept, where no GPU is visible.
+  struct GpuVersion {
+    const char* name;
+    std::string what_changes;
+    Algorithm algorithm;
+    bool f32;
+  };
+  const bool backward = pass == LabPass::Backward;
+  const GpuVersion gpu_versions[] = {
+      {"CUDA materialised", "the core's op: batched cuBLAS sgemms (fp32) around a softmax kernel, T x T in memory",
+       Algorithm::Materialized, true},
+      {"CUDA flash, WMMA", "a block per query tile, K/V tiles in shared memory, WMMA products through shared memory",
+       Algorithm::FlashWmma, false},
+      // In the forward lab v5 is the core's forward (v7) under v5's name, so that a version has one number in both.
+      {"CUDA flash, dQ by atomics",
+       backward ? "one pass over key tiles, dS K added into f32 dQ: 5 tile products, not 7"
+                : "a backward version: its forward is v7's",
+       Algorithm::FlashAtomicDq, false},
+      {"CUDA flash, fragments in registers (FA2)",
+       "mma.sync with known lane layouts: scores, softmax and outputs in registers; tiles loaded, then multiplied",
+       Algorithm::FlashRegisters, false},
+      {"CUDA flash, loads overlapped",
+       "the core's op: v6 with the next tile copied by cp.async during this one, the mask on the diagonal only",
+       Algorithm::Flash, false},
+      // After the flash versions, so that their numbers stay theirs: the rung between v3 and flash in the trainer.
+      {"CUDA batched, 16-bit",
+       "the --attention batched rung: v3's algorithm with 16-bit cuBLASLt products (tensor cores) and one fused "
+       "causal softmax; T x T kept in 16 bits",
+       Algorithm::Batched, false},
+      // Like v5 in the forward lab: v7's forward under v9's name.
+      {"CUDA flash, one pass with dQ by atomics, fragments in registers",
+       backward ? "the core's --attention flash-one-pass: v5's one pass on v7's kernels, dS K by mma.sync, atomicAdd "
+                  "into f32 dQ"
+                : "a backward version: its forward is v7's",
+       Algorithm::FlashOnePass, false},
+  };
+  bool gpu = false;
 #ifdef LAB_WITH_CUDA
-  if (cuda_available()) {
-    const Device gpu = Device::cuda(0);
-    al.add("CUDA materialised", "the core's op: batched cuBLAS sgemms (fp32) around a softmax kernel, T x T in memory",
-           Algorithm::Materialized, DType::F32, gpu);
-    al.add("CUDA flash, WMMA",
-           "a block per query tile, K/V tiles in shared memory, WMMA products through shared memory",
-           Algorithm::FlashWmma, p.flash_dtype, gpu);
-    // In the forward lab v5 is the core's forward (v7) under v5's name, so that a version has one number in both labs.
-    al.add("CUDA flash, dQ by atomics",
-           pass == LabPass::Backward ? "one pass over key tiles, dS K added into f32 dQ: 5 tile products, not 7"
-                                     : "a backward version: its forward is v7's",
-           Algorithm::FlashAtomicDq, p.flash_dtype, gpu);
-    al.add("CUDA flash, fragments in registers (FA2)",
-           "mma.sync with known lane layouts: scores, softmax and outputs in registers; tiles loaded, then multiplied",
-           Algorithm::FlashRegisters, p.flash_dtype, gpu);
-    al.add("CUDA flash, loads overlapped",
-           "the core's op: v6 with the next tile copied by cp.async during this one, the mask on the diagonal only",
-           Algorithm::Flash, p.flash_dtype, gpu);
-    // After the flash versions, so that their numbers stay theirs: the rung between v3 and flash in the trainer.
-    al.add("CUDA batched, 16-bit",
-           "the --attention batched rung: v3's algorithm with 16-bit cuBLASLt products (tensor cores) and one fused "
-           "causal softmax; T x T kept in 16 bits",
-           Algorithm::Batched, p.flash_dtype, gpu);
-    // Like v5 in the forward lab: v7's forward under v9's name.
-    al.add("CUDA flash, one pass with dQ by atomics, fragments in registers",
-           pass == LabPass::Backward
-               ? "v5's one pass on v7's register kernels: each step's dS K by mma.sync, atomicAdd into f32 dQ"
-               : "a backward version: its forward is v7's",
-           Algorithm::FlashAtomicDqRegisters, p.flash_dtype, gpu);
-  }
+  gpu = cuda_available();
 #endif
+  for (const GpuVersion& v : gpu_versions) {
+    if (gpu)
+      al.add(v.name, v.what_changes, v.algorithm, v.f32 ? DType::F32 : p.flash_dtype, Device::cuda(0));
+    else
+      al.add_left_out(v.name, v.what_changes, Device::cuda(0), "no CUDA GPU here (a CUDA build on a machine with one)");
+  }
+
+  // Like v5 in the forward lab: v2's forward under v10's name.
+  al.add("CPU flash, one pass",
+         backward ? "v2 with dQ summed in the pass over key tiles: one task per head, S and dP computed once, not twice"
+                  : "a backward version: its forward is v2's",
+         Algorithm::FlashOnePass, DType::F32, Device::cpu());
   return lab;
 }
 

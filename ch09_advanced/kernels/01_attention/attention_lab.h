@@ -23,8 +23,13 @@
 //   v8  CUDA batched      ops::cuda::batched_attention, the --attention batched rung: v3's algorithm with 16-bit
 //                         cuBLASLt products on tensor cores and one fused causal softmax, the probabilities kept
 //                         in 16 bits (after the flash versions, so that their numbers keep their names)
-//   v9  (backward only)   CUDA flash, one pass with dQ by atomics, fragments in registers (flash_versions.h): v7's
-//                         forward; v5's one pass on v7's kernels, each step's dS K by mma.sync added into f32 dQ
+//   v9  (backward only)   CUDA flash, one pass with dQ by atomics, fragments in registers: the core's op with
+//                         ops::FlashBackward::OnePass (--attention flash-one-pass); v7's forward; v5's one pass on
+//                         v7's kernels, each step's dS K by mma.sync added into f32 dQ
+//   v10 (backward only)   CPU flash, one pass: the core's CPU op with FlashBackward::OnePass, one task per head
+//                         walking its key tiles and summing dQ as it goes (v2's forward; v2's bits, fewer products)
+// The GPU versions are left out (listed, neither validated nor timed) where no GPU is visible, so that every
+// version keeps its number on every machine.
 //
 // How each is judged: the f32 versions against the fp64 reference of their inputs, within tolerance_for(f32,
 // max(T, HS)); the 16-bit versions by the low-precision rule: its error against the fp64 reference of the rounded

@@ -7,15 +7,13 @@
 //                                  (common/ops/cuda/flash_attention.cu says why the core makes the other choice).
 //   v6 (flash_registers.cu)        mma.sync with the fragments in registers (FlashAttention-2's layout), each
 //                                  tile loaded and waited for before it is multiplied: the core's op before v7.
-//   v9 (flash_backward_atomic_registers.cu)
-//                                  v5's one pass with dQ by f32 atomics, on v7's kernels (mma.sync fragments in
-//                                  registers, tiles streamed by cp.async): backward only, its forward is v7's.
 // v7 is the core's op itself (common/ops/cuda/flash_attention.cu: v6 with the next tile copied by cp.async while
-// the current one is multiplied, and the causal mask on the diagonal tiles only); v8 is the core's batched op.
+// the current one is multiplied, and the causal mask on the diagonal tiles only); v8 is the core's batched op; v9
+// is the core's one-pass backward (common/ops/cuda/flash_attention_one_pass.cu: v5's one pass with dQ by f32
+// atomics, on v7's kernels), the trainer's --attention flash-one-pass.
 #pragma once
 
 #include "common/core/tensor.h"
-#include "common/ops/grad_write.h"
 
 namespace lab::ch09::attention_lab {
 
@@ -29,9 +27,5 @@ void flash_registers_backward(const Tensor& dqkv, const Tensor& dout, const Tens
 
 void flash_backward_atomic_dq(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                               const Tensor& lse, int n_head);
-
-// Writes (Overwrite) or adds (Add) dQ, dK and dV into dqkv.
-void flash_backward_atomic_registers(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                     const Tensor& lse, int n_head, ops::GradWrite dqkv_write);
 
 }  // namespace lab::ch09::attention_lab

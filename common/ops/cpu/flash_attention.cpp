@@ -7,6 +7,8 @@
 // its own, widened to f32 (so the 16-bit dtypes share the code) and contiguous (so the products are small sgemms,
 // issued single-threaded inside the parallel region). The scratch is one workspace tensor from the CPU
 // allocator: per thread a few tiles of Br or Bc rows, independent of T, which is the point of the algorithm.
+// The one-pass backward (FlashBackward::OnePass) is the exception: one task per (batch, head), whose thread also
+// keeps the head's f32 dQ, T x HS floats (256 KiB at T = 1024, HS = 64), and computes S and dP once per tile pair.
 #include "common/ops/flash_attention.h"
 
 #include <omp.h>
@@ -221,44 +223,87 @@ void probabilities_and_score_grads(const Dims& d, const float* q, const float* k
   }
 }
 
+// A thread's tiles in the dK/dV pass and the one pass: K, V, dK and dV of a key tile, Q and dO of a query tile, P
+// and dS of the pair; `extra` floats after them (the one pass's dQ of a head).
+struct KeyTileScratch {
+  static int64_t floats(const Dims& d) { return kBc * d.HS * 4 + kBr * d.HS * 2 + 2 * kBr * kBc; }
+  explicit KeyTileScratch(const Dims& d, float* base)
+      : k(base),
+        v(k + kBc * d.HS),
+        dk(v + kBc * d.HS),
+        dv(dk + kBc * d.HS),
+        q(dv + kBc * d.HS),
+        dO(q + kBr * d.HS),
+        p(dO + kBr * d.HS),
+        ds(p + kBr * kBc),
+        extra(ds + kBr * kBc) {}
+  float *k, *v, *dk, *dv, *q, *dO, *p, *ds, *extra;
+};
+
+// Key tile s0 of head (b, h): its dK and dV summed over every query tile that sees it, and stored into dqkv. With
+// dq_head (the head's [T, HS] f32 dQ, the one-pass backward), each pair's scale dS K is added into it too.
+template <typename S>
+void key_tile_pass(const Dims& d, const typename S::type* qkv, const typename S::type* dout, const float* lse,
+                   const float* D, typename S::type* dqkv, GradWrite write, int64_t bh, int64_t s0,
+                   const KeyTileScratch& t, float* dq_head) {
+  const int64_t ld = 3 * d.C, cols = std::min(kBc, d.T - s0), b = bh / d.NH, h = bh % d.NH;
+  const int64_t head_offset = b * d.T * ld + h * d.HS;
+  const typename S::type* head = qkv + head_offset;
+  const typename S::type* dout_head = dout + b * d.T * d.C + h * d.HS;
+  lse += bh * d.T;
+  D += bh * d.T;
+  load_tile<S>(t.k, head + d.C + s0 * ld, cols, d.HS, ld);
+  load_tile<S>(t.v, head + 2 * d.C + s0 * ld, cols, d.HS, ld);
+  std::fill(t.dk, t.dk + cols * d.HS, 0.0f);
+  std::fill(t.dv, t.dv + cols * d.HS, 0.0f);
+  // Query tiles from the one holding key s0 (earlier queries see none of these keys) to the last.
+  for (int64_t qt = s0 / kBr; qt < d.query_tiles; ++qt) {
+    const int64_t t0 = qt * kBr, rows = std::min(kBr, d.T - t0);
+    load_tile<S>(t.q, head + t0 * ld, rows, d.HS, ld);
+    load_tile<S>(t.dO, dout_head + t0 * d.C, rows, d.HS, d.C);
+    probabilities_and_score_grads(d, t.q, t.k, t.v, t.dO, lse + t0, D + t0, t0, rows, s0, cols, t.p, t.ds);
+    sgemm(true, false, cols, d.HS, rows, 1.0f, t.p, cols, t.dO, d.HS, 1.0f, t.dv, d.HS);     // dV += P^T dO
+    sgemm(true, false, cols, d.HS, rows, d.scale, t.ds, cols, t.q, d.HS, 1.0f, t.dk, d.HS);  // dK += scale dS^T Q
+    if (dq_head != nullptr)                                                                  // dQ += scale dS K
+      sgemm(false, false, rows, d.HS, cols, d.scale, t.ds, cols, t.k, d.HS, 1.0f, dq_head + t0 * d.HS, d.HS);
+  }
+  write_tile<S>(dqkv + head_offset + d.C + s0 * ld, t.dk, cols, d.HS, ld, write);
+  write_tile<S>(dqkv + head_offset + 2 * d.C + s0 * ld, t.dv, cols, d.HS, ld, write);
+}
+
 // Pass 1, one task per key tile: dK and dV of the tile summed over every query tile that sees it.
 template <typename S>
 void key_tile_grads(const Dims& d, const typename S::type* qkv, const typename S::type* dout, const float* lse,
                     const float* D, typename S::type* dqkv, GradWrite write) {
-  const int64_t ld = 3 * d.C;
-  const Scratch scratch(kBc * d.HS * 4 + kBr * d.HS * 2 + 2 * kBr * kBc);
+  const Scratch scratch(KeyTileScratch::floats(d));
 #pragma omp parallel
   {
-    float* k = scratch.of_thread(omp_get_thread_num());
-    float* v = k + kBc * d.HS;
-    float* dk = v + kBc * d.HS;
-    float* dv = dk + kBc * d.HS;
-    float* q = dv + kBc * d.HS;
-    float* dO = q + kBr * d.HS;
-    float* p = dO + kBr * d.HS;
-    float* ds = p + kBr * kBc;
+    const KeyTileScratch tiles(d, scratch.of_thread(omp_get_thread_num()));
 #pragma omp for schedule(dynamic)
-    for (int64_t task = 0; task < d.B * d.NH * d.key_tiles; ++task) {
-      const int64_t bh = task / d.key_tiles, b = bh / d.NH, h = bh % d.NH;
-      const int64_t s0 = task % d.key_tiles * kBc, cols = std::min(kBc, d.T - s0);
-      const int64_t head_offset = b * d.T * ld + h * d.HS;
-      const typename S::type* head = qkv + head_offset;
-      const typename S::type* dout_head = dout + b * d.T * d.C + h * d.HS;
-      load_tile<S>(k, head + d.C + s0 * ld, cols, d.HS, ld);
-      load_tile<S>(v, head + 2 * d.C + s0 * ld, cols, d.HS, ld);
-      std::fill(dk, dk + 2 * kBc * d.HS, 0.0f);  // dk and dv
-      // Query tiles from the one holding key s0 (earlier queries see none of these keys) to the last.
-      for (int64_t qt = s0 / kBr; qt < d.query_tiles; ++qt) {
-        const int64_t t0 = qt * kBr, rows = std::min(kBr, d.T - t0);
-        load_tile<S>(q, head + t0 * ld, rows, d.HS, ld);
-        load_tile<S>(dO, dout_head + t0 * d.C, rows, d.HS, d.C);
-        probabilities_and_score_grads(d, q, k, v, dO, lse + bh * d.T + t0, D + bh * d.T + t0, t0, rows, s0, cols, p,
-                                      ds);
-        sgemm(true, false, cols, d.HS, rows, 1.0f, p, cols, dO, d.HS, 1.0f, dv, d.HS);     // dV += P^T dO
-        sgemm(true, false, cols, d.HS, rows, d.scale, ds, cols, q, d.HS, 1.0f, dk, d.HS);  // dK += scale dS^T Q
-      }
-      write_tile<S>(dqkv + head_offset + d.C + s0 * ld, dk, cols, d.HS, ld, write);
-      write_tile<S>(dqkv + head_offset + 2 * d.C + s0 * ld, dv, cols, d.HS, ld, write);
+    for (int64_t task = 0; task < d.B * d.NH * d.key_tiles; ++task)
+      key_tile_pass<S>(d, qkv, dout, lse, D, dqkv, write, task / d.key_tiles, task % d.key_tiles * kBc, tiles, nullptr);
+  }
+}
+
+// The one-pass backward, one task per (batch, head): its key tiles in order, each pair's dQ added into the head's
+// f32 dQ as it goes. For each query tile the key tiles arrive in the order the second pass walks them, with the
+// same products: the same sums as key_tile_grads and query_tile_grads together, with no S and dP computed twice.
+// The scratch per thread holds the head's dQ, T x HS floats, beside the tiles.
+template <typename S>
+void head_grads(const Dims& d, const typename S::type* qkv, const typename S::type* dout, const float* lse,
+                const float* D, typename S::type* dqkv, GradWrite write) {
+  const int64_t ld = 3 * d.C;
+  const Scratch scratch(KeyTileScratch::floats(d) + d.T * d.HS);
+#pragma omp parallel
+  {
+    const KeyTileScratch tiles(d, scratch.of_thread(omp_get_thread_num()));
+    float* dq = tiles.extra;
+#pragma omp for schedule(dynamic)
+    for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
+      std::fill(dq, dq + d.T * d.HS, 0.0f);
+      for (int64_t kt = 0; kt < d.key_tiles; ++kt)
+        key_tile_pass<S>(d, qkv, dout, lse, D, dqkv, write, bh, kt * kBc, tiles, dq);
+      write_tile<S>(dqkv + bh / d.NH * d.T * ld + bh % d.NH * d.HS, dq, d.T, d.HS, ld, write);
     }
   }
 }
@@ -314,7 +359,7 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
 }
 
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head, GradWrite dqkv_write) {
+                              const Tensor& lse, int n_head, GradWrite dqkv_write, FlashBackward passes) {
   const Dims d = dims_of(qkv, n_head);
   if (d.B == 0 || d.T == 0 || d.C == 0) return;
   const MemoryScope scope(MemCategory::Workspace);
@@ -326,7 +371,12 @@ void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tens
     const E* dout_data = static_cast<const E*>(dout.raw());
     E* dqkv_data = static_cast<E*>(dqkv.raw());
     row_dot<S>(d, dout_data, static_cast<const E*>(out.raw()), D.data<float>());
-    // Every element of dK and dV belongs to one key tile, every element of dQ to one query tile: each is stored once.
+    // Every element of dK and dV belongs to one key tile, every element of dQ to one query tile (or one head): each
+    // is stored once.
+    if (passes == FlashBackward::OnePass) {
+      head_grads<S>(d, qkv_data, dout_data, lse.data<float>(), D.data<float>(), dqkv_data, dqkv_write);
+      return;
+    }
     key_tile_grads<S>(d, qkv_data, dout_data, lse.data<float>(), D.data<float>(), dqkv_data, dqkv_write);
     query_tile_grads<S>(d, qkv_data, dout_data, lse.data<float>(), D.data<float>(), dqkv_data, dqkv_write);
   });

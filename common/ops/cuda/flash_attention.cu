@@ -37,8 +37,9 @@
 // copy of dQ (16-bit atomics round at every add) that then needs its own conversion pass anyway, and the result
 // would depend on the order in which blocks arrive. The separate pass recomputes S and dP (7 tile products per
 // tile pair instead of 5, 40% more backward math), but is deterministic, needs no [B,T,C] f32 workspace, and
-// adds into dqkv in its own dtype as the dK/dV pass does. (FlashAttention-2 uses atomics; chapter 9's attention
-// lab has that version too, v5, to measure the two side by side.)
+// adds into dqkv in its own dtype as the dK/dV pass does. FlashAttention-2 uses atomics: FlashBackward::OnePass
+// runs that algorithm on these kernels (flash_attention_one_pass.cu, chapter 9's attention lab's v9), to measure
+// the two side by side.
 //
 // Resources at sm_90 (nvcc 13 -O3, ptxas -v; no spills, no local memory), registers per thread and dynamic shared
 // memory per block of 128 threads, head size 64 | 128:
@@ -67,6 +68,7 @@
 #include "common/core/memory.h"
 #include "common/ops/attention.h"
 #include "common/ops/cuda/flash_attention_fragments.cuh"
+#include "common/ops/cuda/flash_attention_one_pass.h"
 #include "common/ops/cuda/flash_attention_pipeline.cuh"
 #include "common/ops/cuda/flash_attention_tiles.cuh"
 #include "common/ops/cuda/launch.cuh"
@@ -469,7 +471,7 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
 }
 
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head, GradWrite dqkv_write) {
+                              const Tensor& lse, int n_head, GradWrite dqkv_write, FlashBackward passes) {
   if (qkv.dim(0) == 0 || qkv.dim(1) == 0 || qkv.dim(2) == 0) return;
   const Dims s = dims_of(qkv, n_head);
   LaunchScope scope(qkv);
@@ -480,6 +482,8 @@ void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tens
     cuda::attention_backward(dqkv, dout, qkv, att, n_head, dqkv_write);  // not ops:: (found by GradWrite's namespace)
     return;
   }
+  if (passes == FlashBackward::OnePass)
+    return flash_attention_backward_one_pass(dqkv, dout, qkv, out, lse, n_head, dqkv_write);
   dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {
     using E = decltype(element);
     const Tensor D_rows = flash_row_dots<E>(dout, out, lse, s, scope.stream());

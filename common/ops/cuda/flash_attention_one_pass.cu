@@ -1,14 +1,12 @@
-// v9 of the attention lab: the flash backward in one pass, dQ by atomics, fragments in registers (see
-// flash_versions.h). It is v5's algorithm on v7's kernels, to measure on v7's speed what v5 measured on v4's: do
-// the atomics cost less than the second pass?
+// CUDA flash attention's one-pass backward (FlashBackward::OnePass, common/ops/flash_attention.h): dK, dV and dQ in
+// one pass over the key tiles, dQ added by f32 atomics, as FlashAttention-2 does it. v9 of chapter 9's attention
+// lab, where it is timed beside the two passes of flash_attention.cu (v7).
 //
-// The core's backward (v7, common/ops/cuda/flash_attention.cu) walks the key tiles for dK and dV, then walks the
-// query tiles a second time for dQ, recomputing S and dP: 7 tile products per pair of tiles. v5 added each pair's
-// dS K into an f32 dQ with atomicAdd instead (5 products, FlashAttention-2's choice), but on v4's WMMA products
-// through shared memory. Here the pass is v7's dK/dV kernel, unchanged in what it computes and how: one block of 4
-// warps per 64-key tile, the query tiles from the diagonal to the end streamed by cp.async into two buffers, each
-// warp owning 16 keys with P^T, dS^T, dK and dV in registers, a step of queries at a time (v7's 32 at head size 128,
-// 16 at 64: below). What it adds, at every step:
+// The two-pass backward walks the key tiles for dK and dV, then walks the query tiles a second time for dQ,
+// recomputing S and dP: 7 tile products per pair of tiles. Here the pass is flash_attention.cu's dK/dV kernel,
+// unchanged in what it computes and how: one block of 4 warps per 64-key tile, the query tiles from the diagonal to
+// the end streamed by cp.async into two buffers, each warp owning 16 keys with P^T, dS^T, dK and dV in registers, a
+// step of queries at a time (32 at head size 128, 16 at 64: below). What it adds, at every step:
 //
 //   1. the warp's dS^T fragments, rounded to 16 bits as the dK product reads them, into a [64 keys, step] buffer
 //      of shared memory (one 32-bit store per pair of values);
@@ -18,25 +16,26 @@
 //      P V;
 //   4. the warp's quarter added into an f32 dQ workspace [B, T, C] with atomicAdd (every key tile adds into the
 //      same rows).
-// The dQ fragments live from step 3 to step 4 only, after the step's P^T and dS^T fragments are dead, and are
-// accumulated 16 or 32 columns at a time. Even so, the addresses and the longer loop body cost a few registers
-// across the whole loop, and at head size 64, where v7's kernel already takes all 168 registers that 3 blocks per
-// SM leave it, steps of 32 spilled; steps of 16 halve P^T and dS^T and fit, at the price of loading the warp's K and
-// V fragments twice as often and of 4 barriers per query tile instead of 2. Two dS^T buffers, used in turn, make
-// one barrier a step enough: a warp refills a buffer only after the next step's barrier, which every warp reaches
-// after reading it.
+// 5 tile products per pair instead of 7. The dQ fragments live from step 3 to step 4 only, after the step's P^T and
+// dS^T fragments are dead, and are accumulated 16 or 32 columns at a time. Even so, the addresses and the longer
+// loop body cost a few registers across the whole loop, and at head size 64, where the two-pass dK/dV kernel
+// already takes all 168 registers that 3 blocks per SM leave it, steps of 32 spilled; steps of 16 halve P^T and
+// dS^T and fit, at the price of loading the warp's K and V fragments twice as often and of 4 barriers per query
+// tile instead of 2. Two dS^T buffers, used in turn, make one barrier a step enough: a warp refills a buffer only
+// after the next step's barrier, which every warp reaches after reading it.
 // Before the pass the workspace is zero-filled; after it, one elementwise kernel scales it by 1/sqrt(HS) and writes
 // (GradWrite::Overwrite) or adds (GradWrite::Add) it, rounded, into the q third of dqkv.
 //
-// The price, against v7: the f32 workspace (4 bytes per element of dQ, 25.2 MB at B = 8, T = 1024, C = 768), its
-// zero-fill and conversion pass, 8.5 atomic adds per element of dQ at that shape, and results that change in
-// their last bits from run to run (the atomics' order decides the rounding). The core keeps the deterministic two
-// passes; this version is the lab's, to measure.
+// The price, against the two passes: the f32 workspace (4 bytes per element of dQ, 25.2 MB at B = 8, T = 1024,
+// C = 768, alive for the call), its zero-fill and conversion pass, 8.5 atomic adds per element of dQ at that shape,
+// and results that change in their last bits from run to run (the atomics' order decides the rounding). Which is
+// faster is the GPU's to say: on an H200, the lab's v5 (this algorithm on the WMMA kernels of v4) took 10% (head
+// size 64) and 32% (128) less time than v4's two passes.
 //
 // Resources at sm_90 (nvcc 13 -O3, ptxas -v; no spills, no local memory), registers per thread and dynamic shared
 // memory per block of 128 threads, head size 64 | 128 (scripts/kernel_resources.py):
-//   dK, dV, dQ    168 | 244 registers, 61 | 113 KiB   (v7's dK/dV kernel: 168 | 243, 55 | 103 KiB)
-// 3 blocks per SM at head size 64, 2 at 128, as v7's backward kernels (at 128 the two blocks' shared memory, with
+//   dK, dV, dQ    168 | 244 registers, 61 | 113 KiB   (the two-pass dK/dV kernel: 168 | 243, 55 | 103 KiB)
+// 3 blocks per SM at head size 64, 2 at 128, as the two-pass kernels (at 128 the two blocks' shared memory, with
 // the 1 KiB the runtime reserves in each, fills the SM's 228 KiB exactly).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -44,29 +43,26 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ch09_advanced/kernels/01_attention/flash_versions.h"
 #include "common/core/memory.h"
 #include "common/ops/cuda/flash_attention_fragments.cuh"
+#include "common/ops/cuda/flash_attention_one_pass.h"
 #include "common/ops/cuda/flash_attention_pipeline.cuh"
 #include "common/ops/cuda/flash_attention_tiles.cuh"
 #include "common/ops/cuda/launch.cuh"
 #include "common/ops/cuda/warp_mma.cuh"
 
-namespace lab::ch09::attention_lab {
+namespace lab::ops::cuda {
 
 namespace {
 
-using namespace ops::cuda::flash;  // tiles, fragments, Dims, the D pre-pass, launch helpers
-namespace mma = ops::cuda::mma;
-using ops::cuda::kBlockSize;
-using ops::cuda::kWarpSize;
+using namespace flash;  // tiles, fragments, Dims, the D pre-pass, launch helpers
 
-// Blocks per SM the kernel is compiled for (__launch_bounds__), v7's dK/dV kernel's: ptxas caps the registers at
-// 64K / (128 x this). Unused where __launch_bounds__ means nothing (the emulation build).
+// Blocks per SM the kernel is compiled for (__launch_bounds__), the two-pass dK/dV kernel's: ptxas caps the registers
+// at 64K / (128 x this). Unused where __launch_bounds__ means nothing (the emulation build).
 template <int D>
 [[maybe_unused]] constexpr int kGradsBlocks = D == 64 ? 3 : 2;
 
-// Queries per step: v7's 32 at head size 128; 16 at 64, where 32 spilled (see the top of the file).
+// Queries per step: the two-pass kernel's 32 at head size 128; 16 at 64, where 32 spilled (see the top of the file).
 template <int D>
 inline constexpr int kStep = D == 64 ? 16 : 32;
 
@@ -89,8 +85,8 @@ inline constexpr int kDqCols = D / (kWarps / kStepStrips<D>);
 template <int D>
 inline constexpr int kChunk = kDqCols<D> < 32 ? kDqCols<D> : 32;
 
-// Shared memory: v7's dK/dV kernel's (K, V, two buffers each of Q and dO, two of a query tile's lse and D) and two
-// steps' dS^T.
+// Shared memory: the two-pass dK/dV kernel's (K, V, two buffers each of Q and dO, two of a query tile's lse and D) and
+// two steps' dS^T.
 template <int D>
 constexpr size_t grads_shared_bytes() {
   return 6 * piece_bytes<uint16_t>(kTile * kLdTile<D>) + 4 * piece_bytes<float>(kTile) +
@@ -151,10 +147,10 @@ __device__ inline void add_step_dq(float* dq_head, const uint32_t* step_ds, cons
 
 // ---------------------------------------------------------------- dK, dV and dQ in one pass
 
-// One query tile for the warp's 16 keys, in steps of kStep queries: v7's key_grads_query_tile (S^T = K Q^T,
-// P^T from the saved lse, dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q), plus dS^T into the
+// One query tile for the warp's 16 keys, in steps of kStep queries: flash_attention.cu's key_grads_query_tile (S^T = K
+// Q^T, P^T from the saved lse, dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q), plus dS^T into the
 // step's buffer, a barrier, and the warp's quarter of the step's dQ. A warp whose keys no query of a step sees
-// (kMasked, on the diagonal) skips the step's products as in v7, but not the barrier nor its quarter of dQ.
+// (kMasked, on the diagonal) skips the step's products as there, but not the barrier nor its quarter of dQ.
 template <bool kMasked, typename E, int D>
 __device__ inline void grads_query_tile(float dk[D / 8][4], float dv[D / 8][4], float* dq_head, uint32_t* ds_steps,
                                         const E* k, const E* v, const E* q, const E* dO, const float* tile_lse,
@@ -235,8 +231,8 @@ __global__ void __launch_bounds__(kThreads, kGradsBlocks<D>)
   for (int qt = first_tile; qt < query_tiles; ++qt) {
     const int t0 = qt * kTile;
     const bool next = qt + 1 < query_tiles;
-    // Into the buffers of tile qt - 1. v7 needs a barrier at the end of each tile before this refill; here the
-    // barrier of tile qt - 1's last step comes after every warp's last read of them (the dQ products after it
+    // Into the buffers of tile qt - 1. The two-pass kernel needs a barrier at the end of each tile before this refill;
+    // here the barrier of tile qt - 1's last step comes after every warp's last read of them (the dQ products after it
     // read only K and dS^T).
     if (next) {
       issue_tile<D>(q[qt + 1], qkv + head, t0 + kTile, s, ld);
@@ -282,23 +278,20 @@ void backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const T
   launch_backward_tiles<E>("flash_one_pass_grads_kernel", flash_one_pass_grads_kernel<E, D>, grads_shared_bytes<D>(),
                            dqkv, dout, qkv, lse, D_rows, s, stream, dq_sum.data<float>(), add);
   const int64_t n = out.numel();
-  LAB_LAUNCH((flash_dq_into_dqkv_kernel<E>), {ops::cuda::grid_for(n, kBlockSize), kBlockSize, 0, stream},
+  LAB_LAUNCH((flash_dq_into_dqkv_kernel<E>), {grid_for(n, kBlockSize), kBlockSize, 0, stream},
              static_cast<E*>(dqkv.raw()), dq_sum.data<float>(), n, s.C, s.scale, add);
 }
 
 }  // namespace
 
-void flash_backward_atomic_registers(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                     const Tensor& lse, int n_head, ops::GradWrite dqkv_write) {
-  LAB_CHECK(qkv.dtype() == DType::BF16 || qkv.dtype() == DType::F16, Unsupported,
-            "the one-pass register flash backward takes bf16 or f16, not ", dtype_name(qkv.dtype()));
-  if (qkv.dim(0) == 0 || qkv.dim(1) == 0 || qkv.dim(2) == 0) return;
+void flash_attention_backward_one_pass(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                                       const Tensor& lse, int n_head, GradWrite dqkv_write) {
   const Dims s = dims_of(qkv, n_head);
-  ops::cuda::LaunchScope scope(qkv);
+  LaunchScope scope(qkv);
   dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {
-    backward<decltype(element), decltype(width)::value>(dqkv, dout, qkv, out, lse, s, dqkv_write == ops::GradWrite::Add,
+    backward<decltype(element), decltype(width)::value>(dqkv, dout, qkv, out, lse, s, dqkv_write == GradWrite::Add,
                                                         scope.stream());
   });
 }
 
-}  // namespace lab::ch09::attention_lab
+}  // namespace lab::ops::cuda
