@@ -16,7 +16,8 @@ which tests caught the mutation. The working tree itself is never modified.
 The copy and its build live in --work (default build-mutations/ beside the repository root). The first run
 configures and builds everything (minutes); later runs refresh the copy and rebuild only what changed.
 Before the mutations, the unmutated tests must all pass. --seed sets LAB_EMU_SEED, so the emulator shuffles
-the order of blocks and threads (a missing barrier then meets a schedule it was not written for).
+the order of blocks and threads (a missing barrier then meets a schedule it was not written for); a mutation whose
+race the default order hides names the seed its tests run under otherwise (Mutation.seed).
 
 Exit status: 0 when every mutation was caught by at least one test, 1 when one was not, 2 when the check
 could not run (a mutation no longer applies, the build fails, or the unmutated tests fail).
@@ -45,6 +46,7 @@ class Mutation:
     path: str  # relative to the repository root
     edits: list  # (exact text, replacement): each text must occur exactly once in the file
     what: str
+    seed: int = None  # the LAB_EMU_SEED its tests run under when --seed gives none: a race the default order hides
 
 
 MUTATIONS = [
@@ -73,16 +75,18 @@ MUTATIONS = [
                "for (int64_t c = lane; c < C - 1; c += kWarpSize) sum += load(xr[c]);")],
              "layernorm forward: the mean's loop stops at C - 1"),
     Mutation("layernorm-one-pass-variance", "common/ops/cuda/layernorm.cu",
-             [("    const float d = load(xr[c]) - m;\n    sq += d * d;\n", "    sq += load(xr[c]) * load(xr[c]);\n"),
-              ("warp_sum(sq) / static_cast<float>(C) + kLayerNormEps",
-               "warp_sum(sq) / static_cast<float>(C) - m * m + kLayerNormEps")],
+             [("    const float d = load(xr[c]) - m;\n    sq += d * d;\n  }\n"
+               "  const float s = 1.0f / sqrtf(warp_sum(sq) / static_cast<float>(C) + kLayerNormEps);",
+               "    sq += load(xr[c]) * load(xr[c]);\n  }\n"
+               "  const float s = 1.0f / sqrtf(warp_sum(sq) / static_cast<float>(C) - m * m + kLayerNormEps);")],
              "layernorm forward: variance as E[x^2] - E[x]^2"),
     Mutation("layernorm-dx-overwrite", "common/ops/cuda/layernorm.cu",
-             [("dxr[c] = store_as<D>(load(dxr[c]) + s * (", "dxr[c] = store_as<D>(s * (")],
-             "layernorm backward (one element a load): dx = instead of dx +="),
+             [("dxr[c] = store_as<D>((add ? load(dxr[c]) : 0.0f) + s * (", "dxr[c] = store_as<D>((add ? 0.0f : 0.0f) + s * (")],
+             "layernorm backward (one element a load): GradWrite::Add writes dx over instead of adding into it"),
     Mutation("layernorm-dx-pieces-overwrite", "common/ops/cuda/layernorm.cu",
-             [("out.e[e] = store_as<D>(load(out.e[e]) + s * (", "out.e[e] = store_as<D>(s * (")],
-             "layernorm backward (16-byte pieces): dx = instead of dx +="),
+             [("out.e[e] = store_as<D>((add ? load(out.e[e]) : 0.0f) + s * (",
+               "out.e[e] = store_as<D>((add ? 0.0f : 0.0f) + s * (")],
+             "layernorm backward (16-byte pieces): GradWrite::Add writes dx over instead of adding into it"),
     Mutation("layernorm-dw-warps-overwrite", "common/ops/cuda/layernorm.cu",
              [("dw_total += warp_sums[v][0][slot];", "dw_total = warp_sums[v][0][slot];")],
              "layernorm backward (16-byte pieces): the block's dw is its last warp's, not the sum of its warps'"),
@@ -105,8 +109,9 @@ MUTATIONS = [
              [("out.sums[k][c] += total;", "out.sums[k][c] = total;")],
              "column sums (bias, LayerNorm dw/db): = instead of +="),
     Mutation("gelu-backward-overwrite", "common/ops/cuda/gelu.cu",
-             [("dx[i] = store_as<D>(load(dx[i]) + grad * load(dout[i]));", "dx[i] = store_as<D>(grad * load(dout[i]));")],
-             "gelu backward: dx = instead of dx +="),
+             [("dx[i] = store_as<D>((add ? load(dx[i]) : 0.0f) + grad * load(dout[i]));",
+               "dx[i] = store_as<D>((add ? 0.0f : 0.0f) + grad * load(dout[i]));")],
+             "gelu backward: GradWrite::Add writes dx over instead of adding into it"),
     Mutation("residual-backward-overwrite", "common/ops/cuda/residual.cu",
              [("if (da) da[i] = store_as<D>(load(da[i]) + g);", "if (da) da[i] = store_as<D>(g);")],
              "residual backward: da = instead of da +="),
@@ -197,6 +202,11 @@ MUTATIONS = [
     Mutation("flash-one-pass-missing-barrier", "common/ops/cuda/flash_attention_one_pass.cu",
              [("    __syncthreads();  // the step's dS^T complete: each query's dQ needs every warp's keys\n", "")],
              "flash one-pass backward (lab v9): no barrier between the warps' dS^T stores and the dQ product that reads them"),
+    Mutation("flash-one-pass-one-ds-buffer", "common/ops/cuda/flash_attention_one_pass.cu",
+             [("uint32_t* step_ds = ds_steps + (c0 / kStep<D>) % 2 * step_words<D>();",
+               "uint32_t* step_ds = ds_steps + 0 * step_words<D>();")],
+             "flash one-pass backward (lab v9): one dS^T buffer for every step, refilled by a fast warp while a slow "
+             "one still reads it (needs a warp far ahead: a shuffled schedule)", seed=1),
     Mutation("flash-one-pass-dq-diagonal-keys-skipped", "common/ops/cuda/flash_attention_one_pass.cu",
              [("t0 + c0 + rows + kStrip - s0 : kTile;", "t0 + c0 + rows - s0 : kTile;")],
              "flash one-pass backward (lab v9): dQ on the diagonal without the keys of the strip's own 16 positions"),
@@ -342,7 +352,7 @@ def main():
             if not build(src, build_dir, log, args.jobs, programs):
                 print(f"kernel_mutations: {mutation.name} does not build; see {log}", file=sys.stderr)
                 return 2
-            failed = run_tests(build_dir, log, args.seed, programs)
+            failed = run_tests(build_dir, log, args.seed if args.seed is not None else mutation.seed, programs)
         finally:
             (src / mutation.path).write_text(original)
         if not failed:

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <sstream>
@@ -181,6 +182,8 @@ class BlockExecutor {
   void tear_down();
   CudaThread* take_unstarted();
   CudaThread* take_ready();
+  void choose_interval_order();
+  unsigned rank_of(const CudaThread& thread) const { return warp_rank_[thread.warp]; }
   Runner* acquire_runner();
   Fiber& next_fiber();
   void enter(CudaThread& thread);
@@ -214,6 +217,11 @@ class BlockExecutor {
   Fiber scheduler_;  // the OS thread's own stack, where run() waits while the block's fibers run
   std::optional<std::string> fault_;
   bool shuffled_ = false;
+  // Shuffled, an interval between two barriers runs in one of two orders, chosen at random at its start: the
+  // threads interleaved at random (at every barrier and warp collective), or warp by warp, each warp running as
+  // far as it can (to the barrier) before the next one in a random order of the warps (warp_rank_) resumes.
+  bool warp_serial_ = false;
+  std::vector<unsigned> warp_rank_;
   Rng rng_;
   std::vector<std::unique_ptr<Runner>> runners_;
   std::vector<Runner*> idle_runners_;
@@ -292,6 +300,10 @@ void BlockExecutor::set_up(const GridLaunch& launch, uint3 block) {
     rng_ = Rng(*launch.seed ^ (launch.launch_index * 0x9e3779b97f4a7c15ull) ^ (linear_block << 20));
     for (size_t i = n; i > 1; --i) std::swap(start_order_[i - 1], start_order_[rng_.below(i)]);
   }
+  choose_interval_order();
+  if (warp_serial_)  // the first interval starts its threads warp by warp too (shuffled within each warp)
+    std::stable_sort(start_order_.begin(), start_order_.end(),
+                     [this](unsigned a, unsigned b) { return rank_of(threads_[a]) < rank_of(threads_[b]); });
   next_unstarted_ = 0;
   ready_.clear();
   barrier_waiters_.clear();
@@ -326,10 +338,29 @@ CudaThread* BlockExecutor::take_unstarted() {
 }
 
 CudaThread* BlockExecutor::take_ready() {
-  if (shuffled_) std::swap(ready_[rng_.below(ready_.size())], ready_.front());
+  if (warp_serial_) {  // a ready lane of the first warp in this interval's order, at random among its lanes
+    unsigned best = std::numeric_limits<unsigned>::max();
+    size_t candidates = 0, pick = 0;
+    for (size_t i = 0; i < ready_.size(); ++i) {
+      const unsigned rank = rank_of(*ready_[i]);
+      if (rank < best) best = rank, candidates = 0;
+      if (rank == best && rng_.below(++candidates) == 0) pick = i;
+    }
+    std::swap(ready_[pick], ready_.front());
+  } else if (shuffled_) {
+    std::swap(ready_[rng_.below(ready_.size())], ready_.front());
+  }
   CudaThread* thread = ready_.front();
   ready_.pop_front();
   return thread;
+}
+
+void BlockExecutor::choose_interval_order() {
+  warp_serial_ = shuffled_ && rng_.below(2) == 0;
+  if (!warp_serial_) return;
+  warp_rank_.resize(warps_.size());
+  std::iota(warp_rank_.begin(), warp_rank_.end(), 0u);
+  for (size_t i = warp_rank_.size(); i > 1; --i) std::swap(warp_rank_[i - 1], warp_rank_[rng_.below(i)]);
 }
 
 Runner* BlockExecutor::acquire_runner() {
@@ -351,7 +382,14 @@ Runner* BlockExecutor::acquire_runner() {
 Fiber& BlockExecutor::next_fiber() {
   if (fault_) return scheduler_;
   const bool can_start = next_unstarted_ < threads_.size();
-  if (!ready_.empty() && !(can_start && shuffled_ && rng_.below(2) == 0)) {
+  // Warp by warp: resume a ready lane unless the next thread to start belongs to an earlier warp in the order.
+  const auto ready_first = [&] {
+    if (!can_start) return true;
+    if (!warp_serial_) return !shuffled_ || rng_.below(2) != 0;
+    const unsigned next_start = rank_of(threads_[start_order_[next_unstarted_]]);
+    return std::any_of(ready_.begin(), ready_.end(), [&](const CudaThread* t) { return rank_of(*t) <= next_start; });
+  };
+  if (!ready_.empty() && ready_first()) {
     CudaThread& thread = *take_ready();
     thread.state = State::Running;
     enter(thread);
@@ -453,12 +491,16 @@ void BlockExecutor::sync_threads() {
     suspend(thread);
     return;
   }
-  // The last to arrive releases the others and carries on (or, shuffled, takes its turn like them).
+  // The last to arrive releases the others and carries on (or, shuffled, takes its turn like them, in the next
+  // interval's order).
   for (CudaThread* waiter : barrier_waiters_)
     if (waiter != &thread) make_ready(*waiter);
   barrier_waiters_.clear();
   thread.state = State::Running;
-  if (shuffled_) yield(thread);
+  if (shuffled_) {
+    choose_interval_order();
+    yield(thread);
+  }
 }
 
 // ---------------------------------------------------------------- warp collectives

@@ -21,7 +21,12 @@
 // shuffle that reads a lane outside its mask, lanes of one mask calling different collectives. With a seed
 // (LAB_EMU_SEED) the order in which threads start and resume is shuffled, and the last thread to arrive at
 // a barrier yields instead of carrying on, so code that relies on an order it was never promised (a missing
-// barrier) sees a different one.
+// barrier) sees a different one. Each interval between two barriers then runs, at random, in one of two orders:
+// the threads interleaved at random at every barrier and collective, or warp by warp (a random order of the
+// warps, each run as far as it can go before the next resumes, its lanes shuffled). The first finds races
+// between threads that a fixed order hides; the second the races that need one warp far ahead of another (a
+// buffer refilled by a fast warp while a slow one still reads it), which interleaving at every collective keeps
+// in step.
 #pragma once
 
 #include <cstddef>

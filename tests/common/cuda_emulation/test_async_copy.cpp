@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/cuda/emulation/block_executor.h"
+#include "common/cuda/emulation/settings.h"
 #include "common/cuda/launch.cuh"
 #include "tests/common/cuda_emulation/emulation_test.h"
 
@@ -111,6 +112,8 @@ std::vector<uint32_t> counting(size_t n) {
 }
 
 TEST_F(AsyncCopy, ACopyLandsInTheWaitThatCoversItsBatch) {
+  // Shuffled, copies may land as soon as they are issued (the next test): the latest moment is the default's.
+  if (settings().seed) GTEST_SKIP() << "LAB_EMU_SEED is set: this checks the default schedule";
   const std::vector<uint32_t> source = counting(2 * kThreads * kWordsPerChunk);
   DeviceBuffer<uint32_t> src(source);
   DeviceBuffer<uint32_t> seen(3 * source.size());

@@ -1,5 +1,6 @@
 // The shuffled schedule (LAB_EMU_SEED): race-free kernels give the same results under every seed, and a
-// kernel with a missing barrier, right by luck in the default order, is caught by some seed. The block
+// kernel with a missing barrier, right by luck in the default order, is caught by some seed; so is a buffer
+// refilled by one warp before another has read it, which needs one warp far ahead of another. The block
 // executor is driven directly here, so that one process can try many seeds.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -49,6 +50,41 @@ __global__ void reduction_kernel(float* out, const float* in) {
   }
 }
 
+// Each step every thread stores a new value into a shared buffer; after a barrier each lane reads the value of
+// the same lane in the next warp, between warp collectives (as a tile product's fragments are read between mma
+// instructions), and the next step stores again. With two buffers used in turn, one barrier a step is enough: a
+// warp refills a buffer only after the next barrier, which every warp reaches after its read. With one buffer a
+// fast warp refills it while a slow one has still to read it: right when the warps keep in step, as they do in
+// the default order and, with 16 collectives on each side of the read, when the threads are interleaved at random
+// at every collective (no warp gets 16 collectives ahead); only the warp-by-warp order lets one run that far ahead.
+constexpr int kSteps = 4, kCollectives = 16;
+__global__ void step_buffers_kernel(int* out, int base, int buffers) {
+  __shared__ int slots[2][kThreads];
+  const int t = static_cast<int>(threadIdx.x), lane = t % 32, next_warp = (t / 32 + 1) % (kThreads / 32);
+  int sum = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    int* slot = slots[step % buffers];
+    slot[t] = base + step * kThreads + t;
+    __syncthreads();
+    int v = lane;
+    for (int i = 0; i < kCollectives; ++i) v = __shfl_xor_sync(0xffffffffu, v, 1);  // collectives before the read
+    sum += slot[next_warp * 32 + lane];
+    for (int i = 0; i < kCollectives; ++i) v = __shfl_xor_sync(0xffffffffu, v, 2);  // and after it
+    sum += v - lane;  // an even number of swaps: v is the lane's own again
+  }
+  out[t] = sum;
+}
+
+bool step_sums_right(const std::vector<int>& out, int base) {
+  for (int t = 0; t < kThreads; ++t) {
+    const int read = (t / 32 + 1) % (kThreads / 32) * 32 + t % 32;
+    int expected = 0;
+    for (int step = 0; step < kSteps; ++step) expected += base + step * kThreads + read;
+    if (out[static_cast<size_t>(t)] != expected) return false;
+  }
+  return true;
+}
+
 // Runs one block of `kernel` on this thread with the given seed (none: the default order).
 template <typename... Params, typename... Args>
 std::optional<std::string> run_one_block(void (*kernel)(Params...), std::optional<uint64_t> seed, Args... args) {
@@ -96,6 +132,21 @@ TEST(ShuffledSchedule, SomeSeedExposesAMissingBarrier) {
     if (!neighbours_right(out, base)) ++exposed;
   }
   EXPECT_GT(exposed, 0) << "no seed of 16 changed the order threads run in";
+}
+
+TEST(ShuffledSchedule, SomeSeedRunsAWarpFarAheadOfAnother) {
+  std::vector<int> out(kThreads);
+  ASSERT_FALSE(run_one_block(step_buffers_kernel, std::nullopt, out.data(), 5, 1));
+  ASSERT_TRUE(step_sums_right(out, 5)) << "the default order keeps the warps in step";
+  int exposed = 0;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    const int base = 1000 * static_cast<int>(seed);
+    ASSERT_FALSE(run_one_block(step_buffers_kernel, seed, out.data(), base, 2));
+    EXPECT_TRUE(step_sums_right(out, base)) << "two buffers, seed " << seed;
+    ASSERT_FALSE(run_one_block(step_buffers_kernel, seed, out.data(), base, 1));
+    if (!step_sums_right(out, base)) ++exposed;
+  }
+  EXPECT_GT(exposed, 0) << "no seed of 16 let a warp refill the one buffer before another read it";
 }
 
 TEST(ShuffledSchedule, SeededMisuseIsStillAFault) {
