@@ -139,6 +139,12 @@ References references_for(const AttentionShape& s, const Tensor& qkv, const Tens
           LazyTensor([=] { return reference_backward(s, q, g, dtype); })};
 }
 
+bench::Precision precision_of(DType dtype) {
+  return dtype == DType::BF16  ? bench::Precision::BF16
+         : dtype == DType::F16 ? bench::Precision::FP16
+                               : bench::Precision::FP32;
+}
+
 struct AttentionLab {
   KernelLab& lab;
   AttentionShape shape;
@@ -148,12 +154,18 @@ struct AttentionLab {
   Tolerance tol;
 
   // A version that cannot run here (a GPU version on a machine without one): it keeps its number and its line.
-  void add_left_out(std::string name, std::string what_changes, Device device, std::string why) {
+  void add_left_out(std::string name, std::string what_changes, DType dtype, Device device, std::string why) {
     Version v;
     v.name = std::move(name);
     v.what_changes = std::move(what_changes);
     v.device = device;
+    v.precision = precision_of(dtype);
     v.left_out = std::move(why);
+    // Never called for a version left out; the harness wants both.
+    v.run = [] { fail(ErrorKind::Unsupported, "attention lab: a version left out was run"); };
+    v.validate = []() -> std::vector<Check> {
+      fail(ErrorKind::Unsupported, "attention lab: a version left out was run");
+    };
     lab.add(std::move(v));
   }
 
@@ -178,9 +190,7 @@ struct AttentionLab {
     v.name = std::move(name);
     v.what_changes = std::move(what_changes);
     v.device = device;
-    v.precision = dtype == DType::BF16  ? bench::Precision::BF16
-                  : dtype == DType::F16 ? bench::Precision::FP16
-                                        : bench::Precision::FP32;
+    v.precision = precision_of(dtype);
     if (pass == LabPass::Forward) {
       v.run = [t, algorithm, n_head] { run_forward(t, algorithm, n_head); };
       v.validate = [t, algorithm, n_head, refs, judge, f32_tol] {
@@ -287,10 +297,12 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
   gpu = cuda_available();
 #endif
   for (const GpuVersion& v : gpu_versions) {
+    const DType dtype = v.f32 ? DType::F32 : p.flash_dtype;
     if (gpu)
-      al.add(v.name, v.what_changes, v.algorithm, v.f32 ? DType::F32 : p.flash_dtype, Device::cuda(0));
+      al.add(v.name, v.what_changes, v.algorithm, dtype, Device::cuda(0));
     else
-      al.add_left_out(v.name, v.what_changes, Device::cuda(0), "no CUDA GPU here (a CUDA build on a machine with one)");
+      al.add_left_out(v.name, v.what_changes, dtype, Device::cuda(0),
+                      "no CUDA GPU here (a CUDA build on a machine with one)");
   }
 
   // Like v5 in the forward lab: v2's forward under v10's name.
