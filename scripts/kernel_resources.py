@@ -160,6 +160,7 @@ BLOCK_THREADS = {
     # f32 dQ into dqkv, kBlockSize.
     "flash_one_pass_grads_kernel": 128,
     "flash_dq_into_dqkv_kernel": 256,
+    "flash_dq_pieces_into_dqkv_kernel": 256,
 }
 
 

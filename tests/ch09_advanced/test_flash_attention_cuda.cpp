@@ -50,7 +50,8 @@ void PrintTo(const GpuCase& c, std::ostream* os) {
 const GpuCase kCases[] = {
     {{1, 1, 1, 64}, DType::BF16},  {{2, 65, 2, 64}, DType::BF16}, {{1, 130, 1, 128}, DType::BF16},
     {{1, 70, 3, 32}, DType::BF16}, {{1, 33, 16, 8}, DType::BF16}, {{1, 70, 1, 64, 8.0f}, DType::BF16},
-    {{1, 130, 2, 64}, DType::F16}, {{2, 17, 1, 128}, DType::F16}, {{1, 70, 1, 64, 8.0f}, DType::F16}};
+    {{1, 130, 2, 64}, DType::F16}, {{2, 17, 1, 128}, DType::F16}, {{1, 70, 1, 64, 8.0f}, DType::F16},
+    {{1, 33, 3, 12}, DType::BF16}};  // C = 36: no 16-byte pieces of a row (the one pass's element-wise dQ kernel)
 
 class FlashGpu : public ::testing::TestWithParam<GpuCase> {
  protected:

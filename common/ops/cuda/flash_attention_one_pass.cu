@@ -42,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "common/core/memory.h"
 #include "common/ops/cuda/flash_attention_fragments.cuh"
@@ -257,7 +258,8 @@ __global__ void __launch_bounds__(kThreads, kGradsBlocks<D>)
 
 // ---------------------------------------------------------------- dQ into dqkv
 
-// dqkv's q part = (or +=) scale * dq_sum, rounded to E: one thread per element of [B, T, C].
+// dqkv's q part = (or +=) scale * dq_sum, rounded to E: one thread per element of [B, T, C], for widths C that do not
+// split into 16-byte pieces of E.
 template <typename E>
 __global__ void flash_dq_into_dqkv_kernel(E* dqkv, const float* dq_sum, int64_t n, int C, float scale, bool add) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -265,6 +267,29 @@ __global__ void flash_dq_into_dqkv_kernel(E* dqkv, const float* dq_sum, int64_t 
   E& dst = dqkv[i / C * 3 * C + i % C];
   const float dq = scale * dq_sum[i];
   store(dst, add ? to_float(dst) + dq : dq);
+}
+
+// The same by 16-byte pieces of E (8 values), when C is a whole number of them (GPT-2's 768: 96): a thread reads two
+// 16-byte pieces of the f32 sums and writes (with Add, reads first) one piece of dqkv, whose q rows then start
+// 16-byte aligned (3C values apart); its row and column come from a 32-bit division per 8 elements, not a 64-bit
+// one per element.
+template <typename E>
+__global__ void flash_dq_pieces_into_dqkv_kernel(E* dqkv, const float* dq_sum, uint32_t pieces, uint32_t row_pieces,
+                                                 float scale, bool add) {
+  constexpr int kPer = Piece<E>::kElements;
+  const uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= pieces) return;
+  const uint32_t row = p / row_pieces, col = p % row_pieces;
+  const Piece<float>* sums = reinterpret_cast<const Piece<float>*>(dq_sum) + 2 * static_cast<int64_t>(p);
+  const Piece<float> lo = sums[0], hi = sums[1];
+  Piece<E>* dst = reinterpret_cast<Piece<E>*>(dqkv) + static_cast<int64_t>(row) * 3 * row_pieces + col;
+  Piece<E> q = add ? *dst : Piece<E>{};
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    const float dq = scale * (e < kPer / 2 ? lo.e[e] : hi.e[e - kPer / 2]);
+    store(q.e[e], add ? to_float(q.e[e]) + dq : dq);
+  }
+  *dst = q;
 }
 
 // ---------------------------------------------------------------- launcher
@@ -278,8 +303,16 @@ void backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const T
   launch_backward_tiles<E>("flash_one_pass_grads_kernel", flash_one_pass_grads_kernel<E, D>, grads_shared_bytes<D>(),
                            dqkv, dout, qkv, lse, D_rows, s, stream, dq_sum.data<float>(), add);
   const int64_t n = out.numel();
-  LAB_LAUNCH((flash_dq_into_dqkv_kernel<E>), {grid_for(n, kBlockSize), kBlockSize, 0, stream},
-             static_cast<E*>(dqkv.raw()), dq_sum.data<float>(), n, s.C, s.scale, add);
+  E* const dq = static_cast<E*>(dqkv.raw());
+  const int64_t row_pieces = pieces_of<E>(s.C, dq, dq_sum.data<float>());
+  if (row_pieces > 0 && n / Piece<E>::kElements <= std::numeric_limits<uint32_t>::max()) {
+    const int64_t pieces = n / Piece<E>::kElements;
+    LAB_LAUNCH((flash_dq_pieces_into_dqkv_kernel<E>), {grid_for(pieces, kBlockSize), kBlockSize, 0, stream}, dq,
+               dq_sum.data<float>(), static_cast<uint32_t>(pieces), static_cast<uint32_t>(row_pieces), s.scale, add);
+    return;
+  }
+  LAB_LAUNCH((flash_dq_into_dqkv_kernel<E>), {grid_for(n, kBlockSize), kBlockSize, 0, stream}, dq, dq_sum.data<float>(),
+             n, s.C, s.scale, add);
 }
 
 }  // namespace
