@@ -62,6 +62,10 @@ struct Dims {
   int64_t B, T, C, NH, HS;
   float scale;
   int64_t query_tiles, key_tiles;
+  // Where head bh = b NH + h starts: in qkv and dqkv [B, T, 3C] (its q part; k and v C and 2C further), and in the
+  // [B, T, C] tensors (out, dout).
+  int64_t qkv_head(int64_t bh) const { return bh / NH * T * 3 * C + bh % NH * HS; }
+  int64_t row_head(int64_t bh) const { return bh / NH * T * C + bh % NH * HS; }
 };
 
 Dims dims_of(const Tensor& qkv, int n_head) {
@@ -133,9 +137,9 @@ void forward(const Dims& d, const typename S::type* qkv, typename S::type* out, 
     float* l = m + kBr;
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < d.B * d.NH * d.query_tiles; ++task) {
-      const int64_t bh = task / d.query_tiles, b = bh / d.NH, h = bh % d.NH;
+      const int64_t bh = task / d.query_tiles;
       const int64_t t0 = task % d.query_tiles * kBr, rows = std::min(kBr, d.T - t0);
-      const typename S::type* head = qkv + b * d.T * ld + h * d.HS;
+      const typename S::type* head = qkv + d.qkv_head(bh);
       load_tile<S>(q, head + t0 * ld, rows, d.HS, ld);
       std::fill(o, o + rows * d.HS, 0.0f);
       std::fill(m, m + rows, kMinusInf);
@@ -173,7 +177,7 @@ void forward(const Dims& d, const typename S::type* qkv, typename S::type* out, 
         }
         sgemm(false, false, rows, d.HS, cols, 1.0f, p, cols, v, d.HS, 1.0f, o, d.HS);  // O += P V
       }
-      typename S::type* out_tile = out + b * d.T * d.C + t0 * d.C + h * d.HS;
+      typename S::type* out_tile = out + d.row_head(bh) + t0 * d.C;
       for (int64_t r = 0; r < rows; ++r) {
         const float inv = 1.0f / l[r];
         for (int64_t j = 0; j < d.HS; ++j) out_tile[r * d.C + j] = S::store(o[r * d.HS + j] * inv);
@@ -191,9 +195,8 @@ template <typename S>
 void row_dot(const Dims& d, const typename S::type* dout, const typename S::type* out, float* D) {
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
-    const int64_t b = bh / d.NH, h = bh % d.NH;
     for (int64_t t = 0; t < d.T; ++t) {
-      const int64_t offset = (b * d.T + t) * d.C + h * d.HS;
+      const int64_t offset = d.row_head(bh) + t * d.C;
       float sum = 0.0f;
       for (int64_t j = 0; j < d.HS; ++j) sum += S::load(dout[offset + j]) * S::load(out[offset + j]);
       D[bh * d.T + t] = sum;
@@ -246,10 +249,9 @@ template <typename S>
 void key_tile_pass(const Dims& d, const typename S::type* qkv, const typename S::type* dout, const float* lse,
                    const float* D, typename S::type* dqkv, GradWrite write, int64_t bh, int64_t s0,
                    const KeyTileScratch& t, float* dq_head) {
-  const int64_t ld = 3 * d.C, cols = std::min(kBc, d.T - s0), b = bh / d.NH, h = bh % d.NH;
-  const int64_t head_offset = b * d.T * ld + h * d.HS;
+  const int64_t ld = 3 * d.C, cols = std::min(kBc, d.T - s0), head_offset = d.qkv_head(bh);
   const typename S::type* head = qkv + head_offset;
-  const typename S::type* dout_head = dout + b * d.T * d.C + h * d.HS;
+  const typename S::type* dout_head = dout + d.row_head(bh);
   lse += bh * d.T;
   D += bh * d.T;
   load_tile<S>(t.k, head + d.C + s0 * ld, cols, d.HS, ld);
@@ -303,7 +305,7 @@ void head_grads(const Dims& d, const typename S::type* qkv, const typename S::ty
       std::fill(dq, dq + d.T * d.HS, 0.0f);
       for (int64_t kt = 0; kt < d.key_tiles; ++kt)
         key_tile_pass<S>(d, qkv, dout, lse, D, dqkv, write, bh, kt * kBc, tiles, dq);
-      write_tile<S>(dqkv + bh / d.NH * d.T * ld + bh % d.NH * d.HS, dq, d.T, d.HS, ld, write);
+      write_tile<S>(dqkv + d.qkv_head(bh), dq, d.T, d.HS, ld, write);
     }
   }
 }
@@ -325,12 +327,12 @@ void query_tile_grads(const Dims& d, const typename S::type* qkv, const typename
     float* ds = p + kBr * kBc;
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < d.B * d.NH * d.query_tiles; ++task) {
-      const int64_t bh = task / d.query_tiles, b = bh / d.NH, h = bh % d.NH;
+      const int64_t bh = task / d.query_tiles;
       const int64_t t0 = task % d.query_tiles * kBr, rows = std::min(kBr, d.T - t0);
-      const int64_t head_offset = b * d.T * ld + h * d.HS;
+      const int64_t head_offset = d.qkv_head(bh);
       const typename S::type* head = qkv + head_offset;
       load_tile<S>(q, head + t0 * ld, rows, d.HS, ld);
-      load_tile<S>(dO, dout + b * d.T * d.C + t0 * d.C + h * d.HS, rows, d.HS, d.C);
+      load_tile<S>(dO, dout + d.row_head(bh) + t0 * d.C, rows, d.HS, d.C);
       std::fill(dq, dq + rows * d.HS, 0.0f);
       const int64_t last_key_tile = (t0 + rows - 1) / kBc;
       for (int64_t kt = 0; kt <= last_key_tile; ++kt) {
