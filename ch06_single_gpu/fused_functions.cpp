@@ -69,31 +69,44 @@ Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x, const ModelOptions& opti
 }
 
 ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const LayerNorm& ln) {
+  const MemoryOpScope op("residual_layernorm");
   const Tensor& av = a.value();
-  if (av.dtype() != DType::F32) {  // 16-bit activations: the reference ops, which take them
-    const Var h = ag::residual(tape, a, b);
-    return {h, ln.forward(tape, h)};
-  }
   const int64_t rows = av.numel() / av.dim(-1);
   const bool with_grad = tape.recording() && any_requires_grad({&a, &b, &ln.weight, &ln.bias});
   ResidualNorm out{Var(new_activation(av.shape(), av), with_grad), Var(new_activation(av.shape(), av), with_grad)};
-  const Tensor mean = new_activation({rows}, av);
-  const Tensor rstd = new_activation({rows}, av);
+  // The statistics are f32 whatever the activations are (common/ops/layernorm.h).
+  const Tensor mean = ag::empty_as({rows}, DType::F32, av.device(), MemCategory::Activations);
+  const Tensor rstd = ag::empty_as({rows}, DType::F32, av.device(), MemCategory::Activations);
   fused_residual_layernorm_forward(out.residual.value(), out.normalized.value(), mean, rstd, av, b.value(),
                                    ln.weight.value(), ln.bias.value());
-  if (with_grad) {
-    // The residual's value is the LayerNorm's input, read by the backward; the inputs' and the normalized output's
-    // gradients only.
-    const Var residual = out.residual, normalized = out.normalized.without_value();
-    const Var w = ln.weight, bias = ln.bias;
+  if (!with_grad) return out;
+  // The residual's value is the LayerNorm's input, read by the backward; the inputs' and the normalized output's
+  // gradients only.
+  const Var residual = out.residual, normalized = out.normalized.without_value();
+  const Var w = ln.weight, bias = ln.bias;
+  if (av.dtype() != DType::F32) {
+    // 16-bit activations: the sum's gradient is the residual add's output gradient, which goes to a and b unchanged
+    // (ag::pass_gradient_through, as ag::residual does): the first input takes its buffer, and the kernel that
+    // writes it writes the second input's copy too. Nothing is zero-filled.
     tape.record("residual+layernorm", {residual.value(), mean, rstd},
                 [a = a.without_value(), b = b.without_value(), residual, normalized, w, bias, mean, rstd] {
-                  fused_residual_layernorm_backward(a.grad_or_none(), b.grad_or_none(), w.grad_or_none(),
-                                                    bias.grad_or_none(), residual.grad(), normalized.grad(),
-                                                    residual.value(), w.value(), mean, rstd);
+                  const ag::GradientTarget dsum = ag::gradient_target(residual);
+                  const ag::GradientPassThrough plan = ag::pass_gradient_through(dsum.grad, a, b);
+                  fused_residual_layernorm_backward_through(dsum.grad, dsum.write, plan.copy, w.grad_or_none(),
+                                                            bias.grad_or_none(), normalized.grad(), residual.value(),
+                                                            w.value(), mean, rstd);
+                  plan.add_remaining(dsum.grad);
                 },
                 {a, b, w, bias});
+    return out;
   }
+  tape.record("residual+layernorm", {residual.value(), mean, rstd},
+              [a = a.without_value(), b = b.without_value(), residual, normalized, w, bias, mean, rstd] {
+                fused_residual_layernorm_backward(a.grad_or_none(), b.grad_or_none(), w.grad_or_none(),
+                                                  bias.grad_or_none(), residual.grad(), normalized.grad(),
+                                                  residual.value(), w.value(), mean, rstd);
+              },
+              {a, b, w, bias});
   return out;
 }
 

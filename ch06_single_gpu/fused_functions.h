@@ -9,9 +9,9 @@
 // ag::cross_entropy_through runs it.)
 //
 // Each computes what the reference functions compute, to rounding: the fused model's tests hold the logits,
-// loss and every gradient to the reference model's (tests/ch06_single_gpu/fused_model/). The fused kernels of
-// residual_layernorm take f32 activations: with 16-bit activations (ModelOptions::activations) it runs the
-// reference functions; fused_mlp and the classifier take 16-bit activations as they are.
+// loss and every gradient to the reference model's (tests/ch06_single_gpu/fused_model/). All three take 16-bit
+// activations (ModelOptions::activations) as they are; residual_layernorm's are then the core LayerNorm's 16-byte-piece
+// kernels with the add folded in, which give the reference functions' bits (fused_residual_layernorm.h).
 #pragma once
 
 #include "common/autograd/tape.h"

@@ -15,9 +15,17 @@
 // dbias [C]; mean, rstd [N]; f32. Results match ops::residual_forward followed by ops::layernorm_forward (and
 // their backwards) to rounding; dweight and dbias are summed in a fixed order on both backends (the same bits
 // on every run).
+//
+// 16-bit activations (a, b, residual, out, dout and the [N, C] gradients bf16 or f16; weight, bias, their
+// gradients, mean and rstd f32, as ops::layernorm has them): the forward takes them too, and the backward runs as
+// fused_residual_layernorm_backward_through. On CUDA these are the core LayerNorm's 16-byte-piece kernels with the
+// add folded in (common/ops/cuda/layernorm_pieces.h), which give the bits of the unfused ops: the sum is rounded to
+// 16 bits as residual_forward stores it and normalised as stored. Rows that do not split into 16-byte pieces, and
+// the CPU, run the core's unfused ops (the same bits by construction).
 #pragma once
 
 #include "common/core/tensor.h"
+#include "common/ops/grad_write.h"
 
 namespace lab::ch06 {
 
@@ -26,6 +34,15 @@ void fused_residual_layernorm_forward(const Tensor& residual, const Tensor& out,
 void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const Tensor& dweight, const Tensor& dbias,
                                        const Tensor& dresidual, const Tensor& dout, const Tensor& residual,
                                        const Tensor& weight, const Tensor& mean, const Tensor& rstd);
+// The backward in the form the autograd function runs it with 16-bit activations (ag::pass_gradient_through hands
+// the sum's gradient to the add's first input and a copy to its second): dsum, the sum's gradient, gets the
+// LayerNorm's input gradient added (dsum_write Add: dsum holds the gradient from the sum's other reader) or written
+// over it (Overwrite: a new buffer, not read); dcopy, when defined, receives dsum's new values from the same pass;
+// dweight and dbias accumulate. Any float dtype of the activations.
+void fused_residual_layernorm_backward_through(const Tensor& dsum, ops::GradWrite dsum_write, const Tensor& dcopy,
+                                               const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                                               const Tensor& residual, const Tensor& weight, const Tensor& mean,
+                                               const Tensor& rstd);
 
 namespace cpu {
 void fused_residual_layernorm_forward(const Tensor& residual, const Tensor& out, const Tensor& mean, const Tensor& rstd,
@@ -33,6 +50,10 @@ void fused_residual_layernorm_forward(const Tensor& residual, const Tensor& out,
 void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const Tensor& dweight, const Tensor& dbias,
                                        const Tensor& dresidual, const Tensor& dout, const Tensor& residual,
                                        const Tensor& weight, const Tensor& mean, const Tensor& rstd);
+void fused_residual_layernorm_backward_through(const Tensor& dsum, ops::GradWrite dsum_write, const Tensor& dcopy,
+                                               const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                                               const Tensor& residual, const Tensor& weight, const Tensor& mean,
+                                               const Tensor& rstd);
 }  // namespace cpu
 namespace cuda {
 void fused_residual_layernorm_forward(const Tensor& residual, const Tensor& out, const Tensor& mean, const Tensor& rstd,
@@ -40,6 +61,10 @@ void fused_residual_layernorm_forward(const Tensor& residual, const Tensor& out,
 void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const Tensor& dweight, const Tensor& dbias,
                                        const Tensor& dresidual, const Tensor& dout, const Tensor& residual,
                                        const Tensor& weight, const Tensor& mean, const Tensor& rstd);
+void fused_residual_layernorm_backward_through(const Tensor& dsum, ops::GradWrite dsum_write, const Tensor& dcopy,
+                                               const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                                               const Tensor& residual, const Tensor& weight, const Tensor& mean,
+                                               const Tensor& rstd);
 }  // namespace cuda
 
 }  // namespace lab::ch06

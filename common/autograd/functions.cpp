@@ -91,38 +91,28 @@ Var gelu(Tape& tape, const Var& x) {
   return out;
 }
 
-namespace {
-
-// The residual add's backward: g, the output's gradient, goes unchanged to both inputs. An input that already
-// holds a gradient gets g added; one whose gradient starts here gets g as it is, without the zero-filled buffer
-// that grad() would allocate for the add: the first such input takes g's own buffer (g is complete when this step
-// runs, and no other step reads it), a second one a copy. In GPT-2 both inputs of every add are of that kind: the
-// stream's other reader, the next LayerNorm, comes before the add in the forward, so its backward runs after the
-// add's, and the branch's output has no other reader. The stream then takes g, the branch a copy: at B = 32,
-// T = 1024 in bf16 an add's backward moves 100 MB (read g, write the copy) instead of 350 MB (zero-fill both
-// gradients, read three tensors, write two).
-void residual_gradient(const Tensor& g, const Var& a, const Var& b) {
-  Tensor add_to[2];
-  int adds = 0;
+GradientPassThrough pass_gradient_through(const Tensor& g, const Var& a, const Var& b) {
+  GradientPassThrough plan;
   bool g_given = false;
   for (const Var* v : {&a, &b}) {
     if (!v->requires_grad()) continue;
     if (!v->grad_unallocated()) {
-      add_to[adds++] = v->grad();
+      plan.add_into[plan.adds++] = v->grad();
     } else if (!g_given) {
       v->bind_grad(g);
       g_given = true;
     } else {
-      const Tensor copy = empty_as(g.shape(), g.dtype(), g.device(), MemCategory::Activations);
-      ops::residual_gradient_copy(copy, g);
-      v->bind_grad(copy);
+      plan.copy = empty_as(g.shape(), g.dtype(), g.device(), MemCategory::Activations);
+      v->bind_grad(plan.copy);
     }
   }
-  // a == b leaves here with g bound to it and g added once more: 2g, as the sum's backward gives.
-  if (adds > 0) ops::residual_backward(add_to[0], add_to[1], g);
+  return plan;
 }
 
-}  // namespace
+void GradientPassThrough::add_remaining(const Tensor& g) const {
+  // a == b leaves here with g bound to it and g added once more: 2g, as the sum's backward gives.
+  if (adds > 0) ops::residual_backward(add_into[0], add_into[1], g);
+}
 
 Var residual(Tape& tape, const Var& a, const Var& b) {
   const MemoryOpScope op("residual");
@@ -131,7 +121,10 @@ Var residual(Tape& tape, const Var& a, const Var& b) {
   if (out.requires_grad())
     tape.record("residual", {},
                 [a = a.without_value(), b = b.without_value(), out = out.without_value()] {
-                  residual_gradient(out.grad(), a, b);
+                  const Tensor& g = out.grad();
+                  const GradientPassThrough plan = pass_gradient_through(g, a, b);
+                  if (plan.copy.defined()) ops::residual_gradient_copy(plan.copy, g);
+                  plan.add_remaining(g);
                 },
                 {a, b});
   return out;

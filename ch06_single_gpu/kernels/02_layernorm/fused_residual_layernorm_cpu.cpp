@@ -10,12 +10,16 @@
 // pass over the rows does all of it: each row's dx goes straight into da and db, and its dweight and dbias
 // terms into the partial sums of its chunk of kRowsPerChunk rows. The chunks' sums are then added in chunk
 // order, so the result does not depend on the number of threads.
+//
+// 16-bit activations run the core's unfused ops (residual_forward, layernorm_forward; layernorm_backward and the
+// gradient's copy): the CPU keeps no 16-bit loops of its own for this op.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "ch06_single_gpu/fused_residual_layernorm.h"
 #include "common/ops/layernorm.h"
+#include "common/ops/residual.h"
 
 namespace lab::ch06::cpu {
 
@@ -27,6 +31,11 @@ constexpr int64_t kRowsPerChunk = 64;
 
 void fused_residual_layernorm_forward(const Tensor& residual, const Tensor& out, const Tensor& mean, const Tensor& rstd,
                                       const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias) {
+  if (a.dtype() != DType::F32) {
+    ops::cpu::residual_forward(residual, a, b);
+    ops::cpu::layernorm_forward(out, mean, rstd, residual, weight, bias);
+    return;
+  }
   const int64_t C = a.dim(-1);
   if (C == 0 || a.numel() == 0) return;
   const int64_t N = a.numel() / C;
@@ -141,6 +150,14 @@ void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const
     dwp[c] += dw;
     dbiasp[c] += dbias_c;
   }
+}
+
+void fused_residual_layernorm_backward_through(const Tensor& dsum, ops::GradWrite dsum_write, const Tensor& dcopy,
+                                               const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                                               const Tensor& residual, const Tensor& weight, const Tensor& mean,
+                                               const Tensor& rstd) {
+  ops::cpu::layernorm_backward(dsum, dweight, dbias, dout, residual, weight, mean, rstd, dsum_write);
+  if (dcopy.defined()) ops::cpu::residual_gradient_copy(dcopy, dsum);
 }
 
 }  // namespace lab::ch06::cpu

@@ -31,6 +31,11 @@ template <typename T>
 typename DeviceType<T>::type* device_data(const Tensor& t) {
   return reinterpret_cast<typename DeviceType<T>::type*>(t.data<T>());
 }
+// The same, or null for an undefined tensor (an optional output).
+template <typename T>
+typename DeviceType<T>::type* device_data_or_null(const Tensor& t) {
+  return t.defined() ? device_data<T>(t) : nullptr;
+}
 
 // 16 bytes of D (8 elements in 16 bits, 4 in f32), loaded and stored whole, in one 16-byte access, and read
 // element by element: the kernels of rows or tensors that split into such pieces use it for wide memory accesses.

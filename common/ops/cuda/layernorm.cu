@@ -12,12 +12,17 @@
 // from the loads dx makes (layernorm_backward_pieces_kernel); other rows in a pass of their own over dout and x
 // (column_sums.cuh). Either way the rows split over enough blocks to fill the GPU, each writes partial sums, and a
 // small kernel adds them in a fixed order: deterministic, no atomics.
+//
+// The 16-byte-piece kernels also run chapter 6's residual add fused with the LayerNorm after it
+// (layernorm_pieces.h): the forward adds the add's two inputs as it loads them, stores the sum and normalises it
+// from the registers; the backward writes its dx a second time, into the add's other input's gradient.
 #include <cstdint>
 #include <type_traits>
 
 #include "common/ops/cuda/column_sums.cuh"
 #include "common/ops/cuda/dtype_dispatch.cuh"
 #include "common/ops/cuda/launch.cuh"
+#include "common/ops/cuda/layernorm_pieces.h"
 #include "common/ops/cuda/reductions.cuh"
 #include "common/ops/dispatch.h"
 #include "common/ops/layernorm.h"
@@ -57,10 +62,11 @@ __global__ void layernorm_forward_kernel(D* out, float* mean, float* rstd, const
 // The forward for rows of `pieces` 16-byte pieces, at most kPieces a lane: the lane loads its pieces of the row
 // once, 16 bytes a load, and keeps them in registers for the statistics and the output. The kernel above loads
 // one element (2 bytes in 16 bits) at a time, three times a row: too few bytes in flight to reach the GPU's
-// bandwidth.
-template <typename D, int kPieces>
+// bandwidth. kSum: the row normalised is x + branch, each element rounded to D as residual_forward rounds it, and
+// that sum is stored into `sum` on the way (the same bits as residual_forward, then this kernel on its output).
+template <typename D, int kPieces, bool kSum>
 __global__ void layernorm_forward_pieces_kernel(D* out, float* mean, float* rstd, const D* x, const float* w,
-                                                const float* b, int64_t N, int pieces) {
+                                                const float* b, int64_t N, int pieces, D* sum, const D* branch) {
   constexpr int kPer = Piece<D>::kElements;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
@@ -68,16 +74,22 @@ __global__ void layernorm_forward_pieces_kernel(D* out, float* mean, float* rstd
   const int64_t C = static_cast<int64_t>(pieces) * kPer;
   const Piece<D>* xr = reinterpret_cast<const Piece<D>*>(x + row * C);
   Piece<D> xv[kPieces] = {};  // only the pieces below `pieces` are read
-  float sum = 0.0f;
+  float row_sum = 0.0f;
 #pragma unroll
   for (int p = 0; p < kPieces; ++p) {
     const int piece = lane + p * kWarpSize;
     if (piece >= pieces) continue;
     xv[p] = xr[piece];
+    if constexpr (kSum) {
+      const Piece<D> bv = reinterpret_cast<const Piece<D>*>(branch + row * C)[piece];
 #pragma unroll
-    for (int e = 0; e < kPer; ++e) sum += load(xv[p].e[e]);
+      for (int e = 0; e < kPer; ++e) xv[p].e[e] = store_as<D>(load(xv[p].e[e]) + load(bv.e[e]));
+      reinterpret_cast<Piece<D>*>(sum + row * C)[piece] = xv[p];
+    }
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) row_sum += load(xv[p].e[e]);
   }
-  const float m = warp_sum(sum) / static_cast<float>(C);
+  const float m = warp_sum(row_sum) / static_cast<float>(C);
   float sq = 0.0f;
 #pragma unroll
   for (int p = 0; p < kPieces; ++p) {
@@ -148,15 +160,16 @@ __global__ void layernorm_backward_dx_kernel(D* dx, const D* dout, const D* x, c
 //     partials[(k * gridDim.x + b) * C + c] with k = 0 for dw and 1 for db, which add_column_totals adds in a
 //     fixed order. The rows per block depend only on N (column_split), so the bits of dw and db are the same on
 //     every GPU.
+//   - dx_copy, when not null, receives the same values as dx (the residual add's second input, fused).
 constexpr int kBackwardWarps = 4;
 // About four such blocks per SM of an H100; at GPT-2's 8192 rows, 512 blocks of 16 rows (column_split keeps at least
 // kColumnRows a block).
 constexpr int64_t kBackwardBlocks = 528;
 
 template <typename D, int kPieces>
-__global__ void layernorm_backward_pieces_kernel(D* dx, float* partials, const D* dout, const D* x, const float* w,
-                                                 const float* mean, const float* rstd, int64_t N, int pieces,
-                                                 int64_t rows_per_block, bool add) {
+__global__ void layernorm_backward_pieces_kernel(D* dx, D* dx_copy, float* partials, const D* dout, const D* x,
+                                                 const float* w, const float* mean, const float* rstd, int64_t N,
+                                                 int pieces, int64_t rows_per_block, bool add) {
   constexpr int kPer = Piece<D>::kElements, kSlots = kPieces * kPer * kWarpSize;
   // Warp w's sums of dw (k = 0) and db (k = 1); element e of lane i's p-th piece at slot (p * kPer + e) * 32 + i,
   // so the lanes of a warp reach 32 banks. At most 48 KiB (kPieces = 6 in 16 bits).
@@ -206,6 +219,7 @@ __global__ void layernorm_backward_pieces_kernel(D* dx, float* partials, const D
         db_sum[slot] += d;
       }
       dxr[piece] = out;
+      if (dx_copy != nullptr) reinterpret_cast<Piece<D>*>(dx_copy + row * C)[piece] = out;
     }
   }
   __syncthreads();
@@ -241,14 +255,36 @@ void with_pieces_per_lane(int64_t per_lane, const Launch& launch) {
   }
 }
 
-// Launches the 16-byte-piece kernel, then the totals of its partial sums into dw and db, when the rows allow it
-// (pieces_per_lane); false, with nothing queued, otherwise.
+// Launches the forward's 16-byte-piece kernel (with the residual add in front when `branch` is not null) when the
+// rows allow it (pieces_per_lane); false, with nothing queued, otherwise.
 template <typename D>
-bool launch_backward_in_pieces(D* dx, float* dw, float* db, const D* dout, const D* x, const float* w,
+bool launch_forward_in_pieces(D* out, float* mean, float* rstd, const D* x, const float* w, const float* b, D* sum,
+                              const D* branch, int64_t N, int64_t C, cudaStream_t stream) {
+  const int64_t pieces = pieces_of<D>(C, out, x, sum, branch);  // null is aligned
+  const int64_t per_lane = pieces_per_lane(pieces);
+  if (per_lane == 0) return false;
+  const lab::cuda::LaunchConfig config{grid_for(N, kRowsPerBlock), kBlockSize, 0, stream};
+  const int n = static_cast<int>(pieces);
+  with_pieces_per_lane(per_lane, [&](auto count) {
+    constexpr int kPieces = decltype(count)::value;
+    if (branch != nullptr)
+      LAB_LAUNCH((layernorm_forward_pieces_kernel<D, kPieces, true>), config, out, mean, rstd, x, w, b, N, n, sum,
+                 branch);
+    else
+      LAB_LAUNCH((layernorm_forward_pieces_kernel<D, kPieces, false>), config, out, mean, rstd, x, w, b, N, n, sum,
+                 branch);
+  });
+  return true;
+}
+
+// Launches the backward's 16-byte-piece kernel, then the totals of its partial sums into dw and db, when the rows
+// allow it (pieces_per_lane); false, with nothing queued, otherwise. dx_copy may be null.
+template <typename D>
+bool launch_backward_in_pieces(D* dx, D* dx_copy, float* dw, float* db, const D* dout, const D* x, const float* w,
                                const float* mean, const float* rstd, int64_t N, int64_t C, bool add, Device device,
                                cudaStream_t stream) {
   // A row's pieces; with C a whole number of pieces and aligned starts, every row starts aligned too.
-  const int64_t pieces = pieces_of<D>(C, dx, dout, x);
+  const int64_t pieces = pieces_of<D>(C, dx, dx_copy, dout, x);
   const int64_t per_lane = pieces_per_lane(pieces);
   if (per_lane == 0) return false;
   // One column block of all C columns; about kBackwardBlocks chunks of at least kColumnRows rows.
@@ -262,8 +298,8 @@ bool launch_backward_in_pieces(D* dx, float* dw, float* db, const D* dout, const
   const int64_t rows = split.rows_per_chunk;
   with_pieces_per_lane(per_lane, [&](auto count) {
     constexpr int kPieces = decltype(count)::value;
-    LAB_LAUNCH((layernorm_backward_pieces_kernel<D, kPieces>), config, dx, sums, dout, x, w, mean, rstd, N, n, rows,
-               add);
+    LAB_LAUNCH((layernorm_backward_pieces_kernel<D, kPieces>), config, dx, dx_copy, sums, dout, x, w, mean, rstd, N, n,
+               rows, add);
   });
   add_column_totals<2>({{dw, db}}, sums, split.row_chunks, C, stream);
   return true;
@@ -297,19 +333,12 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
   dispatch_float_dtype(x.dtype(), "layernorm_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using D = typename DeviceType<T>::type;
-    const lab::cuda::LaunchConfig config{grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()};
-    const int64_t pieces = pieces_of<D>(C, device_data<T>(out), device_data<T>(x));
-    if (const int64_t per_lane = pieces_per_lane(pieces); per_lane > 0) {
-      with_pieces_per_lane(per_lane, [&](auto count) {
-        constexpr int kPieces = decltype(count)::value;
-        LAB_LAUNCH((layernorm_forward_pieces_kernel<D, kPieces>), config, device_data<T>(out), mean.data<float>(),
-                   rstd.data<float>(), device_data<T>(x), w.data<float>(), b.data<float>(), N,
-                   static_cast<int>(pieces));
-      });
+    if (launch_forward_in_pieces<D>(device_data<T>(out), mean.data<float>(), rstd.data<float>(), device_data<T>(x),
+                                    w.data<float>(), b.data<float>(), nullptr, nullptr, N, C, scope.stream()))
       return;
-    }
-    LAB_LAUNCH(layernorm_forward_kernel<D>, config, device_data<T>(out), mean.data<float>(), rstd.data<float>(),
-               device_data<T>(x), w.data<float>(), b.data<float>(), N, C);
+    LAB_LAUNCH(layernorm_forward_kernel<D>, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()},
+               device_data<T>(out), mean.data<float>(), rstd.data<float>(), device_data<T>(x), w.data<float>(),
+               b.data<float>(), N, C);
   });
 }
 
@@ -323,9 +352,9 @@ void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, co
   dispatch_float_dtype(x.dtype(), "layernorm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using D = typename DeviceType<T>::type;
-    if (launch_backward_in_pieces(device_data<T>(dx), dw.data<float>(), db.data<float>(), device_data<T>(dout),
-                                  device_data<T>(x), w.data<float>(), mean.data<float>(), rstd.data<float>(), N, C, add,
-                                  x.device(), scope.stream()))
+    if (launch_backward_in_pieces(device_data<T>(dx), static_cast<D*>(nullptr), dw.data<float>(), db.data<float>(),
+                                  device_data<T>(dout), device_data<T>(x), w.data<float>(), mean.data<float>(),
+                                  rstd.data<float>(), N, C, add, x.device(), scope.stream()))
       return;
     LAB_LAUNCH(layernorm_backward_dx_kernel<D>, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()},
                device_data<T>(dx), device_data<T>(dout), device_data<T>(x), w.data<float>(), mean.data<float>(),
@@ -335,6 +364,40 @@ void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, co
         WeightAndBiasTerms<D>{device_data<T>(dout), device_data<T>(x), mean.data<float>(), rstd.data<float>(), C}, N, C,
         x.device(), scope.stream());
   });
+}
+
+bool residual_layernorm_forward_in_pieces(const Tensor& sum, const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                                          const Tensor& a, const Tensor& b, const Tensor& w, const Tensor& bias) {
+  const int64_t C = a.dim(-1);
+  if (C == 0 || a.numel() == 0) return true;
+  const int64_t N = a.numel() / C;
+  LaunchScope scope(a);
+  bool launched = false;
+  dispatch_float_dtype(a.dtype(), "residual_layernorm_forward_in_pieces", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launched = launch_forward_in_pieces(device_data<T>(out), mean.data<float>(), rstd.data<float>(), device_data<T>(a),
+                                        w.data<float>(), bias.data<float>(), device_data<T>(sum), device_data<T>(b), N,
+                                        C, scope.stream());
+  });
+  return launched;
+}
+
+bool layernorm_backward_in_pieces(const Tensor& dx, const Tensor& dx_copy, const Tensor& dw, const Tensor& db,
+                                  const Tensor& dout, const Tensor& x, const Tensor& w, const Tensor& mean,
+                                  const Tensor& rstd, GradWrite dx_write) {
+  const int64_t C = x.dim(-1);
+  if (C == 0 || x.numel() == 0) return true;
+  const int64_t N = x.numel() / C;
+  LaunchScope scope(x);
+  bool launched = false;
+  dispatch_float_dtype(x.dtype(), "layernorm_backward_in_pieces", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launched = launch_backward_in_pieces(device_data<T>(dx), device_data_or_null<T>(dx_copy), dw.data<float>(),
+                                         db.data<float>(), device_data<T>(dout), device_data<T>(x), w.data<float>(),
+                                         mean.data<float>(), rstd.data<float>(), N, C, dx_write == GradWrite::Add,
+                                         x.device(), scope.stream());
+  });
+  return launched;
 }
 
 }  // namespace lab::ops::cuda

@@ -75,11 +75,6 @@ __global__ void gradient_copy_kernel(D* dx, const D* dout, int64_t n) {
   if (i < n) dx[i] = dout[i];
 }
 
-template <typename T>
-typename DeviceType<T>::type* device_data_or_null(const Tensor& t) {
-  return t.defined() ? device_data<T>(t) : nullptr;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- launchers

@@ -113,7 +113,24 @@ TEST(FusedOpCpuErrors, BadArgumentsAreClearErrors) {
   const Tensor ints = Tensor::zeros({6, 8}, DType::I32);
   expect_error(
       [&] { ch06::fused_residual_layernorm_forward(residual, out, mean, rstd, ints, in.b, in.weight, in.bias); },
-      ErrorKind::InvalidArgument, {"expected dtype f32"});
+      ErrorKind::InvalidArgument, {"fused_residual_layernorm_forward", "i32", "f32, bf16 or f16"});
+  // 16-bit activations are taken, but all of one dtype; the f32 backward refuses them (16 bits run the through form).
+  const Tensor a16 = in.a.to_dtype(DType::BF16), residual16 = residual.to_dtype(DType::BF16);
+  expect_error(
+      [&] { ch06::fused_residual_layernorm_forward(residual16, out, mean, rstd, a16, in.b, in.weight, in.bias); },
+      ErrorKind::InvalidArgument, {"fused_residual_layernorm b", "bf16"});
+  expect_error(
+      [&] {
+        ch06::fused_residual_layernorm_backward(Tensor(), Tensor(), in.dweight, in.dbias, Tensor(),
+                                                in.dout.to_dtype(DType::BF16), residual16, in.weight, mean, rstd);
+      },
+      ErrorKind::InvalidArgument, {"f32 activations", "fused_residual_layernorm_backward_through"});
+  expect_error(
+      [&] {
+        ch06::fused_residual_layernorm_backward_through(in.dresidual, ops::GradWrite::Add, in.da.view(0, {8, 6}),
+                                                        in.dweight, in.dbias, in.dout, residual, in.weight, mean, rstd);
+      },
+      ErrorKind::InvalidArgument, {"dcopy", "[6, 8]", "[8, 6]"});
   expect_error(
       [&] {
         ch06::fused_residual_layernorm_backward(in.da, in.db, in.dweight, in.dbias, in.dresidual.view(0, {8, 6}),

@@ -1,11 +1,13 @@
 // --kernels fused on the CPU: the fused GPT-2's logits, losses and gradients against the reference GPT-2's, a few
 // training steps side by side, the same with bf16 matmuls (mixed precision) and with bf16 and fp16 activations end to
-// end, and the flag's parsing. Label ch06.
+// end, the fused residual + LayerNorm in 16 bits against the unfused functions (bit for bit), and the flag's parsing.
+// Label ch06.
 #include <gtest/gtest.h>
 
 #include "ch06_single_gpu/fused_classifier.h"
 #include "ch06_single_gpu/fused_model.h"
 #include "tests/ch06_single_gpu/fused_model/fused_model_check.h"
+#include "tests/ch06_single_gpu/fused_model/residual_layernorm_check.h"
 
 namespace lab {
 namespace {
@@ -21,6 +23,11 @@ TEST(FusedModelCpu, WithBf16MatmulsMatchesReference) {
 TEST(FusedModelCpu, With16BitActivationsMatchesReference) {
   for (const DType dtype : {DType::BF16, DType::F16})
     test::expect_fused_matches_reference_in_16bit(Device::cpu(), dtype);
+}
+
+TEST(FusedModelCpu, ResidualLayerNormIn16BitsIsTheUnfusedFunctionsBitForBit) {
+  for (const DType dtype : {DType::BF16, DType::F16})
+    test::expect_residual_layernorm_is_the_unfused_functions(Device::cpu(), dtype);
 }
 
 TEST(FusedModelCpu, TrainingTracksReference) {

@@ -2,16 +2,22 @@
 // on the same inputs, their results rounded to the 16-bit type: forward and backward (the linear layer's forward with
 // a 16-bit out; the embedding's 16-bit out and dout beside f32 tables; the classifier's 16-bit logits and gradient
 // beside f32 losses), within one ulp (the bound and why: tests/common/ops/ops_16bit_cases.h), at sizes off the block
-// sizes and at GPT-2's width and padded vocabulary; and the dtype mixes the ops refuse. The f32 CUDA ops themselves
-// are checked against the CPU in test_ops.cpp.
+// sizes and at GPT-2's width and padded vocabulary; and the dtype mixes the ops refuse. The LayerNorm's 16-byte-piece
+// kernels with the residual add folded in (layernorm_pieces.h) against the unfused ops, bit for bit. The f32 CUDA
+// ops themselves are checked against the CPU in test_ops.cpp.
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
 #include <tuple>
+#include <vector>
 
+#include "common/ops/cuda/layernorm_pieces.h"
+#include "common/ops/layernorm.h"
+#include "common/ops/residual.h"
 #include "tests/common/cuda/gpu_test.h"
 #include "tests/common/ops/ops_16bit_cases.h"
+#include "tests/support/test_support.h"
 
 namespace lab {
 namespace {
@@ -45,6 +51,53 @@ TEST_P(Ops16BitGpu, LayerNormMatchesF32) {
   for (auto [N, C] :
        {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {33, 129}, {64, 768}, {1000, 256}, {7, 520}, {5, 1280}})
     test::expect_layernorm_matches_f32(GetParam().dtype, kGpu, N, C, rng_);
+}
+
+// The fused forward (sum = a + b, then its LayerNorm) and the backward with dx's copy, against residual_forward and
+// layernorm_forward, layernorm_backward and residual_gradient_copy on the same inputs: the same bits (the sum rounded
+// as residual_forward rounds it, then normalised as stored). 1 x 8 to 5 x 1280 split into 16-byte pieces (1 to 5 a
+// lane); 4 x 36 does not, and the fused launchers queue nothing there.
+TEST_P(Ops16BitGpu, LayerNormPiecesWithTheResidualAddAreTheUnfusedOpsBitForBit) {
+  const DType dtype = GetParam().dtype;
+  for (auto [N, C] : {std::pair<int64_t, int64_t>{1, 8}, {6, 40}, {64, 768}, {5, 1280}, {4, 36}}) {
+    const std::string where = std::to_string(N) + " x " + std::to_string(C);
+    const auto on_gpu = [&](float std) { return test::random_normal({N, C}, rng_, std).to_dtype(dtype).to(kGpu); };
+    const Tensor a = on_gpu(2.0f), b = on_gpu(1.0f), dout = on_gpu(1.0f), dsum_given = on_gpu(1.0f);
+    const Tensor w = test::random_normal({C}, rng_).to(kGpu), bias = test::random_normal({C}, rng_).to(kGpu);
+    const auto f32 = [&](int64_t n) { return Tensor::zeros({n}, DType::F32, kGpu); };
+    const bool pieces = C % 8 == 0;
+
+    const Tensor sum = Tensor::zeros({N, C}, dtype, kGpu), out = Tensor::zeros({N, C}, dtype, kGpu);
+    const Tensor mean = f32(N), rstd = f32(N);
+    EXPECT_EQ(ops::cuda::residual_layernorm_forward_in_pieces(sum, out, mean, rstd, a, b, w, bias), pieces) << where;
+    const Tensor sum_ref = Tensor::zeros({N, C}, dtype, kGpu), out_ref = Tensor::zeros({N, C}, dtype, kGpu);
+    const Tensor mean_ref = f32(N), rstd_ref = f32(N);
+    ops::residual_forward(sum_ref, a, b);
+    ops::layernorm_forward(out_ref, mean_ref, rstd_ref, sum_ref, w, bias);
+    if (!pieces) {
+      EXPECT_EQ(sum.to_floats(), std::vector<float>(static_cast<size_t>(N * C), 0.0f)) << where << ": written";
+      continue;
+    }
+    EXPECT_EQ(sum.to_floats(), sum_ref.to_floats()) << where;
+    EXPECT_EQ(out.to_floats(), out_ref.to_floats()) << where;
+    EXPECT_EQ(mean.to_floats(), mean_ref.to_floats()) << where;
+    EXPECT_EQ(rstd.to_floats(), rstd_ref.to_floats()) << where;
+
+    for (const ops::GradWrite write : {ops::GradWrite::Add, ops::GradWrite::Overwrite}) {
+      const std::string how = where + (write == ops::GradWrite::Add ? ", added to" : ", written over");
+      const Tensor dsum = dsum_given.clone(), dcopy = Tensor::zeros({N, C}, dtype, kGpu);
+      const Tensor dw = test::random_normal({C}, rng_).to(kGpu), db = test::random_normal({C}, rng_).to(kGpu);
+      const Tensor dsum_ref = dsum_given.clone(), dcopy_ref = Tensor::zeros({N, C}, dtype, kGpu);
+      const Tensor dw_ref = dw.clone(), db_ref = db.clone();
+      EXPECT_TRUE(ops::cuda::layernorm_backward_in_pieces(dsum, dcopy, dw, db, dout, sum, w, mean, rstd, write)) << how;
+      ops::layernorm_backward(dsum_ref, dw_ref, db_ref, dout, sum_ref, w, mean_ref, rstd_ref, write);
+      ops::residual_gradient_copy(dcopy_ref, dsum_ref);
+      EXPECT_EQ(dsum.to_floats(), dsum_ref.to_floats()) << how;
+      EXPECT_EQ(dcopy.to_floats(), dcopy_ref.to_floats()) << how;
+      EXPECT_EQ(dw.to_floats(), dw_ref.to_floats()) << how;
+      EXPECT_EQ(db.to_floats(), db_ref.to_floats()) << how;
+    }
+  }
 }
 
 TEST_P(Ops16BitGpu, LinearForwardMatchesF32) {
