@@ -84,27 +84,25 @@ ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const La
   // gradients only.
   const Var residual = out.residual, normalized = out.normalized.without_value();
   const Var w = ln.weight, bias = ln.bias;
-  if (av.dtype() != DType::F32) {
-    // 16-bit activations: the sum's gradient is the residual add's output gradient, which goes to a and b unchanged
-    // (ag::pass_gradient_through, as ag::residual does): the first input takes its buffer, and the kernel that
-    // writes it writes the second input's copy too. Nothing is zero-filled.
-    tape.record("residual+layernorm", {residual.value(), mean, rstd},
-                [a = a.without_value(), b = b.without_value(), residual, normalized, w, bias, mean, rstd] {
-                  const ag::GradientTarget dsum = ag::gradient_target(residual);
-                  const ag::GradientPassThrough plan = ag::pass_gradient_through(dsum.grad, a, b);
-                  fused_residual_layernorm_backward_through(dsum.grad, dsum.write, plan.copy, w.grad_or_none(),
-                                                            bias.grad_or_none(), normalized.grad(), residual.value(),
-                                                            w.value(), mean, rstd);
-                  plan.add_remaining(dsum.grad);
-                },
-                {a, b, w, bias});
-    return out;
-  }
+  // f32: chapter 6's lab kernel, which adds into a's and b's gradients. 16-bit: the sum's gradient is the residual
+  // add's output gradient, which goes to a and b unchanged (ag::pass_gradient_through, as ag::residual does): the
+  // first input takes its buffer, and the kernel that writes it writes the second input's copy too. Nothing is
+  // zero-filled.
+  const bool through = av.dtype() != DType::F32;
   tape.record("residual+layernorm", {residual.value(), mean, rstd},
-              [a = a.without_value(), b = b.without_value(), residual, normalized, w, bias, mean, rstd] {
-                fused_residual_layernorm_backward(a.grad_or_none(), b.grad_or_none(), w.grad_or_none(),
-                                                  bias.grad_or_none(), residual.grad(), normalized.grad(),
-                                                  residual.value(), w.value(), mean, rstd);
+              [a = a.without_value(), b = b.without_value(), residual, normalized, w, bias, mean, rstd, through] {
+                if (!through) {
+                  fused_residual_layernorm_backward(a.grad_or_none(), b.grad_or_none(), w.grad_or_none(),
+                                                    bias.grad_or_none(), residual.grad(), normalized.grad(),
+                                                    residual.value(), w.value(), mean, rstd);
+                  return;
+                }
+                const ag::GradientTarget dsum = ag::gradient_target(residual);
+                const ag::GradientPassThrough plan = ag::pass_gradient_through(dsum.grad, a, b);
+                fused_residual_layernorm_backward_through(dsum.grad, dsum.write, plan.copy, w.grad_or_none(),
+                                                          bias.grad_or_none(), normalized.grad(), residual.value(),
+                                                          w.value(), mean, rstd);
+                plan.add_remaining(dsum.grad);
               },
               {a, b, w, bias});
   return out;
