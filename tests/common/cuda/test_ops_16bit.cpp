@@ -59,7 +59,8 @@ TEST_P(Ops16BitGpu, LayerNormMatchesF32) {
 // lane); 4 x 36 does not, and the fused launchers queue nothing there.
 TEST_P(Ops16BitGpu, LayerNormPiecesWithTheResidualAddAreTheUnfusedOpsBitForBit) {
   const DType dtype = GetParam().dtype;
-  for (auto [N, C] : {std::pair<int64_t, int64_t>{1, 8}, {6, 40}, {64, 768}, {5, 1280}, {4, 36}}) {
+  for (const auto& shape : {std::pair<int64_t, int64_t>{1, 8}, {6, 40}, {64, 768}, {5, 1280}, {4, 36}}) {
+    const int64_t N = shape.first, C = shape.second;  // not a structured binding: the lambdas below capture them
     const std::string where = std::to_string(N) + " x " + std::to_string(C);
     const auto on_gpu = [&](float std) { return test::random_normal({N, C}, rng_, std).to_dtype(dtype).to(kGpu); };
     const Tensor a = on_gpu(2.0f), b = on_gpu(1.0f), dout = on_gpu(1.0f), dsum_given = on_gpu(1.0f);
