@@ -521,7 +521,10 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
     if (options_.profile == next_step + 1) profile.emplace();
   };
   profile_from(start_step_);
+  // --memory-report: what the allocator holds after the first step, to say at the end whether later steps grew it.
+  std::optional<MemoryStats> after_first_step;
   const auto after_step = [&](int64_t step, const TrainStepResult& r) {
+    if (options_.memory_report && step == start_step_) after_first_step = memory_stats(device());
     if (profile) {
       profile->close();
       if (leader()) print_profile(*profile, step + 1);
@@ -546,6 +549,16 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
   // A stop during the last step's evaluation ends the run as interrupted too (no sample follows).
   summary.interrupted = loop.run(start_step_, options_.steps, after_step, stop).interrupted || summary.stop_signal != 0;
   summary.seconds = run_seconds_;
+  if (after_first_step && summary.steps > start_step_ + 1 && leader()) {
+    // A caching allocator reaches its steady state in the first step: later steps reuse its blocks. Growth after it
+    // (an evaluation's or a sample's shapes, or fragmentation) is reserved memory the first step's report missed.
+    const MemoryStats now = memory_stats(device());
+    std::printf(
+        "allocator after step %lld: reserved %.1f MiB (%.1f MiB after step %lld), %lld cudaMalloc calls since\n",
+        static_cast<long long>(summary.steps), static_cast<double>(now.reserved) / (1 << 20),
+        static_cast<double>(after_first_step->reserved) / (1 << 20), static_cast<long long>(start_step_ + 1),
+        static_cast<long long>(now.system_allocs - after_first_step->system_allocs));
+  }
   if (summary.interrupted) {
     // The steps done since the last checkpoint are kept, unless there are none.
     if (!options_.save.empty() && summary.steps > start_step_ && summary.checkpoint_step != summary.steps)

@@ -1,5 +1,6 @@
-// The CUDA caching allocator (see caching_allocator.h): free lists keyed by (owner stream, size class), a
-// shared pool for the blocks of destroyed streams, and freed blocks that wait for events of other streams.
+// The CUDA caching allocator (see caching_allocator.h): segments from cudaMalloc cut into blocks, free blocks
+// found by best fit per owner stream and kind, split and merged; private pools of whole class-sized blocks; and
+// freed blocks that wait for events of other streams.
 #include "common/cuda/caching_allocator.h"
 
 #include <cuda_runtime_api.h>
@@ -7,7 +8,9 @@
 #include <algorithm>
 #include <list>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -18,12 +21,17 @@
 #include "common/cuda/runtime.h"
 #include "common/cuda/stream.h"
 
+#if defined(LAB_CUDA_EMULATION)
+#include "common/cuda/emulation/addressable.h"
+#endif
+
 namespace lab::cuda {
 
 namespace {
 
-constexpr size_t kMinBlock = 512;
-constexpr size_t kLargeStep = size_t{2} << 20;  // 2 MiB: the step of the classes above 8 MiB
+constexpr size_t kMinBlock = 512;                  // every block's size is a multiple of it
+constexpr size_t kSmallRequest = size_t{1} << 20;  // requests up to 1 MiB are small
+constexpr size_t kSegmentStep = size_t{2} << 20;   // 2 MiB: small segments, and the step of large ones
 
 // `bytes` rounded up to a multiple of `step`.
 size_t round_up(size_t bytes, size_t step) {
@@ -35,8 +43,8 @@ size_t floor_pow2(size_t bytes) {
   return size_t{1} << (63 - __builtin_clzll(bytes));
 }
 
-// The quarter-power-of-two class of a block of `size` bytes: the largest cached block an allocation of that
-// class may take (see the header).
+// The quarter-power-of-two class of a block of `size` bytes: the largest cached block a private pool's
+// allocation of that class may take (see the header).
 size_t reuse_limit(size_t size) {
   return round_up(size, floor_pow2(size) / 4);  // size >= kMinBlock: a step of 128 bytes at least
 }
@@ -47,10 +55,31 @@ size_t cuda_size_class(size_t bytes) {
   if (bytes <= kMinBlock) return kMinBlock;
   // Largest power of two not above bytes, then the next quarter step at or above bytes; above 8 MiB the step
   // stays 2 MiB.
-  return round_up(bytes, std::min(floor_pow2(bytes) / 4, kLargeStep));
+  return round_up(bytes, std::min(floor_pow2(bytes) / 4, kSegmentStep));
+}
+
+size_t cuda_block_size(size_t bytes) {
+  return round_up(std::max<size_t>(bytes, 1), kMinBlock);
+}
+
+size_t cuda_segment_size(size_t bytes) {
+  const size_t block = cuda_block_size(bytes);
+  return block <= kSmallRequest ? kSegmentStep : round_up(block, kSegmentStep);
 }
 
 namespace {
+
+// In the sanitized emulation build, the bytes of a block past its request and the whole of a free block are
+// marked as not addressable, in stream order (common/cuda/emulation/addressable.h): a kernel that runs past its
+// tensor into the next block of the segment, or uses a block after it was freed, is an AddressSanitizer report.
+// A block whose owner was destroyed is not marked: no stream orders the mark.
+void mark(cudaStream_t stream, void* ptr, size_t addressable, size_t size) {
+#if defined(LAB_CUDA_EMULATION)
+  if (stream != nullptr) emu::mark_addressable(stream, ptr, addressable, size);
+#else
+  static_cast<void>(stream), static_cast<void>(ptr), static_cast<void>(addressable), static_cast<void>(size);
+#endif
+}
 
 double mib(int64_t bytes) {
   return static_cast<double>(bytes) / (1024.0 * 1024.0);
@@ -73,67 +102,80 @@ class CudaCachingAllocator final : public Allocator {
   explicit CudaCachingAllocator(int device) : device_(device) {}
 
   void* allocate(size_t bytes, MemCategory category) override {
-    size_t size = cuda_size_class(bytes);  // becomes the size of the cached block taken, if one is
     const cudaStream_t stream = current_stream(device_);
     const int pool = current_pool(device_);
     collect_finished_frees();
-    void* ptr = pool ? take_from_pool(pool, size) : take_cached(size, stream);
-    if (!ptr) ptr = allocate_from_device(size, bytes);
-    {
+    Block* block =
+        pool ? take_from_pool(pool, cuda_size_class(bytes), stream) : take_free(cuda_block_size(bytes), stream);
+    if (!block) {
+      const size_t size = pool ? cuda_size_class(bytes) : cuda_segment_size(bytes);
+      void* base = allocate_from_device(size, bytes);
+      mark(stream, base, 0, size);
       std::lock_guard<std::mutex> lock(mutex_);
-      live_[ptr] = Block{size, stream, {}, pool};
+      block = add_segment(base, size, pool ? size <= kSmallRequest : cuda_block_size(bytes) <= kSmallRequest, pool);
+      take(block, stream);
+      if (!pool) split(block, cuda_block_size(bytes));
     }
-    counters_.on_alloc(ptr, size, category);
-    return ptr;
+    mark(stream, block->ptr, bytes, block->size);
+    counters_.on_alloc(block->ptr, block->size, category);
+    return block->ptr;
   }
 
   // Runs inside Storage's destructor, so it must not throw. A block used on no other stream is only
   // bookkeeping; otherwise one event is recorded per such stream. If recording fails (the device is
   // already broken, and the next checked call says so) the block is never reused.
   void deallocate(void* ptr, size_t /*bytes*/, MemCategory category) override {
+    Block* to_cache = nullptr;
     size_t size = 0;
+    cudaStream_t owner = kNoStream;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      const auto it = live_.find(ptr);
-      LAB_ASSERT(it != live_.end());  // a pointer this allocator never handed out
-      Block block = std::move(it->second);
-      live_.erase(it);
-      size = block.size;
-      if (block.uses.empty()) {
-        cache(ptr, block);
-      } else if (record_uses(block)) {
-        pending_.push_back({ptr, std::move(block)});
+      Block* block = live_block(ptr);
+      LAB_ASSERT(block != nullptr);  // a pointer this allocator never handed out
+      size = block->size;
+      owner = block->owner;
+      if (block->uses.empty()) {
+        block->state = State::Pending;  // in no list: no one takes it before its mark is queued
+        to_cache = block;
+      } else if (record_uses(*block)) {
+        block->state = State::Pending;
+        pending_.push_back(block);
+      } else {
+        block->state = State::Lost;
       }
+    }
+    if (to_cache) {
+      mark(owner, ptr, 0, size);  // queued before any mark of the block's next user
+      std::lock_guard<std::mutex> lock(mutex_);
+      cache(to_cache);
     }
     counters_.on_free(ptr, size, category);
   }
 
   void record_stream(void* ptr, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = live_.find(ptr);
-    LAB_CHECK(it != live_.end(), InvalidArgument,
+    Block* block = live_block(ptr);
+    LAB_CHECK(block != nullptr, InvalidArgument,
               "record_stream: the tensor's memory was not handed out by the caching allocator of cuda:", device_,
               " (a wrapped buffer, or a view of one)");
-    Block& block = it->second;
-    if (stream == block.owner) return;
-    for (const StreamUse& use : block.uses)
+    if (stream == block->owner) return;
+    for (const StreamUse& use : block->uses)
       if (use.stream == stream) return;
-    block.uses.push_back({stream, take_event()});
+    block->uses.push_back({stream, take_event()});
   }
 
   void release_stream(cudaStream_t stream) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto first = free_.lower_bound({stream, 0});
-    auto last = first;
-    for (; last != free_.end() && last->first.first == stream; ++last) {
-      std::vector<void*>& shared = pool_[last->first.second];
-      shared.insert(shared.end(), last->second.begin(), last->second.end());
+    // The stream's free blocks leave the lists and come back as the shared pool's, merged with their free
+    // neighbours; until they are back they count as taken, so that none is merged while out of the lists.
+    std::vector<Block*> freed;
+    for (auto it = free_.lower_bound({stream, false, 0, nullptr}); it != free_.end() && it->first.owner == stream;) {
+      freed.push_back(it->second);
+      it->second->state = State::Live;
+      it = free_.erase(it);
     }
-    free_.erase(first, last);
-    for (auto& [ptr, block] : live_) forget(block, stream);
-    for (PendingFree& pending : pending_) {
-      if (pending.block.owner == stream) pending.block.owner = kNoStream;
-    }
+    for (auto& [ptr, block] : blocks_) forget(*block, stream);
+    for (Block* block : freed) insert_free(block);
   }
 
   int create_pool() {
@@ -147,8 +189,14 @@ class CudaCachingAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = private_.find(pool);
     LAB_CHECK(it != private_.end(), InvalidArgument, "release_private_pool: cuda:", device_, " has no pool ", pool);
-    for (auto& [size, blocks] : it->second) pool_[size].insert(pool_[size].end(), blocks.begin(), blocks.end());
+    std::vector<Block*> freed;
+    for (auto& [size, blocks] : it->second) freed.insert(freed.end(), blocks.begin(), blocks.end());
     private_.erase(it);
+    for (Block* block : freed) {
+      block->pool = 0;
+      block->owner = kNoStream;
+      insert_free(block);
+    }
   }
 
   bool has_pool(int pool) {
@@ -160,6 +208,8 @@ class CudaCachingAllocator final : public Allocator {
   void reset_peak() override { counters_.reset_peak(); }
   void set_event_hook(MemoryEventHook hook) override { counters_.set_event_hook(std::move(hook)); }
 
+  // Frees every segment that is one free block of the ordinary lists (or the shared pool's); a segment of
+  // which anything is live stays, and so do the private pools' blocks.
   void empty_cache() override {
     DeviceGuard guard(device_);
     // A cached block may still be read by queued work of its stream, a pending one by another stream's:
@@ -169,12 +219,16 @@ class CudaCachingAllocator final : public Allocator {
     std::vector<std::pair<size_t, void*>> drained;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      for (const auto& [key, blocks] : free_)
-        for (void* p : blocks) drained.emplace_back(key.second, p);
-      for (const auto& [size, blocks] : pool_)
-        for (void* p : blocks) drained.emplace_back(size, p);
-      free_.clear();
-      pool_.clear();
+      for (auto it = free_.begin(); it != free_.end();) {
+        Block* block = it->second;
+        if (block->prev != nullptr || block->next != nullptr) {
+          ++it;
+          continue;
+        }
+        drained.emplace_back(block->size, block->ptr);
+        it = free_.erase(it);
+        blocks_.erase(block->ptr);
+      }
     }
     for (const auto& [size, p] : drained) {
       CUDA_CHECK(cudaFree(p));
@@ -188,64 +242,155 @@ class CudaCachingAllocator final : public Allocator {
     cudaStream_t stream;
     cudaEvent_t event;
   };
+  // Live: handed out. Pending: freed, waiting for the events of its uses. Free: cached, in free_ or a private
+  // pool's lists. Lost: freed when its uses could not be recorded (a broken device): never reused.
+  enum class State { Free, Live, Pending, Lost };
+  // A piece of a segment. prev and next are its neighbours in the segment (null at the segment's ends); a
+  // segment is one block until split.
   struct Block {
+    char* ptr;
     size_t size;
-    cudaStream_t owner;
+    bool small;  // of a small segment (requests up to 1 MiB); the two kinds never share a segment
+    State state = State::Free;
+    cudaStream_t owner = kNoStream;  // the stream it was allocated on (see the header)
+    int pool = 0;                    // the private pool it belongs to; 0: the allocator's ordinary lists
+    Block* prev = nullptr;
+    Block* next = nullptr;
     std::vector<StreamUse> uses;
-    int pool = 0;  // the private pool it belongs to; 0: the allocator's ordinary lists
   };
-  struct PendingFree {
-    void* ptr;
-    Block block;
+  // The ordinary free blocks in best-fit order: per owner and kind, smallest first, then lowest address.
+  struct FreeKey {
+    cudaStream_t owner;
+    bool small;
+    size_t size;
+    const char* ptr;
+    bool operator<(const FreeKey& o) const {
+      return std::tie(owner, small, size, ptr) < std::tie(o.owner, o.small, o.size, o.ptr);
+    }
   };
 
   // ---------------------------------------------------------------- with mutex_ held
 
-  void cache(void* ptr, const Block& block) {
-    if (const auto it = private_.find(block.pool); block.pool != 0 && it != private_.end()) {
-      it->second[block.size].push_back(ptr);  // a private pool's block serves that pool only
-    } else if (block.owner == kNoStream) {
-      pool_[block.size].push_back(ptr);
-    } else {
-      free_[{block.owner, block.size}].push_back(ptr);
+  static FreeKey key_of(const Block& block) { return {block.owner, block.small, block.size, block.ptr}; }
+
+  Block* live_block(void* ptr) {
+    const auto it = blocks_.find(ptr);
+    return it == blocks_.end() || it->second->state != State::Live ? nullptr : it->second.get();
+  }
+
+  // A new segment of `size` bytes at `base`, as one block in no list.
+  Block* add_segment(void* base, size_t size, bool small, int pool) {
+    auto block = std::make_unique<Block>();
+    block->ptr = static_cast<char*>(base);
+    block->size = size;
+    block->small = small;
+    block->pool = pool;
+    Block* raw = block.get();
+    blocks_.emplace(base, std::move(block));
+    return raw;
+  }
+
+  // `block`, out of every list, handed to `stream`.
+  static void take(Block* block, cudaStream_t stream) {
+    block->state = State::Live;
+    block->owner = stream;
+  }
+
+  // Cuts `block` (taken) to `size` bytes; the rest, when it is a block's worth, becomes a free block of the
+  // same owner, merged with a free neighbour after it.
+  void split(Block* block, size_t size) {
+    if (block->size - size < kMinBlock) return;
+    auto rest = std::make_unique<Block>();
+    rest->ptr = block->ptr + size;
+    rest->size = block->size - size;
+    rest->small = block->small;
+    rest->owner = block->owner;
+    rest->prev = block;
+    rest->next = block->next;
+    if (block->next) block->next->prev = rest.get();
+    block->next = rest.get();
+    block->size = size;
+    Block* raw = rest.get();
+    blocks_.emplace(raw->ptr, std::move(rest));
+    insert_free(raw);
+  }
+
+  // `block`, no longer used, to its private pool's list or, merged with its free neighbours of the same owner,
+  // to the ordinary free blocks.
+  void cache(Block* block) {
+    block->uses.clear();
+    if (const auto it = private_.find(block->pool); block->pool != 0 && it != private_.end()) {
+      block->state = State::Free;
+      it->second[block->size].push_back(block);  // a private pool's block serves that pool only
+      return;
     }
+    block->pool = 0;
+    insert_free(block);
   }
 
-  // A cached block for an allocation of class `size` on `stream`: the stream's own, else the shared pool's, the
-  // smallest of at least `size` and at most reuse_limit(size) bytes; `size` becomes the block's. Null if none.
-  void* take_cached(size_t& size, cudaStream_t stream) {
+  // A free neighbour of the same owner joins the block, and so does one of the shared pool: nothing is queued on
+  // its memory. (A neighbour owned by a stream does not join a shared block: that stream's queued work may still
+  // use it.)
+  void insert_free(Block* block) {
+    block->state = State::Free;
+    const auto mergeable = [&](const Block* other) {
+      return other != nullptr && other->state == State::Free && other->pool == 0 &&
+             (other->owner == block->owner || other->owner == kNoStream);
+    };
+    if (mergeable(block->prev)) {
+      Block* prev = block->prev;
+      free_.erase(key_of(*prev));
+      prev->owner = block->owner;
+      prev->size += block->size;
+      prev->next = block->next;
+      if (block->next) block->next->prev = prev;
+      blocks_.erase(block->ptr);
+      block = prev;
+    }
+    if (mergeable(block->next)) {
+      Block* next = block->next;
+      free_.erase(key_of(*next));
+      block->size += next->size;
+      block->next = next->next;
+      if (next->next) next->next->prev = block;
+      blocks_.erase(next->ptr);
+    }
+    free_.emplace(key_of(*block), block);
+  }
+
+  // The smallest free block of at least `size` bytes of the request's kind, of `stream`, else of the shared
+  // pool, handed to `stream` (all of it: a shared block's rest becomes the stream's, so that the two pieces
+  // merge again when the first is freed) and split to `size`; null if there is none.
+  Block* take_free(size_t size, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const size_t limit = reuse_limit(size);
-    for (auto it = free_.lower_bound({stream, size});
-         it != free_.end() && it->first.first == stream && it->first.second <= limit; ++it)
-      if (void* ptr = pop(it->second, size, it->first.second)) return ptr;
-    return take_smallest_fit(pool_, size);
-  }
-
-  // The same from private pool `pool`'s lists.
-  void* take_from_pool(int pool, size_t& size) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = private_.find(pool);
-    LAB_CHECK(it != private_.end(), InvalidArgument, "PoolScope: cuda:", device_, " has no pool ", pool);
-    return take_smallest_fit(it->second, size);
-  }
-
-  // From lists keyed by size: the last block freed of the smallest size in [size, reuse_limit(size)]; `size`
-  // becomes its size. Last in, first out, so the same sequence of allocations and frees takes the same blocks.
-  static void* take_smallest_fit(std::map<size_t, std::vector<void*>>& lists, size_t& size) {
-    const size_t limit = reuse_limit(size);
-    for (auto it = lists.lower_bound(size); it != lists.end() && it->first <= limit; ++it)
-      if (void* ptr = pop(it->second, size, it->first)) return ptr;
+    const bool small = size <= kSmallRequest;
+    for (const cudaStream_t owner : {stream, kNoStream}) {
+      const auto it = free_.lower_bound({owner, small, size, nullptr});
+      if (it == free_.end() || it->first.owner != owner || it->first.small != small) continue;
+      Block* block = it->second;
+      free_.erase(it);
+      take(block, stream);
+      split(block, size);
+      return block;
+    }
     return nullptr;
   }
 
-  // The last block of `list`, with `size` set to `block_size`; null for an empty list.
-  static void* pop(std::vector<void*>& list, size_t& size, size_t block_size) {
-    if (list.empty()) return nullptr;
-    void* ptr = list.back();
-    list.pop_back();
-    size = block_size;
-    return ptr;
+  // From private pool `pool`'s lists: the last block freed of the smallest size in [size, reuse_limit(size)].
+  // Last in, first out, so the same sequence of allocations and frees takes the same blocks.
+  Block* take_from_pool(int pool, size_t size, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = private_.find(pool);
+    LAB_CHECK(it != private_.end(), InvalidArgument, "PoolScope: cuda:", device_, " has no pool ", pool);
+    const size_t limit = reuse_limit(size);
+    for (auto list = it->second.lower_bound(size); list != it->second.end() && list->first <= limit; ++list) {
+      if (list->second.empty()) continue;
+      Block* block = list->second.back();
+      list->second.pop_back();
+      take(block, stream);
+      return block;
+    }
+    return nullptr;
   }
 
   // An event of this device for marking a use, from the spares when there is one.
@@ -285,21 +430,30 @@ class CudaCachingAllocator final : public Allocator {
 
   // ---------------------------------------------------------------- taking mutex_ themselves
 
-  // Moves every pending block whose uses have all finished to its free list (or the pool).
+  // Caches every pending block whose uses have all finished, marked free first in its owner's order (the owner's
+  // own work queued before the free may not have run yet).
   void collect_finished_frees() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      bool done = true;
-      for (const StreamUse& use : it->block.uses) done = done && CUDA_QUERY(cudaEventQuery(use.event));
-      if (!done) {
-        ++it;
-        continue;
+    std::vector<std::pair<Block*, cudaStream_t>>
+        finished;  // with their owners; in no list meanwhile: no one takes them
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        Block* block = *it;
+        bool done = true;
+        for (const StreamUse& use : block->uses) done = done && CUDA_QUERY(cudaEventQuery(use.event));
+        if (!done) {
+          ++it;
+          continue;
+        }
+        for (const StreamUse& use : block->uses) spare_events_.push_back(use.event);
+        block->uses.clear();
+        finished.emplace_back(block, block->owner);
+        it = pending_.erase(it);
       }
-      for (const StreamUse& use : it->block.uses) spare_events_.push_back(use.event);
-      it->block.uses.clear();
-      cache(it->ptr, it->block);
-      it = pending_.erase(it);
     }
+    for (const auto& [block, owner] : finished) mark(owner, block->ptr, 0, block->size);
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [block, owner] : finished) cache(block);
   }
 
   void* allocate_from_device(size_t size, size_t requested) {
@@ -317,7 +471,7 @@ class CudaCachingAllocator final : public Allocator {
       if (cudaMemGetInfo(&device_free, &device_total) != cudaSuccess) cudaGetLastError();
       const MemoryStats s = counters_.snapshot();
       fail(ErrorKind::Cuda, "CUDA out of memory on cuda:", device_, " allocating ", requested, " bytes (a ",
-           mib(static_cast<int64_t>(size)), " MiB block); this allocator has ", mib(s.live_total), " MiB live and ",
+           mib(static_cast<int64_t>(size)), " MiB segment); this allocator has ", mib(s.live_total), " MiB live and ",
            mib(s.reserved), " MiB reserved; the device has ", mib(static_cast<int64_t>(device_free)), " MiB free of ",
            mib(static_cast<int64_t>(device_total)), " MiB");
     }
@@ -328,12 +482,11 @@ class CudaCachingAllocator final : public Allocator {
 
   const int device_;
   std::mutex mutex_;
-  std::unordered_map<void*, Block> live_;
-  std::map<std::pair<cudaStream_t, size_t>, std::vector<void*>> free_;  // (owner, size class) -> blocks
-  std::map<size_t, std::vector<void*>> pool_;                           // blocks of destroyed streams
-  std::map<int, std::map<size_t, std::vector<void*>>> private_;         // private pools: size class -> blocks
+  std::unordered_map<const void*, std::unique_ptr<Block>> blocks_;  // every block, by address
+  std::map<FreeKey, Block*> free_;                                  // the ordinary free blocks
+  std::map<int, std::map<size_t, std::vector<Block*>>> private_;    // private pools: size class -> free blocks
   int next_pool_ = 1;
-  std::list<PendingFree> pending_;  // freed, waiting for the events of their uses
+  std::list<Block*> pending_;  // freed, waiting for the events of their uses
   std::vector<cudaEvent_t> spare_events_;
   MemoryCounters counters_;
 };

@@ -1,14 +1,14 @@
-// The CUDA caching allocator: size-class free lists per device and stream, events for blocks used on other
-// streams, and the same per-category accounting as the CPU allocator (plus reserved bytes and the number of
-// cudaMalloc calls).
+// The CUDA caching allocator: segments cut into blocks, free blocks per device and stream found by best fit,
+// events for blocks used on other streams, and the same per-category accounting as the CPU allocator (plus reserved
+// bytes and the number of cudaMalloc calls).
 //
 // Why cache: cudaMalloc and cudaFree are slow and synchronise the device, and a training step frees and
 // re-allocates the same activation buffers every step.
 //
 // Streams. Each block has an *owner*: the stream that was current when it was allocated. A freed block goes
-// to the free list of its size class and of its owner, and is handed out again for an allocation on that
-// stream. Work on one stream runs in order, so the block can be reused at once, even while kernels that
-// read it are still queued: they run before anything queued by its next user.
+// to the free blocks of its owner, and is handed out again for an allocation on that stream. Work on one stream runs in
+// order, so the block can be reused at once, even while kernels that read it are still queued: they run before anything
+// queued by its next user.
 //
 // A block read or written by work on *another* stream is different: that work may still be running when the
 // owner frees the block. record_stream(tensor, stream) declares such a use, as PyTorch's
@@ -22,14 +22,18 @@
 // freed, and its pending uses are forgotten (they have finished). So no memory stays cached for a stream that
 // no longer exists, and a new stream that happens to receive the same handle starts with nothing.
 //
-// Sizes are rounded up to size classes: quarter-powers of two up to 8 MiB (at most 25% slack, 512 bytes at least),
-// multiples of 2 MiB above (at most 2 MiB slack). The step stops growing at 2 MiB because the largest tensors are
-// allocated once or once a step at one size: at GPT-2 124M, quarter-powers rounded the flat parameter, gradient and
-// moment buffers (475, 712 and 950 MiB) up to 512, 768 and 1024 MiB, and the bf16 logits of B = 32, T = 1024
-// (3144 MiB) up to 3584 MiB. An allocation takes a cached block of its own class first, else the smallest cached
-// block no larger than its quarter-power class (the block the coarser classes would have handed it), so that
-// tensors of nearby sizes still share cached blocks; the block's whole size counts as live. When cudaMalloc
-// fails, the allocator empties its cache and tries once more; if that fails too, it throws
+// Segments and blocks. Memory comes from cudaMalloc in segments, and a segment is cut into blocks: an allocation
+// takes the smallest free block of its owner stream (else of the shared pool) that holds it, and cuts it to its
+// size, rounded up to 512 bytes; the rest stays a free block. A freed block joins the free blocks beside it in
+// its segment, so a 192 MiB block freed late in a step can serve four 48 MiB requests, and those, freed, make
+// the 192 MiB block again. Requests up to 1 MiB are small: they come from segments of 2 MiB that large requests
+// never cut, so that small blocks held for long do not split the large segments. A large request that no free
+// block holds gets a segment of its size rounded up to 2 MiB. So a block's live bytes are its request plus at
+// most 511 bytes, and what the cache holds beyond the live bytes is the free blocks. (Before, blocks were whole
+// cudaMalloc'd size classes reused whole: at GPT-2 124M, B = 32, T = 1024 in bf16 with every speed rung and
+// selective recompute, the reserved peak was 12739.7 MiB against a live peak of 12398.6 MiB, of which the
+// classes' rounding was some 50 MiB; the ch10 README has the figures since.) When cudaMalloc fails, the
+// allocator frees every segment that is all free and tries once more; if that fails too, it throws
 // Error(ErrorKind::Cuda) naming the requested size and the live/reserved totals.
 #pragma once
 
@@ -50,7 +54,13 @@ class Stream;
 // The allocator of GPU `device`; throws InvalidArgument for a device that is not visible.
 Allocator& caching_allocator(int device);
 
-// The size class a request of `bytes` is rounded up to (exposed for tests).
+// The size of the block a request of `bytes` gets: a multiple of 512 bytes (exposed for tests).
+size_t cuda_block_size(size_t bytes);
+// The size of the segment cudaMalloc'd for a request of `bytes` that no free block holds: 2 MiB for a small
+// request (up to 1 MiB), else its block size rounded up to 2 MiB (exposed for tests).
+size_t cuda_segment_size(size_t bytes);
+// The size class of a private pool's block for a request of `bytes`: quarter-powers of two up to 8 MiB (at most
+// 25% slack, 512 bytes at least), multiples of 2 MiB above (exposed for tests).
 size_t cuda_size_class(size_t bytes);
 
 // Declares that work queued on `stream` uses `tensor`'s memory, so that the memory is not reused before that
@@ -68,9 +78,11 @@ void release_stream(int device, cudaStream_t stream) noexcept;
 // graph lives (PyTorch's graph memory pools work so). While a PoolScope is active on a thread, that thread's
 // allocations on the pool's device come from the pool's own free lists (new device memory joins the pool), and
 // blocks allocated in the pool return to it when freed, whoever frees them; no allocation outside the pool
-// receives them. The pool's free lists are last in, first out per size class, so the same sequence of
-// allocations and frees gets the same addresses every time: a step run in its pool after a warm-up step
+// receives them. A pool's blocks are whole segments of a size class (cuda_size_class), never cut: an allocation
+// takes a block of its class or up to its quarter-power class, the last freed first, so the same sequence of
+// allocations and frees gets the same addresses every time, and a step run in its pool after a warm-up step
 // allocates nothing new. Allocate from the device before capturing (cudaMalloc is refused during a capture).
+// A released pool's blocks become the shared pool's, and are cut and merged as any other.
 //
 // A new pool on `device`; its id (never 0).
 int create_private_pool(int device);

@@ -9,6 +9,7 @@
 
 #include "common/cuda/emulation/blas_operands.h"
 #include "common/cuda/emulation/device.h"
+#include "common/cuda/emulation/dry_run.h"
 #include "common/cuda/emulation/gemm.h"
 #include "common/cuda/emulation/streams.h"
 
@@ -98,6 +99,10 @@ cublasStatus_t sgemm(const char* call, cublasHandle_t handle, cublasOperation_t 
   p.c_batch_stride = stride_c;
   p.d = GemmOutput{C, Element::F32, ldc, stride_c};
   p.tf32 = (handle->mode & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH;
+  if (dry_run()) {
+    enqueue(*stream, [] {});  // checked, not run (dry_run.h)
+    return CUBLAS_STATUS_SUCCESS;
+  }
   enqueue(*stream, [p] { run_gemm(p); });
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -8,6 +8,7 @@
 
 #include "common/cuda/emulation/blas_operands.h"
 #include "common/cuda/emulation/device.h"
+#include "common/cuda/emulation/dry_run.h"
 #include "common/cuda/emulation/gemm.h"
 #include "common/cuda/emulation/streams.h"
 
@@ -458,6 +459,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   // Without an algorithm, cuBLASLt picks one with the default preference, which allows every reduction.
   const bool split = algo != nullptr ? algo->data[1] != 0 : splits_in_output_type(p, CUBLASLT_REDUCTION_SCHEME_MASK);
   void* bias_gradient = plan.parts.bias_gradient ? const_cast<void*>(desc->bias) : nullptr;
+  if (dry_run()) {
+    enqueue(*stream, [] {});  // checked, not run (dry_run.h)
+    return CUBLAS_STATUS_SUCCESS;
+  }
   enqueue(*stream, [p, split, bias_gradient] {
     if (split)
       run_split_in_output_type(p);

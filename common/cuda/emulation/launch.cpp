@@ -11,6 +11,7 @@
 
 #include "common/cuda/emulation/block_executor.h"
 #include "common/cuda/emulation/device.h"
+#include "common/cuda/emulation/dry_run.h"
 #include "common/cuda/emulation/kernel_launch.h"
 #include "common/cuda/emulation/memory.h"
 #include "common/cuda/emulation/settings.h"
@@ -143,6 +144,10 @@ void submit_launch(LaunchRequest request) {
   launch->bound = request.bound.get();
   launch->seed = settings().seed;
   launch->launch_index = g_launches.fetch_add(1);
+  if (dry_run()) {
+    enqueue(*stream, [] {});  // checked and counted, not run (dry_run.h)
+    return;
+  }
   enqueue(*stream, [launch, bound = std::move(request.bound), device] { run_grid(*launch, device); });
 }
 

@@ -10,7 +10,13 @@
 #include <shared_mutex>
 #include <vector>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
+#include "common/cuda/emulation/addressable.h"
 #include "common/cuda/emulation/device.h"
+#include "common/cuda/emulation/dry_run.h"
 #include "common/cuda/emulation/settings.h"
 #include "common/cuda/emulation/streams.h"
 
@@ -18,7 +24,8 @@ namespace lab::cuda::emu {
 
 namespace {
 
-constexpr size_t kDeviceAlignment = 256;  // what cudaMalloc guarantees
+constexpr size_t kDeviceAlignment = 256;                // what cudaMalloc guarantees
+constexpr size_t kDryRunZeroedBytes = size_t{1} << 20;  // new blocks a dry run zeroes (dry_run.h)
 constexpr size_t kPinnedAlignment = 4096;
 
 struct Registry {
@@ -50,11 +57,16 @@ std::optional<Allocation> find_locked(const Registry& r, const void* ptr) {
 }
 
 // Removes the allocation starting exactly at `ptr` if it has `kind`; false when there is none.
+// Removes the allocation at `ptr` from the registry; false when there is none of that kind. What
+// mark_addressable marked becomes addressable again, as the host allocator expects memory it takes back.
 bool unregister(const void* ptr, MemoryKind kind) {
   Registry& r = registry();
   std::unique_lock<std::shared_mutex> lock(r.mutex);
   const auto it = r.by_base.find(static_cast<const std::byte*>(ptr));
   if (it == r.by_base.end() || it->second.kind != kind) return false;
+#if defined(__SANITIZE_ADDRESS__)
+  ASAN_UNPOISON_MEMORY_REGION(it->second.base, it->second.bytes);
+#endif
   if (kind == MemoryKind::Device)
     r.used[static_cast<size_t>(it->second.device)] -= round_up(it->second.bytes, kDeviceAlignment);
   r.by_base.erase(it);
@@ -98,6 +110,20 @@ bool inside(const Allocation& allocation, const void* ptr, size_t bytes) {
   return p >= allocation.base && bytes <= allocation.bytes && p <= allocation.base + (allocation.bytes - bytes);
 }
 
+void mark_addressable(cudaStream_t handle, void* ptr, size_t addressable, size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  CUstream_st* stream = resolve_stream(handle);
+  if (stream == nullptr || ptr == nullptr || addressable > size) return;
+  auto* p = static_cast<std::byte*>(ptr);
+  enqueue(*stream, [p, addressable, size] {
+    ASAN_UNPOISON_MEMORY_REGION(p, addressable);
+    ASAN_POISON_MEMORY_REGION(p + addressable, size - addressable);
+  });
+#else
+  static_cast<void>(handle), static_cast<void>(ptr), static_cast<void>(addressable), static_cast<void>(size);
+#endif
+}
+
 }  // namespace lab::cuda::emu
 
 // ---------------------------------------------------------------- the runtime calls
@@ -134,7 +160,10 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   }
   r.by_base.emplace(memory, Allocation{memory, bytes, MemoryKind::Device, device});
   lock.unlock();
-  std::memset(memory, 0xff, size);
+  if (!dry_run())
+    std::memset(memory, 0xff, size);
+  else if (size <= kDryRunZeroedBytes)
+    std::memset(memory, 0, size);  // larger blocks stay untouched (dry_run.h)
   *ptr = memory;
   return cudaSuccess;
 }
@@ -239,6 +268,10 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
         refused != cudaSuccess)
       return refused;
   }
+  if (dry_run() && is_device(to) && is_device(from)) {
+    enqueue(*stream, [] {});  // checked, not run (dry_run.h)
+    return cudaSuccess;
+  }
   const uint64_t ticket = enqueue(*stream, [dst, src, bytes, to_pageable] {
     if (to_pageable)
       run_on_runtime_thread([&] { std::memmove(dst, src, bytes); });
@@ -263,7 +296,10 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t han
   if (bytes == 0) return cudaSuccess;
   const Side target = locate(ptr, bytes);
   if (!target.allocation || !target.valid) return record(cudaErrorInvalidValue);
-  enqueue(*stream, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
+  if (dry_run())
+    enqueue(*stream, [] {});  // checked, not run (dry_run.h)
+  else
+    enqueue(*stream, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
   return cudaSuccess;
 }
 

@@ -1,12 +1,15 @@
 #include "common/cuda/emulation/settings.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
+
+#include "common/cuda/emulation/dry_run.h"
 
 namespace lab::cuda::emu {
 
@@ -78,6 +81,12 @@ Settings read_settings() {
   s.device_count = static_cast<int>(read("LAB_EMU_DEVICES", 1, 0, 64, false, "a device count in [0, 64]"));
   s.deadlock_seconds =
       static_cast<int>(read("LAB_EMU_DEADLOCK_SECONDS", 30, 0, 86400, false, "a number of seconds in [0, 86400]"));
+  s.dry_run = read("LAB_EMU_DRY_RUN", 0, 0, 1, false, "0 or 1") == 1;
+  if (s.dry_run)
+    std::fprintf(stderr,
+                 "lab cuda emulation: LAB_EMU_DRY_RUN=1: kernels, cuBLAS products, memsets and device-to-device "
+                 "copies are checked and counted but not run; every computed value is meaningless, the allocations "
+                 "and launches are exact\n");
   return s;
 }
 
@@ -86,6 +95,23 @@ Settings read_settings() {
 const Settings& settings() {
   static const Settings s = read_settings();
   return s;
+}
+
+namespace {
+
+std::atomic<bool>& dry_run_flag() {
+  static std::atomic<bool> flag{settings().dry_run};
+  return flag;
+}
+
+}  // namespace
+
+bool dry_run() {
+  return dry_run_flag().load(std::memory_order_relaxed);
+}
+
+void set_dry_run(bool on) {
+  dry_run_flag().store(on, std::memory_order_relaxed);
 }
 
 }  // namespace lab::cuda::emu

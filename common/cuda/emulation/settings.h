@@ -7,6 +7,8 @@
 //   LAB_EMU_DEVICES   the number of emulated GPUs (default 1)
 //   LAB_EMU_DEADLOCK_SECONDS  how long a host thread waits on work held by a running host function before the
 //                     emulator calls it a deadlock and ends the process (default 30; 0: wait forever)
+//   LAB_EMU_DRY_RUN   1: kernels, cuBLAS/cuBLASLt products, memsets and device-to-device copies are checked and
+//                     counted but not run (dry_run.h); 0 or unset: everything runs
 //
 // A malformed value is one clear line on stderr and exit status 2: the emulator cannot run as asked.
 #pragma once
@@ -24,6 +26,7 @@ struct Settings {
   size_t device_memory_bytes = 0;
   int device_count = 1;
   int deadlock_seconds = 30;
+  bool dry_run = false;
 };
 
 const Settings& settings();

@@ -1,6 +1,7 @@
-// The CUDA caching allocator: size classes, reuse of freed blocks, per-category accounting, separation of
-// streams, blocks used on other streams (record_stream), the blocks of destroyed streams, emptying the
-// cache, and the error when the device is out of memory.
+// The CUDA caching allocator: block and segment sizes, reuse, cutting and merging of freed blocks, per-category
+// accounting, separation of streams, blocks used on other streams (record_stream), the blocks of destroyed
+// streams, emptying the cache, the error when the device is out of memory, and private pools.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,8 +24,8 @@ namespace {
 using test::kGpu;
 using test::StreamGate;
 
-// A pure function of the size: checked on every machine.
-TEST(CudaAllocator, SizeClassesAreQuarterPowersOfTwoThenStepsOf2MiB) {
+// A private pool's size classes: a pure function of the size, checked on every machine.
+TEST(CudaAllocator, PoolSizeClassesAreQuarterPowersOfTwoThenStepsOf2MiB) {
   constexpr size_t kMiB = size_t{1} << 20;
   EXPECT_EQ(cuda::cuda_size_class(0), 512u);
   EXPECT_EQ(cuda::cuda_size_class(1), 512u);
@@ -47,37 +48,71 @@ TEST(CudaAllocator, SizeClassesAreQuarterPowersOfTwoThenStepsOf2MiB) {
   }
 }
 
-TEST(CudaAllocator, ReusesAFreedBlockOfTheSameClass) {
+// Pure functions of the size: checked on every machine.
+TEST(CudaAllocator, BlocksAreRequestsRoundedTo512BytesAndSegmentsTo2MiB) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  EXPECT_EQ(cuda::cuda_block_size(0), 512u);
+  EXPECT_EQ(cuda::cuda_block_size(1), 512u);
+  EXPECT_EQ(cuda::cuda_block_size(513), 1024u);
+  EXPECT_EQ(cuda::cuda_block_size(48 * kMiB + 1), 48 * kMiB + 512);
+  EXPECT_EQ(cuda::cuda_segment_size(4000), 2 * kMiB);  // small: a 2 MiB segment of small blocks
+  EXPECT_EQ(cuda::cuda_segment_size(kMiB), 2 * kMiB);
+  EXPECT_EQ(cuda::cuda_segment_size(kMiB + 1), 2 * kMiB);  // large: its size rounded up to 2 MiB
+  EXPECT_EQ(cuda::cuda_segment_size(48 * kMiB + 1), 50 * kMiB);
+  EXPECT_EQ(cuda::cuda_segment_size(48 * kMiB), 48 * kMiB);
+}
+
+// Each test below allocates on a stream of its own, whose free blocks no other test touches.
+TEST(CudaAllocator, AFreedBlockIsReusedWithoutACudaMalloc) {
   LAB_REQUIRE_GPU();
   Allocator& alloc = cuda::caching_allocator(0);
+  cuda::Stream stream;
+  cuda::StreamGuard on(stream);
   void* first = alloc.allocate(4000, MemCategory::Other);
   alloc.deallocate(first, 4000, MemCategory::Other);
   const int64_t mallocs = alloc.stats().system_allocs;
-  void* second = alloc.allocate(3900, MemCategory::Other);  // same 4096-byte class
-  EXPECT_EQ(second, first);
+  void* second = alloc.allocate(3900, MemCategory::Other);
+  EXPECT_EQ(second, first) << "the freed block joined the rest of its segment, which starts at it";
   EXPECT_EQ(alloc.stats().system_allocs, mallocs) << "a cached block must not cost a cudaMalloc";
   alloc.deallocate(second, 3900, MemCategory::Other);
 }
 
-TEST(CudaAllocator, ALargeAllocationTakesACachedBlockUpToItsQuarterPowerClass) {
+TEST(CudaAllocator, ALargeRequestCutsTheBestFittingFreeBlockAndFreedPiecesMerge) {
   LAB_REQUIRE_GPU();
   constexpr size_t kMiB = size_t{1} << 20;
   Allocator& alloc = cuda::caching_allocator(0);
-  void* block = alloc.allocate(24 * kMiB, MemCategory::Other);
+  cuda::Stream stream;
+  cuda::StreamGuard on(stream);
+  char* block = static_cast<char*>(alloc.allocate(24 * kMiB, MemCategory::Other));
   alloc.deallocate(block, 24 * kMiB, MemCategory::Other);
   const int64_t mallocs = alloc.stats().system_allocs, live = alloc.stats().live_total;
-  // 21 MiB + 1 byte: class 22 MiB, whose quarter-power class is 24 MiB: the cached block serves it, counted whole.
-  void* near = alloc.allocate(21 * kMiB + 1, MemCategory::Other);
-  EXPECT_EQ(near, block);
+  // Two pieces of the free 24 MiB: each counted at its own size, neither a cudaMalloc.
+  void* first = alloc.allocate(17 * kMiB, MemCategory::Other);
+  void* second = alloc.allocate(7 * kMiB - 100, MemCategory::Other);
+  EXPECT_EQ(first, block);
+  EXPECT_EQ(second, block + 17 * kMiB);
   EXPECT_EQ(alloc.stats().system_allocs, mallocs);
   EXPECT_EQ(alloc.stats().live_total - live, static_cast<int64_t>(24 * kMiB));
-  // 17 MiB: class 18 MiB, quarter-power class 20 MiB: a 24 MiB block is too large to give it.
-  void* far = alloc.allocate(17 * kMiB, MemCategory::Other);
-  EXPECT_NE(far, block);
-  EXPECT_EQ(alloc.stats().system_allocs, mallocs + 1);
-  EXPECT_EQ(alloc.stats().live_total - live, static_cast<int64_t>(24 * kMiB + 18 * kMiB));
-  alloc.deallocate(far, 17 * kMiB, MemCategory::Other);
-  alloc.deallocate(near, 21 * kMiB + 1, MemCategory::Other);
+  // Freed, the pieces are one block again, which holds the whole 24 MiB.
+  alloc.deallocate(first, 17 * kMiB, MemCategory::Other);
+  alloc.deallocate(second, 7 * kMiB - 100, MemCategory::Other);
+  void* whole = alloc.allocate(24 * kMiB, MemCategory::Other);
+  EXPECT_EQ(whole, block);
+  EXPECT_EQ(alloc.stats().system_allocs, mallocs);
+  alloc.deallocate(whole, 24 * kMiB, MemCategory::Other);
+}
+
+TEST(CudaAllocator, SmallRequestsDoNotCutLargeBlocks) {
+  LAB_REQUIRE_GPU();
+  constexpr size_t kMiB = size_t{1} << 20;
+  Allocator& alloc = cuda::caching_allocator(0);
+  cuda::Stream stream;
+  cuda::StreamGuard on(stream);
+  char* large = static_cast<char*>(alloc.allocate(4 * kMiB, MemCategory::Other));
+  alloc.deallocate(large, 4 * kMiB, MemCategory::Other);
+  char* small = static_cast<char*>(alloc.allocate(4000, MemCategory::Other));
+  EXPECT_TRUE(small < large || small >= large + 4 * kMiB) << "a small request cut a large block";
+  alloc.deallocate(small, 4000, MemCategory::Other);
 }
 
 TEST(CudaAllocator, AccountsLiveAndPeakBytesByCategory) {
@@ -238,12 +273,17 @@ TEST(CudaAllocator, ShortLivedStreamsDoNotGrowTheCache) {
 TEST(CudaAllocator, EmptyCacheReturnsCachedBlocks) {
   LAB_REQUIRE_GPU();
   Allocator& alloc = cuda::caching_allocator(0);
+  cuda::Stream stream;
+  cuda::StreamGuard on(stream);
+  alloc.empty_cache();
+  const int64_t before = alloc.stats().reserved;
   void* p = alloc.allocate(size_t{8} << 20, MemCategory::Workspace);
   alloc.deallocate(p, size_t{8} << 20, MemCategory::Workspace);
   EXPECT_GT(alloc.stats().reserved, alloc.stats().live_total);
   alloc.empty_cache();
   const MemoryStats s = alloc.stats();
-  EXPECT_EQ(s.reserved, s.live_total) << "nothing cached is left";
+  // Segments of which anything is live stay (another test's tensors may hold some); the freed one is gone.
+  EXPECT_EQ(s.reserved, before) << "the freed segment is still cached";
   const int64_t mallocs = s.system_allocs;
   void* q = alloc.allocate(size_t{8} << 20, MemCategory::Workspace);
   EXPECT_EQ(alloc.stats().system_allocs, mallocs + 1) << "after empty_cache a new block comes from cudaMalloc";
@@ -261,6 +301,61 @@ TEST(CudaAllocator, OutOfMemoryIsAClearErrorAndTheAllocatorStillWorks) {
   const Tensor t = Tensor::from_floats(std::vector<float>{1, 2, 3}, {3}, kGpu);
   EXPECT_EQ(t.to_floats(), (std::vector<float>{1, 2, 3}));
 }
+
+// Stream-ordered reuse: a block freed on the host while a copy queued before the free still reads it is handed to
+// the next request at once, and the copy still reads what was there (on the sanitized emulation build, where
+// freed blocks are marked as not addressable, the mark comes after the copy in the stream's order: no report).
+TEST(CudaAllocator, AQueuedReadOfABlockFreedAndCutAgainStillSeesItsData) {
+  LAB_REQUIRE_GPU();
+  const int64_t n = 1000;
+  cuda::Stream stream;
+  cuda::StreamGuard on(stream);
+  const std::vector<float> values(static_cast<size_t>(n), 3.0f);
+  Tensor source = Tensor::from_floats(values, {n}, kGpu);
+  const Tensor seen = Tensor::zeros({n}, DType::F32, kGpu);
+  stream.synchronize();
+  const void* block = source.raw();
+  {
+    StreamGate gate(stream);
+    cuda::copy_async(seen.raw(), kGpu, source.raw(), kGpu, source.nbytes());  // queued behind the gate
+    source = Tensor();
+    const Tensor smaller = Tensor::empty({n / 4}, DType::F32, kGpu);
+    EXPECT_EQ(smaller.raw(), block) << "the freed block was not reused at once on its own stream";
+  }
+  stream.synchronize();
+  EXPECT_EQ(seen.to_floats(), values);
+}
+
+#if defined(LAB_CUDA_EMULATION) && defined(__SANITIZE_ADDRESS__)
+// The sanitized emulation build (common/cuda/emulation/addressable.h): the bytes of a block past its request and a
+// freed block are not addressable, so writing one byte past a tensor, or into a freed one, is an AddressSanitizer
+// report, though the bytes lie inside the segment that cudaMalloc returned.
+TEST(CudaAllocatorDeathTest, AWriteOnePastATensorsEndIsAReport) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        const Tensor t = Tensor::empty({1000}, DType::F32, kGpu);  // 4000 bytes of a 4096-byte block
+        static_cast<void>(cudaMemset(t.raw(), 0, 4001));
+        static_cast<void>(cudaDeviceSynchronize());
+      },
+      "use-after-poison");
+}
+
+TEST(CudaAllocatorDeathTest, AWriteIntoAFreedTensorIsAReport) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        void* freed = nullptr;
+        {
+          const Tensor t = Tensor::empty({1000}, DType::F32, kGpu);
+          freed = t.raw();
+        }
+        static_cast<void>(cudaMemset(freed, 0, 16));
+        static_cast<void>(cudaDeviceSynchronize());
+      },
+      "use-after-poison");
+}
+#endif
 
 // ---------------------------------------------------------------- private pools
 
