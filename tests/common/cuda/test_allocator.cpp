@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -113,6 +115,72 @@ TEST(CudaAllocator, SmallRequestsDoNotCutLargeBlocks) {
   char* small = static_cast<char*>(alloc.allocate(4000, MemCategory::Other));
   EXPECT_TRUE(small < large || small >= large + 4 * kMiB) << "a small request cut a large block";
   alloc.deallocate(small, 4000, MemCategory::Other);
+}
+
+// Random requests and frees of every size on two streams: no two live blocks overlap, a block holds what was
+// written to it until it is freed, the live bytes are the blocks' sizes, and once all is freed every segment the
+// run made is whole again (its pieces merged back), so that emptying the cache gives all of them back.
+TEST(CudaAllocator, RandomRequestsNeverOverlapAndFreedPiecesMergeBack) {
+  LAB_REQUIRE_GPU();
+  Allocator& alloc = cuda::caching_allocator(0);
+  cuda::Stream streams[2];
+  std::mt19937 rng(7);
+  struct Live {
+    char* ptr;
+    size_t bytes;
+    int stream;
+    unsigned char fill;
+  };
+  const auto random_bytes = [&] {
+    const int kind = static_cast<int>(rng() % 4);  // tiny, small, around the 1 MiB line, large
+    const size_t limits[] = {2048, size_t{1} << 20, size_t{3} << 20, size_t{40} << 20};
+    const size_t low = kind == 2 ? (size_t{1} << 20) - 4096 : 1;
+    return low + rng() % (limits[kind] - low);
+  };
+  alloc.empty_cache();
+  {
+    std::vector<Live> live;
+    const MemoryStats start = alloc.stats();
+    const auto free_one = [&](size_t i) {
+      const cuda::Stream& stream = streams[live[i].stream];
+      cuda::StreamGuard on(stream);
+      unsigned char first = 0, last = 0;  // read in the stream's order, after its memset
+      const char* end = live[i].ptr + live[i].bytes - 1;
+      ASSERT_EQ(cudaMemcpyAsync(&first, live[i].ptr, 1, cudaMemcpyDeviceToHost, stream.get()), cudaSuccess);
+      ASSERT_EQ(cudaMemcpyAsync(&last, end, 1, cudaMemcpyDeviceToHost, stream.get()), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+      EXPECT_EQ(first, live[i].fill) << "a live block was overwritten";
+      EXPECT_EQ(last, live[i].fill) << "a live block was overwritten";
+      alloc.deallocate(live[i].ptr, live[i].bytes, MemCategory::Other);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+    };
+    for (int step = 0; step < 400; ++step) {
+      if (live.empty() || rng() % 100 < 55) {
+        const int s = static_cast<int>(rng() % 2);
+        const size_t bytes = random_bytes();
+        cuda::StreamGuard on(streams[s]);
+        auto* ptr = static_cast<char*>(alloc.allocate(bytes, MemCategory::Other));
+        for (const Live& other : live)
+          ASSERT_TRUE(ptr + bytes <= other.ptr || other.ptr + other.bytes <= ptr) << "two live blocks overlap";
+        const auto fill = static_cast<unsigned char>(step % 251);
+        ASSERT_EQ(cudaMemsetAsync(ptr, fill, bytes, streams[s].get()), cudaSuccess);
+        live.push_back({ptr, bytes, s, fill});
+      } else {
+        free_one(rng() % live.size());
+      }
+      int64_t blocks = 0;
+      for (const Live& l : live) blocks += static_cast<int64_t>(cuda::cuda_block_size(l.bytes));
+      // A block is its request rounded up to 512 bytes, or a whole piece too small to cut (under 512 bytes more).
+      const int64_t held = alloc.stats().live_total - start.live_total;
+      ASSERT_GE(held, blocks);
+      ASSERT_LT(held, blocks + 512 * static_cast<int64_t>(live.size()) + 1);
+    }
+    while (!live.empty()) free_one(live.size() - 1);
+    EXPECT_EQ(alloc.stats().live_total, start.live_total);
+    EXPECT_GT(alloc.stats().system_allocs, start.system_allocs) << "the run made no segment of its own";
+    alloc.empty_cache();
+    EXPECT_EQ(alloc.stats().reserved, start.reserved) << "a segment of the run is still cut: a piece did not merge";
+  }
 }
 
 TEST(CudaAllocator, AccountsLiveAndPeakBytesByCategory) {
