@@ -25,14 +25,17 @@ const char* lm_head_name(LmHead head) {
   return head == LmHead::Chunked ? "chunked" : "full";
 }
 
-void use_lm_head(ModelOptions& options, LmHead head) {
+void use_lm_head(ModelOptions& options, LmHead head, int64_t chunk_rows) {
+  LAB_CHECK(chunk_rows >= 0, InvalidArgument, "--lm-head-rows must be >= 0 (0: the default chunk), got ", chunk_rows);
+  LAB_CHECK(head == LmHead::Chunked || chunk_rows == 0, InvalidArgument, "--lm-head-rows ", chunk_rows,
+            " sets the rows of the chunked head's chunks: it needs --lm-head chunked");
   if (head == LmHead::Full) return;
   LAB_CHECK(!options.tensor_parallel, InvalidArgument,
             "--lm-head chunked runs on one tensor-parallel rank only (the vocabulary-parallel loss keeps its "
             "logits: use --lm-head full with --tp)");
-  options.head_loss = [](Tape& tape, const Var& h, const Linear& head, const Tensor& targets, int64_t vocab,
-                         const ops::GradScale& grad_scale, const ModelOptions& o) {
-    return chunked_head_loss(tape, h, head, targets, vocab, grad_scale, o);
+  options.head_loss = [chunk_rows](Tape& tape, const Var& h, const Linear& head, const Tensor& targets, int64_t vocab,
+                                   const ops::GradScale& grad_scale, const ModelOptions& o) {
+    return chunked_head_loss(tape, h, head, targets, vocab, grad_scale, o, chunk_rows);
   };
 }
 

@@ -38,9 +38,10 @@ std::vector<std::string> lm_head_names();       // "full", "chunked"
 LmHead parse_lm_head(const std::string& name);  // InvalidArgument naming the choices
 const char* lm_head_name(LmHead head);
 
-// Chunked: sets options.head_loss to chunked_head_loss with the default chunk; Full leaves `options` unchanged.
-// InvalidArgument on a tensor-parallel shard (options.tensor_parallel set: its loss is vocabulary-parallel).
-void use_lm_head(ModelOptions& options, LmHead head);
+// Chunked: sets options.head_loss to chunked_head_loss in chunks of `chunk_rows` rows (0: lm_head_chunk_rows);
+// Full leaves `options` unchanged. InvalidArgument on a tensor-parallel shard (options.tensor_parallel set: its
+// loss is vocabulary-parallel), for negative rows, and for rows with the full head (it has no chunks).
+void use_lm_head(ModelOptions& options, LmHead head, int64_t chunk_rows = 0);
 
 // Rows per chunk, for `rows` rows of width C and a padded vocabulary of vp: a chunk's logits about as large as the
 // head's input, rows / ceil(vp / C) rounded up to a multiple of 64 (whole tensor-core tiles), at most `rows`. At

@@ -9,11 +9,15 @@ std::vector<std::string> activations_names() {
 }
 
 ModelRungs ModelRungs::parse(const std::string& kernels, const std::string& attention, const std::string& recompute,
-                             const std::string& activations, const std::string& lm_head) {
+                             const std::string& activations, const std::string& lm_head, int64_t lm_head_rows) {
   LAB_CHECK(activations == "fp32" || activations == "16bit", InvalidArgument, "--activations: '", activations,
             "' is not one of fp32|16bit");
-  return {ch06::parse_kernels(kernels), ch09::parse_attention(attention), ch07::parse_recompute_policy(recompute),
-          activations == "16bit", ch07::parse_lm_head(lm_head)};
+  const ModelRungs rungs{
+      ch06::parse_kernels(kernels), ch09::parse_attention(attention), ch07::parse_recompute_policy(recompute),
+      activations == "16bit",       ch07::parse_lm_head(lm_head),     lm_head_rows};
+  ModelOptions checked;
+  ch07::use_lm_head(checked, rungs.lm_head, lm_head_rows);  // a bad --lm-head-rows fails with the flags' parsing
+  return rungs;
 }
 
 std::string ModelRungs::incompatibility() const {
@@ -36,14 +40,15 @@ void ModelRungs::apply(ModelOptions& options, DType matmul) const {
   options = ch06::with_kernels(options, kernels);
   ch09::use_attention(options, attention, matmul);
   ch07::apply_recompute(options, recompute);
-  ch07::use_lm_head(options, lm_head);
+  ch07::use_lm_head(options, lm_head, lm_head_rows);
   options.activations = activations_16bit ? matmul : DType::F32;
 }
 
 std::string ModelRungs::str() const {
   return cat("--kernels ", ch06::kernels_name(kernels), " --attention ", ch09::attention_name(attention),
              " --recompute ", ch07::recompute_policy_name(recompute), activations_16bit ? " --activations 16bit" : "",
-             lm_head == ch07::LmHead::Chunked ? " --lm-head chunked" : "");
+             lm_head == ch07::LmHead::Chunked ? " --lm-head chunked" : "",
+             lm_head_rows > 0 ? cat(" --lm-head-rows ", lm_head_rows) : std::string());
 }
 
 std::vector<ModelRungs> every_model_rungs() {
@@ -53,7 +58,10 @@ std::vector<ModelRungs> every_model_rungs() {
                                     ch09::Attention::FlashOnePass})
       for (const ch07::RecomputePolicy r :
            {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block})
-        for (const ch07::LmHead h : {ch07::LmHead::Full, ch07::LmHead::Chunked}) all.push_back({k, a, r, false, h});
+        for (const ch07::LmHead h : {ch07::LmHead::Full, ch07::LmHead::Chunked}) {
+          const bool odd_chunks = h == ch07::LmHead::Chunked && k == ch06::Kernels::Fused;
+          all.push_back({k, a, r, false, h, odd_chunks ? 7 : 0});
+        }
   return all;
 }
 

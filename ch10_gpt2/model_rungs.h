@@ -5,6 +5,7 @@
 //                                       log-sum-exp per row kept
 //   --recompute none|selective|block    chapter 7: activations dropped in forward and computed again in backward
 //   --lm-head full|chunked              chapter 7: the LM head and its loss chunk by chunk in forward, no logits kept
+//   --lm-head-rows N                    the chunked head's rows per chunk (0: ch07::lm_head_chunk_rows)
 //   --activations fp32|16bit            chapter 6's mixed precision taken end to end: the activations between the
 //                                       ops in the --dtype's 16-bit type (ModelOptions::activations), not fp32
 //
@@ -33,10 +34,13 @@ struct ModelRungs {
   ch07::RecomputePolicy recompute = ch07::RecomputePolicy::None;
   bool activations_16bit = false;
   ch07::LmHead lm_head = ch07::LmHead::Full;
+  int64_t lm_head_rows = 0;  // the chunked head's rows per chunk; 0: its default
 
-  // From the flags' values; Error(InvalidArgument) naming the choices of a bad one.
+  // From the flags' values; Error(InvalidArgument) naming the choices of a bad one, or rows without the chunked
+  // head.
   static ModelRungs parse(const std::string& kernels, const std::string& attention, const std::string& recompute,
-                          const std::string& activations = "fp32", const std::string& lm_head = "full");
+                          const std::string& activations = "fp32", const std::string& lm_head = "full",
+                          int64_t lm_head_rows = 0);
 
   // Why these rungs cannot run together, as the one-line error a user sees; empty when they can. (What a rung
   // cannot do on a tensor-parallel shard, its own chapter refuses when it is installed.)
@@ -50,14 +54,15 @@ struct ModelRungs {
   // Error(InvalidArgument) with refusal()'s line when they cannot.
   void apply(ModelOptions& options, DType matmul) const;
 
-  // "--kernels fused --attention flash --recompute block" (and " --activations 16bit", " --lm-head chunked" when
-  // set)
+  // "--kernels fused --attention flash --recompute block" (and " --activations 16bit", " --lm-head chunked",
+  // " --lm-head-rows N" when set)
   std::string str() const;
 };
 
 std::vector<std::string> activations_names();  // "fp32", "16bit"
 
-// Every combination of the rungs' values, compatible or not, with fp32 activations.
+// Every combination of the rungs' values, compatible or not, with fp32 activations; the chunked head in its
+// default chunks with the reference kernels and in chunks of 7 rows with the fused ones.
 std::vector<ModelRungs> every_model_rungs();
 
 }  // namespace lab

@@ -34,7 +34,7 @@ RunConfig run_config_from_settings(const staircase::Settings& s, Device device,
   c.math = parse_math_mode(setting_or(s, "dtype", "fp32"));
   c.rungs = ModelRungs::parse(setting_or(s, "kernels", "reference"), setting_or(s, "attention", "materialized"),
                               setting_or(s, "recompute", "none"), setting_or(s, "activations", "fp32"),
-                              setting_or(s, "lm-head", "full"));
+                              setting_or(s, "lm-head", "full"), std::stoll(setting_or(s, "lm-head-rows", "0")));
   const std::string offload = setting_or(s, "offload", "none");
   LAB_CHECK(offload == "none" || offload == "optimizer", InvalidArgument, "--offload: '", offload,
             "' is not one of none|optimizer");

@@ -128,6 +128,10 @@ void TrainOptions::register_flags(Flags& f) {
                "full: the logits of every token kept (as their gradient) until backward; chunked: the LM head, its "
                "loss and its gradients chunk by chunk in the forward pass, the [B, T, vocab] logits never whole "
                "(chapter 7; one tensor-parallel rank, not with --zero 2|3)");
+  f.add_int("lm-head-rows", &lm_head_rows,
+            "rows per chunk of --lm-head chunked (0: the default, chunks whose logits are about the head input's "
+            "size; more rows: larger products, more memory)",
+            0, int64_t{1} << 40);
   f.add_bool("find-max-batch", &find_max_batch,
              "measure steps to find the largest micro-batch (--batch) whose peak fits --memory-budget, with the "
              "other flags as given, print it and exit without training");

@@ -81,6 +81,7 @@ struct TrainOptions {
   std::string memory_snapshot;     // write the first step's allocation timeline here (JSON)
   std::string recompute = "none";  // activation recompute: none, selective, block
   std::string lm_head = "full";    // or chunked: the head and its loss chunk by chunk, no logits kept
+  int64_t lm_head_rows = 0;        // the chunked head's rows per chunk (0: its default)
   bool find_max_batch = false;     // search the largest micro-batch within memory_budget, then exit
   std::string memory_budget = "8GiB";
   // Not flags: the command line (recorded in the log's header) and the flags the preset set that the command

@@ -125,7 +125,7 @@ Trainer::Trainer(TrainOptions options, comm::Communicator* world) : options_(std
             ": no CUDA GPU is available", (cuda_available() ? "" : " (or this build has no CUDA backend)"));
   run_config_.math = parse_math_mode(options_.dtype);
   run_config_.rungs = ModelRungs::parse(options_.kernels, options_.attention, options_.recompute, options_.activations,
-                                        options_.lm_head);
+                                        options_.lm_head, options_.lm_head_rows);
   run_config_.memory = {options_.optimizer_in_backward, options_.offload == "optimizer",
                         static_cast<int>(options_.zero), options_.zero_prefetch};
   run_config_.adamw = {static_cast<float>(options_.beta1), static_cast<float>(options_.beta2), 1e-8f,

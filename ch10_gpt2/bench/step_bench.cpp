@@ -29,6 +29,8 @@ void StepBenchSettings::register_flags(Flags& flags) {
   flags.add_choice("lm-head", &lm_head, ch07::lm_head_names(),
                    "full: every token's logits kept until backward; chunked: the head, its loss and gradients chunk "
                    "by chunk in forward (ch07_memory/chunked_lm_head.h)");
+  flags.add_int("lm-head-rows", &lm_head_rows, "rows per chunk of --lm-head chunked (0: its default)", 0,
+                int64_t{1} << 40);
   flags.add_choice("activations", &activations, activations_names(),
                    "fp32, or 16bit: the activations in the --dtype's 16-bit type end to end (ch10_gpt2/model_rungs.h)");
   flags.add_bool("cuda-graphs", &cuda_graphs,
@@ -45,7 +47,7 @@ void StepBenchSettings::register_flags(Flags& flags) {
 }
 
 ModelRungs StepBenchSettings::model_rungs() const {
-  return ModelRungs::parse(kernels, attention, recompute, activations, lm_head);
+  return ModelRungs::parse(kernels, attention, recompute, activations, lm_head, lm_head_rows);
 }
 
 StepBenchSettings StepBenchSettings::from_flags(const std::vector<std::string>& flags) {

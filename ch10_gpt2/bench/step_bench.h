@@ -28,6 +28,7 @@ struct StepBenchSettings {
   std::string recompute = "none";
   std::string activations = "fp32";
   std::string lm_head = "full";
+  int64_t lm_head_rows = 0;
   bool cuda_graphs = false;  // replay the step from a CUDA graph (ch09_advanced/graphed_step.h)
   int64_t batch = 4;
   // Instead of --batch: the largest micro-batch whose step's allocator peak fits this many bytes ("8GiB"), searched

@@ -1,12 +1,14 @@
 // The model's rungs composed (ch10_gpt2/model_rungs.h), on the CPU: every combination of --kernels, --attention and
 // --recompute that can run together gives the plain model's losses and gradients (each rung changes only the
-// rounding: fused kernels and flash attention add in other orders), in fp32 and in bf16; those that cannot refuse
-// with their line; the flags' values parse and print back. (That block recompute wraps the block installed
+// rounding: fused kernels and flash attention add in other orders), in fp32 and in bf16, the chunked head in its
+// default chunks and in chunks of 7 rows; those that cannot refuse with their line; the flags' values parse and
+// print back. (That block recompute wraps the block installed
 // before it: tests/ch07_memory/recompute.)
 #include <gtest/gtest.h>
 
 #include "ch10_gpt2/model_rungs.h"
 #include "tests/ch10_gpt2/model_rungs_check.h"
+#include "tests/common/expect_error.h"
 
 namespace lab {
 namespace {
@@ -42,6 +44,12 @@ TEST(ModelRungs, NamesParseAndPrintBack) {
   EXPECT_FALSE(ModelRungs::parse("fused", "batched", "selective", "16bit").incompatibility().empty());
   ModelOptions options;
   EXPECT_THROW(ModelRungs::parse("reference", "flash", "none", "16bit").apply(options, DType::F32), Error);
+  EXPECT_EQ(ModelRungs::parse("fused", "flash", "none", "fp32", "chunked", 256).str(),
+            "--kernels fused --attention flash --recompute none --lm-head chunked --lm-head-rows 256");
+  testing::expect_error([] { ModelRungs::parse("fused", "flash", "none", "fp32", "full", 256); },
+                        ErrorKind::InvalidArgument, {"--lm-head-rows 256", "--lm-head chunked"});
+  testing::expect_error([] { ModelRungs::parse("fused", "flash", "none", "fp32", "chunked", -1); },
+                        ErrorKind::InvalidArgument, {"--lm-head-rows", ">= 0"});
 }
 
 }  // namespace

@@ -35,7 +35,10 @@ std::vector<Fault>& faults() {
 
 cudaDeviceProp make_properties(int device) {
   cudaDeviceProp p{};
-  std::snprintf(p.name, sizeof p.name, "Emulated NVIDIA H100 (LAB_CUDA_EMULATION)");
+  // A dry run says so wherever a program names its GPU (logs, bench JSON): its times are not a GPU's, nor an emulated
+  // run's (dry_run.h).
+  std::snprintf(p.name, sizeof p.name, "Emulated NVIDIA H100 (LAB_CUDA_EMULATION%s)",
+                settings().dry_run ? ", LAB_EMU_DRY_RUN: no kernel runs" : "");
   p.totalGlobalMem = settings().device_memory_bytes;
   p.sharedMemPerBlock = 48 * 1024;
   p.regsPerBlock = 65536;
