@@ -21,10 +21,6 @@
 #include "common/cuda/runtime.h"
 #include "common/cuda/stream.h"
 
-#if defined(LAB_CUDA_EMULATION)
-#include "common/cuda/emulation/addressable.h"
-#endif
-
 namespace lab::cuda {
 
 namespace {
@@ -69,18 +65,6 @@ size_t cuda_segment_size(size_t bytes) {
 
 namespace {
 
-// In the sanitized emulation build, the bytes of a block past its request and the whole of a free block are
-// marked as not addressable, in stream order (common/cuda/emulation/addressable.h): a kernel that runs past its
-// tensor into the next block of the segment, or uses a block after it was freed, is an AddressSanitizer report.
-// A block whose owner was destroyed is not marked: no stream orders the mark.
-void mark(cudaStream_t stream, void* ptr, size_t addressable, size_t size) {
-#if defined(LAB_CUDA_EMULATION)
-  if (stream != nullptr) emu::mark_addressable(stream, ptr, addressable, size);
-#else
-  static_cast<void>(stream), static_cast<void>(ptr), static_cast<void>(addressable), static_cast<void>(size);
-#endif
-}
-
 double mib(int64_t bytes) {
   return static_cast<double>(bytes) / (1024.0 * 1024.0);
 }
@@ -110,13 +94,11 @@ class CudaCachingAllocator final : public Allocator {
     if (!block) {
       const size_t size = pool ? cuda_size_class(bytes) : cuda_segment_size(bytes);
       void* base = allocate_from_device(size, bytes);
-      mark(stream, base, 0, size);
       std::lock_guard<std::mutex> lock(mutex_);
       block = add_segment(base, size, pool ? size <= kSmallRequest : cuda_block_size(bytes) <= kSmallRequest, pool);
       take(block, stream);
       if (!pool) split(block, cuda_block_size(bytes));
     }
-    mark(stream, block->ptr, bytes, block->size);
     counters_.on_alloc(block->ptr, block->size, category);
     return block->ptr;
   }
@@ -125,29 +107,20 @@ class CudaCachingAllocator final : public Allocator {
   // bookkeeping; otherwise one event is recorded per such stream. If recording fails (the device is
   // already broken, and the next checked call says so) the block is never reused.
   void deallocate(void* ptr, size_t /*bytes*/, MemCategory category) override {
-    Block* to_cache = nullptr;
     size_t size = 0;
-    cudaStream_t owner = kNoStream;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       Block* block = live_block(ptr);
       LAB_ASSERT(block != nullptr);  // a pointer this allocator never handed out
       size = block->size;
-      owner = block->owner;
       if (block->uses.empty()) {
-        block->state = State::Pending;  // in no list: no one takes it before its mark is queued
-        to_cache = block;
+        cache(block);  // which may merge it into a neighbour: not to be read after
       } else if (record_uses(*block)) {
         block->state = State::Pending;
         pending_.push_back(block);
       } else {
         block->state = State::Lost;
       }
-    }
-    if (to_cache) {
-      mark(owner, ptr, 0, size);  // queued before any mark of the block's next user
-      std::lock_guard<std::mutex> lock(mutex_);
-      cache(to_cache);
     }
     counters_.on_free(ptr, size, category);
   }
@@ -430,30 +403,21 @@ class CudaCachingAllocator final : public Allocator {
 
   // ---------------------------------------------------------------- taking mutex_ themselves
 
-  // Caches every pending block whose uses have all finished, marked free first in its owner's order (the owner's
-  // own work queued before the free may not have run yet).
+  // Caches every pending block whose uses have all finished.
   void collect_finished_frees() {
-    std::vector<std::pair<Block*, cudaStream_t>>
-        finished;  // with their owners; in no list meanwhile: no one takes them
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (auto it = pending_.begin(); it != pending_.end();) {
-        Block* block = *it;
-        bool done = true;
-        for (const StreamUse& use : block->uses) done = done && CUDA_QUERY(cudaEventQuery(use.event));
-        if (!done) {
-          ++it;
-          continue;
-        }
-        for (const StreamUse& use : block->uses) spare_events_.push_back(use.event);
-        block->uses.clear();
-        finished.emplace_back(block, block->owner);
-        it = pending_.erase(it);
-      }
-    }
-    for (const auto& [block, owner] : finished) mark(owner, block->ptr, 0, block->size);
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [block, owner] : finished) cache(block);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      Block* block = *it;
+      bool done = true;
+      for (const StreamUse& use : block->uses) done = done && CUDA_QUERY(cudaEventQuery(use.event));
+      if (!done) {
+        ++it;
+        continue;
+      }
+      for (const StreamUse& use : block->uses) spare_events_.push_back(use.event);
+      cache(block);
+      it = pending_.erase(it);
+    }
   }
 
   void* allocate_from_device(size_t size, size_t requested) {

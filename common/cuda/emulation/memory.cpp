@@ -10,11 +10,6 @@
 #include <shared_mutex>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#endif
-
-#include "common/cuda/emulation/addressable.h"
 #include "common/cuda/emulation/device.h"
 #include "common/cuda/emulation/dry_run.h"
 #include "common/cuda/emulation/settings.h"
@@ -57,16 +52,11 @@ std::optional<Allocation> find_locked(const Registry& r, const void* ptr) {
 }
 
 // Removes the allocation starting exactly at `ptr` if it has `kind`; false when there is none.
-// Removes the allocation at `ptr` from the registry; false when there is none of that kind. What
-// mark_addressable marked becomes addressable again, as the host allocator expects memory it takes back.
 bool unregister(const void* ptr, MemoryKind kind) {
   Registry& r = registry();
   std::unique_lock<std::shared_mutex> lock(r.mutex);
   const auto it = r.by_base.find(static_cast<const std::byte*>(ptr));
   if (it == r.by_base.end() || it->second.kind != kind) return false;
-#if defined(__SANITIZE_ADDRESS__)
-  ASAN_UNPOISON_MEMORY_REGION(it->second.base, it->second.bytes);
-#endif
   if (kind == MemoryKind::Device)
     r.used[static_cast<size_t>(it->second.device)] -= round_up(it->second.bytes, kDeviceAlignment);
   r.by_base.erase(it);
@@ -108,20 +98,6 @@ std::optional<Allocation> find_allocation(const void* ptr) {
 bool inside(const Allocation& allocation, const void* ptr, size_t bytes) {
   const auto* p = static_cast<const std::byte*>(ptr);
   return p >= allocation.base && bytes <= allocation.bytes && p <= allocation.base + (allocation.bytes - bytes);
-}
-
-void mark_addressable(cudaStream_t handle, void* ptr, size_t addressable, size_t size) {
-#if defined(__SANITIZE_ADDRESS__)
-  CUstream_st* stream = resolve_stream(handle);
-  if (stream == nullptr || ptr == nullptr || addressable > size) return;
-  auto* p = static_cast<std::byte*>(ptr);
-  enqueue(*stream, [p, addressable, size] {
-    ASAN_UNPOISON_MEMORY_REGION(p, addressable);
-    ASAN_POISON_MEMORY_REGION(p + addressable, size - addressable);
-  });
-#else
-  static_cast<void>(handle), static_cast<void>(ptr), static_cast<void>(addressable), static_cast<void>(size);
-#endif
 }
 
 }  // namespace lab::cuda::emu
