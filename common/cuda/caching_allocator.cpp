@@ -89,15 +89,16 @@ class CudaCachingAllocator final : public Allocator {
     const cudaStream_t stream = current_stream(device_);
     const int pool = current_pool(device_);
     collect_finished_frees();
-    Block* block =
-        pool ? take_from_pool(pool, cuda_size_class(bytes), stream) : take_free(cuda_block_size(bytes), stream);
+    // A private pool's blocks are whole size classes; the ordinary ones are cut from segments.
+    const size_t size = pool ? cuda_size_class(bytes) : cuda_block_size(bytes);
+    Block* block = pool ? take_from_pool(pool, size, stream) : take_free(size, stream);
     if (!block) {
-      const size_t size = pool ? cuda_size_class(bytes) : cuda_segment_size(bytes);
-      void* base = allocate_from_device(size, bytes);
+      const size_t segment = pool ? size : cuda_segment_size(bytes);
+      void* base = allocate_from_device(segment, bytes);
       std::lock_guard<std::mutex> lock(mutex_);
-      block = add_segment(base, size, pool ? size <= kSmallRequest : cuda_block_size(bytes) <= kSmallRequest, pool);
+      block = add_segment(base, segment, size <= kSmallRequest, pool);
       take(block, stream);
-      if (!pool) split(block, cuda_block_size(bytes));
+      if (!pool) split(block, size);
     }
     counters_.on_alloc(block->ptr, block->size, category);
     return block->ptr;
@@ -162,14 +163,13 @@ class CudaCachingAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = private_.find(pool);
     LAB_CHECK(it != private_.end(), InvalidArgument, "release_private_pool: cuda:", device_, " has no pool ", pool);
-    std::vector<Block*> freed;
-    for (auto& [size, blocks] : it->second) freed.insert(freed.end(), blocks.begin(), blocks.end());
+    for (auto& [size, blocks] : it->second)
+      for (Block* block : blocks) {
+        block->pool = 0;
+        block->owner = kNoStream;
+        insert_free(block);
+      }
     private_.erase(it);
-    for (Block* block : freed) {
-      block->pool = 0;
-      block->owner = kNoStream;
-      insert_free(block);
-    }
   }
 
   bool has_pool(int pool) {
