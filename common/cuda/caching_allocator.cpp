@@ -17,6 +17,7 @@
 
 #include "common/core/error.h"
 #include "common/core/tensor.h"
+#include "common/cuda/block_marks.h"
 #include "common/cuda/check.h"
 #include "common/cuda/runtime.h"
 #include "common/cuda/stream.h"
@@ -83,7 +84,7 @@ int current_pool(int device) {
 
 class CudaCachingAllocator final : public Allocator {
  public:
-  explicit CudaCachingAllocator(int device) : device_(device) {}
+  explicit CudaCachingAllocator(int device) : device_(device), marks_(device) {}
 
   void* allocate(size_t bytes, MemCategory category) override {
     const cudaStream_t stream = current_stream(device_);
@@ -97,9 +98,11 @@ class CudaCachingAllocator final : public Allocator {
       void* base = allocate_from_device(segment, bytes);
       std::lock_guard<std::mutex> lock(mutex_);
       block = add_segment(base, segment, size <= kSmallRequest, pool);
+      if (!pool) marks_.on_new_segment(base, segment);
       take(block, stream);
       if (!pool) split(block, size);
     }
+    if (!pool) marks_.on_take(block->ptr, bytes, block->size, stream);
     counters_.on_alloc(block->ptr, block->size, category);
     return block->ptr;
   }
@@ -115,6 +118,7 @@ class CudaCachingAllocator final : public Allocator {
       LAB_ASSERT(block != nullptr);  // a pointer this allocator never handed out
       size = block->size;
       if (block->uses.empty()) {
+        if (block->pool == 0) marks_.on_free(block->ptr, block->size, block->owner);
         cache(block);  // which may merge it into a neighbour: not to be read after
       } else if (record_uses(*block)) {
         block->state = State::Pending;
@@ -415,6 +419,7 @@ class CudaCachingAllocator final : public Allocator {
         continue;
       }
       for (const StreamUse& use : block->uses) spare_events_.push_back(use.event);
+      if (block->pool == 0) marks_.on_free(block->ptr, block->size, block->owner);
       cache(block);
       it = pending_.erase(it);
     }
@@ -452,6 +457,7 @@ class CudaCachingAllocator final : public Allocator {
   int next_pool_ = 1;
   std::list<Block*> pending_;  // freed, waiting for the events of their uses
   std::vector<cudaEvent_t> spare_events_;
+  BlockMarks marks_;  // AddressSanitizer's view of the blocks, in the sanitized emulation build
   MemoryCounters counters_;
 };
 

@@ -34,7 +34,9 @@
 // selective recompute, the reserved peak was 12739.7 MiB against a live peak of 12398.6 MiB, of which the
 // classes' rounding was some 50 MiB; the ch10 README has the figures since.) When cudaMalloc fails, the
 // allocator frees every segment that is all free and tries once more; if that fails too, it throws
-// Error(ErrorKind::Cuda) naming the requested size and the live/reserved totals.
+// Error(ErrorKind::Cuda) naming the requested size and the live/reserved totals. In the sanitized emulation build
+// the bytes past each request and every free block are not addressable (block_marks.h): a kernel that runs past
+// its tensor's end into them, or uses a freed tensor, is an AddressSanitizer report.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -10,6 +10,11 @@
 #include <shared_mutex>
 #include <vector>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
+#include "common/cuda/emulation/addressable.h"
 #include "common/cuda/emulation/device.h"
 #include "common/cuda/emulation/dry_run.h"
 #include "common/cuda/emulation/settings.h"
@@ -51,12 +56,14 @@ std::optional<Allocation> find_locked(const Registry& r, const void* ptr) {
   return it->second;
 }
 
-// Removes the allocation starting exactly at `ptr` if it has `kind`; false when there is none.
+// Removes the allocation starting exactly at `ptr` if it has `kind`; false when there is none. What the
+// caching allocator marked as not addressable (addressable.h) becomes addressable again.
 bool unregister(const void* ptr, MemoryKind kind) {
   Registry& r = registry();
   std::unique_lock<std::shared_mutex> lock(r.mutex);
   const auto it = r.by_base.find(static_cast<const std::byte*>(ptr));
   if (it == r.by_base.end() || it->second.kind != kind) return false;
+  set_addressable(const_cast<std::byte*>(it->second.base), it->second.bytes, true);
   if (kind == MemoryKind::Device)
     r.used[static_cast<size_t>(it->second.device)] -= round_up(it->second.bytes, kDeviceAlignment);
   r.by_base.erase(it);
@@ -98,6 +105,25 @@ std::optional<Allocation> find_allocation(const void* ptr) {
 bool inside(const Allocation& allocation, const void* ptr, size_t bytes) {
   const auto* p = static_cast<const std::byte*>(ptr);
   return p >= allocation.base && bytes <= allocation.bytes && p <= allocation.base + (allocation.bytes - bytes);
+}
+
+bool address_sanitizer() {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+void set_addressable(void* ptr, size_t bytes, bool addressable) {
+#if defined(__SANITIZE_ADDRESS__)
+  if (addressable)
+    ASAN_UNPOISON_MEMORY_REGION(ptr, bytes);
+  else
+    ASAN_POISON_MEMORY_REGION(ptr, bytes);
+#else
+  static_cast<void>(ptr), static_cast<void>(bytes), static_cast<void>(addressable);
+#endif
 }
 
 }  // namespace lab::cuda::emu

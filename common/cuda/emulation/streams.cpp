@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cuda/emulation/addressable.h"
 #include "common/cuda/emulation/device.h"
 #include "common/cuda/emulation/settings.h"
 
@@ -318,6 +319,26 @@ uint64_t enqueue_made(CUstream_st& stream, WorkMaker make) {
     }
   }
   return enqueue(stream, make());
+}
+
+bool after_queued_work(int device, cudaStream_t handle, std::function<void()> work) {
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  if (!valid_device(device)) return false;
+  CUstream_st* stream = nullptr;
+  if (handle == nullptr || handle == cudaStreamLegacy) {
+    auto& legacy = e.legacy[static_cast<size_t>(device)];
+    if (!legacy) legacy = start_stream(device, true, true);
+    stream = legacy.get();
+  } else if (e.streams.contains(handle)) {
+    stream = handle;
+  }
+  if (stream == nullptr || stream->device != device || stream->capture) return false;
+  drain_at_exit_once();
+  stream->queue.push_back(WorkItem{std::move(work), {}});  // no implicit dependencies: see addressable.h
+  stream->has_work.notify_one();
+  ++stream->queued;
+  return true;
 }
 
 bool any_capture(int device) {

@@ -371,7 +371,8 @@ TEST(CudaAllocator, OutOfMemoryIsAClearErrorAndTheAllocatorStillWorks) {
 }
 
 // Stream-ordered reuse: a block freed on the host while a copy queued before the free still reads it is handed to
-// the next request at once, cut smaller, and the copy still reads what was there.
+// the next request at once, cut smaller, and the copy still reads what was there (on the sanitized emulation build,
+// where freed blocks are marked as not addressable, the mark comes after the copy in the stream's order: no report).
 TEST(CudaAllocator, AQueuedReadOfABlockFreedAndCutAgainStillSeesItsData) {
   LAB_REQUIRE_GPU();
   const int64_t n = 1000;
@@ -393,6 +394,62 @@ TEST(CudaAllocator, AQueuedReadOfABlockFreedAndCutAgainStillSeesItsData) {
   }
   EXPECT_EQ(seen.to_floats(), values);
 }
+
+#if defined(LAB_CUDA_EMULATION) && defined(__SANITIZE_ADDRESS__)
+// The sanitized emulation build (common/cuda/block_marks.h): the bytes of a block past its request and a freed block
+// are not addressable, so writing one byte past a tensor's end, or into a freed tensor, is an AddressSanitizer
+// report, though the bytes lie inside the segment that cudaMalloc returned.
+TEST(CudaAllocatorDeathTest, AWriteOnePastATensorsEndIsAReport) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        const Tensor t = Tensor::empty({1000}, DType::F32, kGpu);  // 4000 bytes of a 4096-byte block
+        static_cast<void>(cudaMemset(t.raw(), 0, 4001));
+        static_cast<void>(cudaDeviceSynchronize());
+      },
+      "use-after-poison");
+}
+
+TEST(CudaAllocatorDeathTest, AWriteIntoAFreedTensorIsAReport) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        void* freed = nullptr;
+        {
+          const Tensor t = Tensor::empty({1000}, DType::F32, kGpu);
+          freed = t.raw();
+        }
+        static_cast<void>(cudaMemset(freed, 0, 16));
+        static_cast<void>(cudaDeviceSynchronize());
+      },
+      "use-after-poison");
+}
+
+// The marks never report a legal use. A block handed out again while its owner stream has not yet reached the marks
+// of its earlier free is addressable at once, from another stream too (a copy there is legal as soon as the
+// allocation returns), and stays so when the owner stream then makes those marks.
+TEST(CudaAllocator, ABlockReusedBeforeItsOwnerReachedTheFreeMarkStaysAddressable) {
+  LAB_REQUIRE_GPU();
+  const int64_t n = 1000;
+  cuda::Stream owner;
+  cuda::Stream other;
+  cuda::StreamGuard on(owner);
+  Tensor first = Tensor::zeros({n}, DType::F32, kGpu);
+  owner.synchronize();
+  const void* block = first.raw();
+  StreamGate gate(owner);
+  first = Tensor();  // its marks wait behind the gate
+  const Tensor second = Tensor::empty({n}, DType::F32, kGpu);
+  ASSERT_EQ(second.raw(), block);
+  ASSERT_EQ(cudaMemsetAsync(second.raw(), 0, second.nbytes(), other.get()), cudaSuccess);
+  other.synchronize();
+  gate.release();
+  owner.synchronize();  // the marks of the free have been made now
+  ASSERT_EQ(cudaMemsetAsync(second.raw(), 0, second.nbytes(), owner.get()), cudaSuccess);
+  owner.synchronize();
+  EXPECT_EQ(second.to_floats(), std::vector<float>(static_cast<size_t>(n), 0.0f));
+}
+#endif
 
 // ---------------------------------------------------------------- private pools
 
