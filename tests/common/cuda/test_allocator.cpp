@@ -1,6 +1,7 @@
 // The CUDA caching allocator: block and segment sizes, reuse, cutting and merging of freed blocks, per-category
 // accounting, separation of streams, blocks used on other streams (record_stream), the blocks of destroyed
-// streams, emptying the cache, the error when the device is out of memory, and private pools.
+// streams, emptying the cache, the error when the device is out of memory, private pools, and (in the sanitized
+// emulation build) AddressSanitizer's marks of the bytes past a tensor's end and of freed blocks.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
