@@ -9,6 +9,11 @@ function(lab_target_defaults target)
     # Nothing here reads errno after a math call or tests floating-point exception flags; without these,
     # loops calling sqrt() or floor() are not vectorised (both are still IEEE-exact).
     $<$<COMPILE_LANGUAGE:CXX>:-fno-math-errno -fno-trapping-math>
+    # `#pragma omp simd` asks for a vectorised loop. Where clang 16 cannot give one (a max reduction written as a
+    # comparison, the CPU ops' loops over fp16 and some over bf16, whose conversions are in common/core/dtype.h)
+    # the loop stays scalar under clang and it warns ("loop not vectorized", -Wpass-failed), where GCC says
+    # nothing. The loop is still correct: a missed speed-up of the CPU reference, not a warning that stops a build.
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:Clang>>:-Wno-pass-failed>
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr>)
   if(LAB_WERROR)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>
