@@ -1,6 +1,8 @@
 // The caching allocator's AddressSanitizer marks (see block_marks.h).
 #include "common/cuda/block_marks.h"
 
+#include <algorithm>
+
 #if defined(LAB_CUDA_EMULATION)
 #include "common/cuda/emulation/addressable.h"
 #endif
@@ -71,7 +73,9 @@ void BlockMarks::mark_after_queued_work(char* begin, char* end, cudaStream_t own
 }
 
 void BlockMarks::cut(char* begin, char* end) {
+  const auto overlaps = [&](const std::pair<char*, char*>& range) { return range.second > begin && range.first < end; };
   for (const std::shared_ptr<Mark>& mark : queued_) {
+    if (std::none_of(mark->ranges.begin(), mark->ranges.end(), overlaps)) continue;
     std::vector<std::pair<char*, char*>> kept;
     for (const auto& [b, e] : mark->ranges) {
       if (e <= begin || b >= end) {

@@ -118,7 +118,6 @@ class CudaCachingAllocator final : public Allocator {
       LAB_ASSERT(block != nullptr);  // a pointer this allocator never handed out
       size = block->size;
       if (block->uses.empty()) {
-        if (block->pool == 0) marks_.on_free(block->ptr, block->size, block->owner);
         cache(block);  // which may merge it into a neighbour: not to be read after
       } else if (record_uses(*block)) {
         block->state = State::Pending;
@@ -296,6 +295,8 @@ class CudaCachingAllocator final : public Allocator {
   // to the ordinary free blocks.
   void cache(Block* block) {
     block->uses.clear();
+    // Marked before it can be handed out again, so that its next user's bytes are cut out of the mark.
+    if (block->pool == 0) marks_.on_free(block->ptr, block->size, block->owner);
     if (const auto it = private_.find(block->pool); block->pool != 0 && it != private_.end()) {
       block->state = State::Free;
       it->second[block->size].push_back(block);  // a private pool's block serves that pool only
@@ -419,7 +420,6 @@ class CudaCachingAllocator final : public Allocator {
         continue;
       }
       for (const StreamUse& use : block->uses) spare_events_.push_back(use.event);
-      if (block->pool == 0) marks_.on_free(block->ptr, block->size, block->owner);
       cache(block);
       it = pending_.erase(it);
     }

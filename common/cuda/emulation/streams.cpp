@@ -215,13 +215,18 @@ void drain_at_exit_once() {
   (void)registered;
 }
 
-uint64_t enqueue_locked(Engine& e, CUstream_st& stream, std::function<void()> work, std::vector<Dependency> after) {
+// Appends `item` to `stream`'s queue as it is, and returns its ticket (callers hold the mutex).
+uint64_t push_locked(CUstream_st& stream, WorkItem item) {
   drain_at_exit_once();
-  std::vector<Dependency> implicit = implicit_dependencies(e, stream);
-  after.insert(after.end(), implicit.begin(), implicit.end());
-  stream.queue.push_back(WorkItem{std::move(work), std::move(after)});
+  stream.queue.push_back(std::move(item));
   stream.has_work.notify_one();
   return ++stream.queued;
+}
+
+uint64_t enqueue_locked(Engine& e, CUstream_st& stream, std::function<void()> work, std::vector<Dependency> after) {
+  std::vector<Dependency> implicit = implicit_dependencies(e, stream);
+  after.insert(after.end(), implicit.begin(), implicit.end());
+  return push_locked(stream, WorkItem{std::move(work), std::move(after)});
 }
 
 // "lab::test::StreamGate::wait(void*)" when the symbol is visible to the dynamic linker, else its address.
@@ -282,17 +287,26 @@ CUevent_st* resolve_event(Engine& e, cudaEvent_t handle) {
 
 }  // namespace
 
-CUstream_st* resolve_stream(cudaStream_t handle) {
-  Engine& e = engine();
-  std::lock_guard<std::mutex> lock(e.mutex);
+namespace {
+
+// The stream `handle` names, the legacy one of `device` for null and cudaStreamLegacy (started on first use);
+// nullptr for a handle that is no live stream, or a device that does not exist (callers hold the mutex).
+CUstream_st* resolve_stream_locked(Engine& e, cudaStream_t handle, int device) {
   if (handle == nullptr || handle == cudaStreamLegacy) {
-    const int device = current_device();
     if (!valid_device(device)) return nullptr;
     auto& legacy = e.legacy[static_cast<size_t>(device)];
     if (!legacy) legacy = start_stream(device, true, true);
     return legacy.get();
   }
   return e.streams.contains(handle) ? handle : nullptr;
+}
+
+}  // namespace
+
+CUstream_st* resolve_stream(cudaStream_t handle) {
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return resolve_stream_locked(e, handle, current_device());
 }
 
 int stream_device(const CUstream_st& stream) {
@@ -324,20 +338,9 @@ uint64_t enqueue_made(CUstream_st& stream, WorkMaker make) {
 bool after_queued_work(int device, cudaStream_t handle, std::function<void()> work) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
-  if (!valid_device(device)) return false;
-  CUstream_st* stream = nullptr;
-  if (handle == nullptr || handle == cudaStreamLegacy) {
-    auto& legacy = e.legacy[static_cast<size_t>(device)];
-    if (!legacy) legacy = start_stream(device, true, true);
-    stream = legacy.get();
-  } else if (e.streams.contains(handle)) {
-    stream = handle;
-  }
+  CUstream_st* stream = resolve_stream_locked(e, handle, device);
   if (stream == nullptr || stream->device != device || stream->capture) return false;
-  drain_at_exit_once();
-  stream->queue.push_back(WorkItem{std::move(work), {}});  // no implicit dependencies: see addressable.h
-  stream->has_work.notify_one();
-  ++stream->queued;
+  push_locked(*stream, WorkItem{std::move(work), {}});  // no implicit dependencies: see addressable.h
   return true;
 }
 
