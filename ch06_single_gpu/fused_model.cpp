@@ -7,10 +7,17 @@ namespace lab::ch06 {
 
 namespace {
 
+// The core's block with two fusions: the residual add and ln_2 as one op, and the MLP as one op. Under LayerNorm
+// recompute, ln_2's output comes back in backward from the sum by the core's LayerNorm: with 16-bit activations
+// that is the fused op's forward bit for bit (fused_residual_layernorm.h); in f32 the fused op is a kernel of its
+// own, whose bits are promised to rounding only.
 Var fused_block(Tape& tape, const Block& block, const Var& x, const ModelOptions& options) {
-  const Var attn = attention_forward(tape, block.attn, block.ln_1.forward(tape, x), options);
+  const Var attn = attention_from_qkv(tape, block.attn, attention_qkv(tape, block, x, options), options);
   const ResidualNorm h = residual_layernorm(tape, x, attn, block.ln_2);
-  return ag::residual(tape, h.residual, fused_mlp(tape, block.mlp, h.normalized, options));
+  const Var mlp = fused_mlp(tape, block.mlp, h.normalized, options);
+  if (options.recompute_layernorm)
+    ag::recompute_layernorm_in_backward(tape, h.normalized, h.residual, block.ln_2.weight, block.ln_2.bias);
+  return ag::residual(tape, h.residual, mlp);
 }
 
 }  // namespace

@@ -22,12 +22,13 @@ MemoryTheory memory_theory(const GPT2Config& config, int64_t batch, int64_t seq,
                                   : attention == AttentionKept::HalfProbabilities ? 2 * seq
                                   : attention == AttentionKept::F32Probabilities  ? 4 * seq
                                                                                   : act * seq;
-  // A whole block's elements apart from its 4 statistics, for none and for selective.
+  // A whole block's elements apart from its 4 statistics, for none and for the selective policies.
   int64_t block_elements = 16 * C, block_statistics = 4;
   switch (policy) {
     case RecomputePolicy::None: t.attention_bytes_per_token_per_block = H * attention_bytes; break;
-    case RecomputePolicy::Selective:  // drops the probabilities; flash attention's log-sum-exp stays
-      block_elements = 12 * C;
+    case RecomputePolicy::Selective:           // drops the probabilities; flash attention's log-sum-exp stays
+    case RecomputePolicy::SelectiveLayerNorm:  // and the two LayerNorms' outputs (their statistics stay)
+      block_elements = policy == RecomputePolicy::Selective ? 12 * C : 10 * C;
       t.attention_bytes_per_token_per_block = attention == AttentionKept::LogSumExp ? H * attention_bytes : 0;
       break;
     case RecomputePolicy::Block: block_elements = C, block_statistics = 0; break;

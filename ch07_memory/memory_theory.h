@@ -10,6 +10,7 @@
 //   activations what the forward pass keeps for backward, per token (B x T of them), in elements:
 //                 per block   16 C + 4 + heads x T   (none)
 //                             12 C + 4               (selective: no probabilities, no GELU output)
+//                             10 C + 4               (selective-ln: nor the two LayerNorms' outputs)
 //                             C                      (block: its input only)
 //               of which attention's own share, per head and token, is its probabilities' row (T values of
 //               the activations' bytes); chapter 9's rungs keep less or narrower: AttentionKept below

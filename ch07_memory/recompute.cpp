@@ -25,21 +25,28 @@ std::vector<Var> block_parameters(const Block& b) {
 
 }  // namespace
 
+std::vector<RecomputePolicy> recompute_policies() {
+  return {RecomputePolicy::None, RecomputePolicy::Selective, RecomputePolicy::SelectiveLayerNorm,
+          RecomputePolicy::Block};
+}
+
 std::vector<std::string> recompute_policy_names() {
-  return {"none", "selective", "block"};
+  std::vector<std::string> names;
+  for (const RecomputePolicy policy : recompute_policies()) names.emplace_back(recompute_policy_name(policy));
+  return names;
 }
 
 RecomputePolicy parse_recompute_policy(const std::string& name) {
-  if (name == "none") return RecomputePolicy::None;
-  if (name == "selective") return RecomputePolicy::Selective;
-  if (name == "block") return RecomputePolicy::Block;
-  fail(ErrorKind::InvalidArgument, "recompute policy '", name, "' is not one of none|selective|block");
+  for (const RecomputePolicy policy : recompute_policies())
+    if (name == recompute_policy_name(policy)) return policy;
+  fail(ErrorKind::InvalidArgument, "recompute policy '", name, "' is not one of none|selective|selective-ln|block");
 }
 
 const char* recompute_policy_name(RecomputePolicy policy) {
   switch (policy) {
     case RecomputePolicy::None: return "none";
     case RecomputePolicy::Selective: return "selective";
+    case RecomputePolicy::SelectiveLayerNorm: return "selective-ln";
     case RecomputePolicy::Block: return "block";
   }
   return "?";
@@ -59,14 +66,15 @@ void apply_recompute(ModelOptions& options, RecomputePolicy policy) {
   switch (policy) {
     case RecomputePolicy::None: return;
     case RecomputePolicy::Selective:
-      LAB_CHECK(!options.tensor_parallel, InvalidArgument,
-                "--recompute selective replaces the MLP, which a tensor-parallel shard cannot do (use --recompute "
-                "block with --tp)");
+    case RecomputePolicy::SelectiveLayerNorm:
+      LAB_CHECK(!options.tensor_parallel, InvalidArgument, "--recompute ", recompute_policy_name(policy),
+                " replaces the MLP, which a tensor-parallel shard cannot do (use --recompute block with --tp)");
       // Only the core's attention keeps probabilities to drop: another one (flash attention, chapter 9, which
       // keeps one number per row) stays as installed. The MLP installed, the core's or chapter 6's fused one,
       // drops its GELU output itself.
       if (is_core_attention(options.attention)) options.attention = attention_recomputing_probabilities;
       options.recompute_gelu = true;
+      options.recompute_layernorm = policy == RecomputePolicy::SelectiveLayerNorm;
       return;
     case RecomputePolicy::Block: {
       // A decorator: the block recomputed is whichever was installed (chapter 6's fused one), or the standard one.

@@ -13,6 +13,12 @@
 //              GELU is elementwise). Here the attention op computes probabilities and output together, so its
 //              recompute also repeats the probabilities-times-values product. An attention other than the
 //              core's (flash attention, chapter 9, keeps no probabilities) is left as installed.
+//   selective-ln  selective, and the two LayerNorms' outputs [B, T, C] of every block too (llm.c's recompute=2):
+//              each block keeps 10 C values a token instead of 12. The LayerNorm runs again in backward, from its
+//              input (which its own backward keeps), just before the layer that reads its output: an elementwise
+//              pass of 2 C values a token read and C written per LayerNorm, no GEMM. Worth it when the peak is
+//              the activations (the largest batch that fits); when memory is not short it costs a few percent of
+//              step time for nothing.
 //   block      only each block's input is kept; backward runs the block's forward again on a tape of its own
 //              and then that tape's backward (torch.utils.checkpoint around every block). One extra forward
 //              per step, about a third more compute, for activations of one block instead of all of them.
@@ -33,14 +39,15 @@
 
 namespace lab::ch07 {
 
-enum class RecomputePolicy { None, Selective, Block };
+enum class RecomputePolicy { None, Selective, SelectiveLayerNorm, Block };
 
-std::vector<std::string> recompute_policy_names();                // "none", "selective", "block"
+std::vector<RecomputePolicy> recompute_policies();                // every policy, in the order above
+std::vector<std::string> recompute_policy_names();                // "none", "selective", "selective-ln", "block"
 RecomputePolicy parse_recompute_policy(const std::string& name);  // InvalidArgument naming the choices
 const char* recompute_policy_name(RecomputePolicy policy);
 
-// Installs the policy's hooks in `options` (None leaves them unchanged). InvalidArgument for selective on a
-// tensor-parallel model (options.tensor_parallel set).
+// Installs the policy's hooks in `options` (None leaves them unchanged). InvalidArgument for selective and
+// selective-ln on a tensor-parallel model (options.tensor_parallel set).
 void apply_recompute(ModelOptions& options, RecomputePolicy policy);
 
 // The hooks themselves.

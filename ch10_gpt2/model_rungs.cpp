@@ -21,9 +21,12 @@ ModelRungs ModelRungs::parse(const std::string& kernels, const std::string& atte
 }
 
 std::string ModelRungs::incompatibility() const {
-  if (attention == ch09::Attention::Batched && recompute == ch07::RecomputePolicy::Selective)
-    return "--recompute selective recomputes the core attention's probabilities, and --attention batched keeps its "
-           "own (16-bit): use --recompute none or block with it, or --attention flash, which keeps none";
+  const bool selective =
+      recompute == ch07::RecomputePolicy::Selective || recompute == ch07::RecomputePolicy::SelectiveLayerNorm;
+  if (attention == ch09::Attention::Batched && selective)
+    return cat("--recompute ", ch07::recompute_policy_name(recompute),
+               " recomputes the core attention's probabilities, and --attention batched keeps its own (16-bit): use "
+               "--recompute none or block with it, or --attention flash, which keeps none");
   return "";
 }
 
@@ -56,8 +59,7 @@ std::vector<ModelRungs> every_model_rungs() {
   for (const ch06::Kernels k : {ch06::Kernels::Reference, ch06::Kernels::Fused})
     for (const ch09::Attention a : {ch09::Attention::Materialized, ch09::Attention::Batched, ch09::Attention::Flash,
                                     ch09::Attention::FlashOnePass})
-      for (const ch07::RecomputePolicy r :
-           {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block})
+      for (const ch07::RecomputePolicy r : ch07::recompute_policies())
         for (const ch07::LmHead h : {ch07::LmHead::Full, ch07::LmHead::Chunked}) {
           const bool odd_chunks = h == ch07::LmHead::Chunked && k == ch06::Kernels::Fused;
           all.push_back({k, a, r, false, h, odd_chunks ? 7 : 0});

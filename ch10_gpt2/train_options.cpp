@@ -122,8 +122,10 @@ void TrainOptions::register_flags(Flags& f) {
   f.add_string("memory-snapshot", &memory_snapshot,
                "write the first step's allocation timeline (every alloc/free: size, category, op) to this JSON "
                "file (scripts/plot_memory.py draws it)");
-  f.add_choice("recompute", &recompute, ch07::recompute_policy_names(),
-               "activation recompute: none, selective (attention probabilities and GELU), block (whole blocks)");
+  f.add_choice(
+      "recompute", &recompute, ch07::recompute_policy_names(),
+      "activation recompute: none, selective (attention probabilities and GELU), selective-ln (and the LayerNorm "
+      "outputs), block (whole blocks)");
   f.add_choice("lm-head", &lm_head, ch07::lm_head_names(),
                "full: the logits of every token kept (as their gradient) until backward; chunked: the LM head, its "
                "loss and its gradients chunk by chunk in the forward pass, the [B, T, vocab] logits never whole "

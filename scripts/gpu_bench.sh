@@ -8,6 +8,7 @@
 #   ours one-pass    the same with --attention flash-one-pass: flash attention's backward in one pass, dQ by atomics
 #   ours + recompute the same with --recompute selective: the GELU outputs recomputed in backward, as llm.c does by
 #                    default (its -r 1), so that the memory column compares like with like
+#   ours + ln        the same with --recompute selective-ln: the LayerNorms' outputs recomputed too (llm.c's -r 2)
 #   PyTorch eager    tools/compare/pytorch_gpt2_step.py --dtype bf16 (nanoGPT's model, SDPA, fused AdamW)
 #   PyTorch compile  the same under torch.compile (PyTorch 2 on a GPU only)
 # and writes a Markdown table of step time (median), tokens/s and the allocator's peak, each run's JSON beside it
@@ -121,6 +122,7 @@ columns=("ours bf16|$bench --dtype bf16"
   "ours all rungs|$bench --dtype bf16 $all_rungs"
   "ours one-pass|$bench --dtype bf16 ${all_rungs/--attention flash/--attention flash-one-pass}"
   "ours + recompute|$bench --dtype bf16 $all_rungs --recompute selective"
+  "ours + ln|$bench --dtype bf16 $all_rungs --recompute selective-ln"
   "PyTorch eager|$python $repo/tools/compare/pytorch_gpt2_step.py --dtype bf16")
 [ "$device" = cuda ] && columns+=("PyTorch compile|$python $repo/tools/compare/pytorch_gpt2_step.py --dtype bf16 --compile")
 

@@ -84,6 +84,14 @@ inline bool any_requires_grad(std::initializer_list<const Var*> vars) {
   return false;
 }
 
+// Activation recompute of a tensor computed in forward: call it once every forward step that reads `value` has
+// been recorded. The value's memory is released now (Storage::release), and a step recorded here takes it again
+// and runs `recompute` to fill it. The tape runs steps newest first, so the value is back just before the
+// backward of those readers, and nothing is kept for it in between. `recompute` must give the value the readers
+// saw in forward (the same kernel on the same kept inputs gives the same bits), and only those readers may read
+// it. A tape that does not record is left alone (the value is freed with its last reader).
+void recompute_in_backward(Tape& tape, const char* op, const Tensor& value, std::function<void()> recompute);
+
 // For an op on qkv [B, T, 3C] that computes in one dtype whatever the activations' (the attention functions):
 // runs forward(out_s, q_s) with qkv and the output in `storage`, on them directly when qkv has that dtype, else on
 // rounded copies that live for the call, the output widened back into `out`.

@@ -77,6 +77,16 @@ Var layernorm(Tape& tape, const Var& x, const Var& w, const Var& b) {
   return out;
 }
 
+void recompute_layernorm_in_backward(Tape& tape, const Var& out, const Var& x, const Var& w, const Var& b) {
+  const Tensor value = out.value();
+  recompute_in_backward(tape, "layernorm (recomputed)", value, [value, x, w, b] {
+    const int64_t rows = value.numel() / value.dim(-1);
+    const Tensor mean = empty_as({rows}, DType::F32, value.device(), MemCategory::Workspace);
+    const Tensor rstd = empty_as({rows}, DType::F32, value.device(), MemCategory::Workspace);
+    ops::layernorm_forward(value, mean, rstd, x.value(), w.value(), b.value());
+  });
+}
+
 Var gelu(Tape& tape, const Var& x) {
   const MemoryOpScope op("gelu");
   Var out(new_activation(x.value().shape(), x.value()), tape.recording() && x.requires_grad());
@@ -152,6 +162,15 @@ void add_converted_gradient(const Var& x, const Tensor& g) {
 }
 
 }  // namespace
+
+void recompute_in_backward(Tape& tape, const char* op, const Tensor& value, std::function<void()> recompute) {
+  if (!tape.recording()) return;
+  value.storage()->release();
+  tape.record(op, {}, [value, recompute = std::move(recompute)] {
+    value.storage()->restore();
+    recompute();
+  });
+}
 
 void forward_in_storage(const Tensor& out, const Tensor& q, DType storage,
                         const std::function<void(const Tensor& out_s, const Tensor& q_s)>& forward) {

@@ -24,6 +24,10 @@ Var cast(Tape& tape, const Var& x, DType dtype);
 // x @ w^T + b, w in [out, in] layout; b may be an undefined Var (no bias)
 Var linear(Tape& tape, const Var& x, const Var& w, const Var& b);
 Var layernorm(Tape& tape, const Var& x, const Var& w, const Var& b);
+// `out` = layernorm(x, w, b), recomputed in backward instead of kept (recompute_in_backward, function_support.h):
+// call it once out's readers are recorded. The recompute is layernorm's forward kernel on x, which its own backward
+// keeps anyway, so out comes back bit for bit; the statistics it writes again go to a temporary.
+void recompute_layernorm_in_backward(Tape& tape, const Var& out, const Var& x, const Var& w, const Var& b);
 Var gelu(Tape& tape, const Var& x);
 Var residual(Tape& tape, const Var& a, const Var& b);
 // Causal self-attention on packed qkv [B,T,3C] -> [B,T,C], computed in f32 (16-bit qkv widened for the call and

@@ -37,7 +37,7 @@ std::vector<TapeEntry> Tape::entries() const {
   for (const Step& step : steps_) {
     TapeEntry entry{step.op, 0};
     for (const Tensor& t : step.keeps)
-      if (t.defined() && t.storage()->category() == MemCategory::Activations &&
+      if (t.defined() && t.storage()->category() == MemCategory::Activations && !t.storage()->released() &&
           counted.insert(t.storage().get()).second)
         entry.kept_bytes += static_cast<int64_t>(t.storage()->bytes());
     out.push_back(std::move(entry));

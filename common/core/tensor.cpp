@@ -41,6 +41,20 @@ Storage::~Storage() {
   }
 }
 
+void Storage::release() {
+  LAB_CHECK(!release_, Internal, "only owned memory can be released for recompute");
+  if (released_) return;
+  if (data_) allocator_for(device_).deallocate(data_, bytes_, category_);
+  data_ = nullptr;
+  released_ = true;
+}
+
+void Storage::restore() {
+  if (!released_) return;
+  if (bytes_ > 0) data_ = allocator_for(device_).allocate(bytes_, category_);
+  released_ = false;
+}
+
 // ---------------------------------------------------------------- byte movers
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
@@ -115,6 +129,8 @@ int64_t Tensor::dim(int i) const {
 
 void* Tensor::raw() const {
   check_defined("tensor");
+  LAB_CHECK(!storage_->released(), Internal,
+            "a tensor whose memory is released until backward recomputes it was read before the recompute");
   return static_cast<char*>(storage_->data()) + offset_bytes_;
 }
 

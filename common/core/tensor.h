@@ -39,11 +39,20 @@ class Storage {
   Device device() const { return device_; }
   MemCategory category() const { return category_; }
 
+  // Activation recompute (ag::recompute_in_backward): release() gives the memory back to the allocator while the
+  // Storage, and every tensor that views it, stays; restore() takes a new block of the same size, uninitialised,
+  // for the value to be computed into again. Reading a released storage's tensor is an error (Tensor::raw).
+  // Owned memory only.
+  void release();
+  void restore();
+  bool released() const { return released_; }
+
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;
   MemCategory category_ = MemCategory::Other;
+  bool released_ = false;
   std::function<void()> release_;  // set for wrapped memory only
 };
 

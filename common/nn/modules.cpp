@@ -71,16 +71,27 @@ Var gelu_linear_recomputing_gelu(Tape& tape, const Var& pre, const Linear& linea
   return out;
 }
 
-Var attention_forward(Tape& tape, const CausalSelfAttention& attn, const Var& x, const ModelOptions& options) {
-  const Var qkv = attn.c_attn.forward(tape, column_parallel_input(tape, x, options));
+Var attention_qkv(Tape& tape, const Block& block, const Var& x, const ModelOptions& options) {
+  const Var normalized = block.ln_1.forward(tape, x);
+  const Var qkv = block.attn.c_attn.forward(tape, column_parallel_input(tape, normalized, options));
+  if (options.recompute_layernorm)
+    ag::recompute_layernorm_in_backward(tape, normalized, x, block.ln_1.weight, block.ln_1.bias);
+  return qkv;
+}
+
+Var attention_from_qkv(Tape& tape, const CausalSelfAttention& attn, const Var& qkv, const ModelOptions& options) {
   return row_parallel_linear(tape, attn.c_proj, options.attention(tape, qkv, attn.n_head), options);
 }
 
 Var block_forward(Tape& tape, const Block& block, const Var& x, const ModelOptions& options) {
-  const Var h = ag::residual(tape, x, attention_forward(tape, block.attn, block.ln_1.forward(tape, x), options));
+  const Var h =
+      ag::residual(tape, x, attention_from_qkv(tape, block.attn, attention_qkv(tape, block, x, options), options));
   const Var m = block.ln_2.forward(tape, h);
-  return ag::residual(
-      tape, h, options.mlp ? options.mlp(tape, block.mlp, m, options) : mlp_forward(tape, block.mlp, m, options));
+  const Var out = options.mlp ? options.mlp(tape, block.mlp, m, options) : mlp_forward(tape, block.mlp, m, options);
+  // The MLP's only reader of m is its first layer; its backward is the MLP's last, so m comes back just before
+  // the MLP's backward starts.
+  if (options.recompute_layernorm) ag::recompute_layernorm_in_backward(tape, m, h, block.ln_2.weight, block.ln_2.bias);
+  return ag::residual(tape, h, out);
 }
 
 }  // namespace lab

@@ -60,6 +60,10 @@ struct ModelOptions {
   // output again in backward, where c_proj's weight gradient reads it. Every MLP implementation honours it: the
   // core's (mlp_forward) and chapter 6's fused one; a tensor-parallel shard refuses it.
   bool recompute_gelu = false;
+  // LayerNorm recompute (chapter 7's --recompute selective-ln): the blocks keep ln_1's and ln_2's inputs but not
+  // their outputs, and run the LayerNorm again in backward just before the layer that reads its output
+  // (ag::recompute_layernorm_in_backward). The core's block and chapter 6's fused one honour it.
+  bool recompute_layernorm = false;
   BlockFn block;  // empty: the standard pre-LN block below
   // The loss over the LM head's logits on one rank: ag::cross_entropy_through this classifier (the core's, or
   // chapter 6's fused one), which writes the logits' gradient over them.
@@ -106,9 +110,11 @@ Var mlp_forward(Tape& tape, const MLP& mlp, const Var& x, const ModelOptions& op
 // weight's gradient, so its results are bitwise those of ag::gelu followed by linear.forward. In any precision the
 // Linear runs in (fp32, 16-bit products, 16-bit activations). The MLP's second half under options.recompute_gelu.
 Var gelu_linear_recomputing_gelu(Tape& tape, const Var& pre, const Linear& linear);
-// Attention the same way: c_attn column-parallel (this rank's heads' q, k and v), attention over those heads,
-// c_proj row-parallel.
-Var attention_forward(Tape& tape, const CausalSelfAttention& attn, const Var& x, const ModelOptions& options);
+// Attention the same way, in two parts: c_attn column-parallel (this rank's heads' q, k and v) from the block's
+// input, c_attn(ln_1(x)), with ln_1's output released until backward under options.recompute_layernorm; then
+// attention over those heads and c_proj row-parallel.
+Var attention_qkv(Tape& tape, const Block& block, const Var& x, const ModelOptions& options);
+Var attention_from_qkv(Tape& tape, const CausalSelfAttention& attn, const Var& qkv, const ModelOptions& options);
 // x + attn(ln_1(x)), then + mlp(ln_2(.))
 Var block_forward(Tape& tape, const Block& block, const Var& x, const ModelOptions& options);
 

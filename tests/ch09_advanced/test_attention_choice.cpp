@@ -138,10 +138,11 @@ TEST(AttentionChoice, TheForwardKeepsTheTheoryWith16BitActivations) {
   const int64_t B = 2, T = 96;
   for (const ch09::Attention attention :
        {ch09::Attention::Materialized, ch09::Attention::Batched, ch09::Attention::Flash})
-    for (const ch07::RecomputePolicy policy :
-         {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block})
+    for (const ch07::RecomputePolicy policy : ch07::recompute_policies())
       for (const ch07::LmHead head : {ch07::LmHead::Full, ch07::LmHead::Chunked}) {
-        if (attention == ch09::Attention::Batched && policy == ch07::RecomputePolicy::Selective) continue;
+        const bool selective =
+            policy == ch07::RecomputePolicy::Selective || policy == ch07::RecomputePolicy::SelectiveLayerNorm;
+        if (attention == ch09::Attention::Batched && selective) continue;
         SCOPED_TRACE(cat(ch09::attention_name(attention), ", recompute ", ch07::recompute_policy_name(policy), ", ",
                          ch07::lm_head_name(head), " head"));
         ModelOptions options;

@@ -60,8 +60,9 @@ void expect_every_compatible_combination_matches_the_plain_model(Device device, 
     EXPECT_LT(max_scaled_error(pass.grads, plain.grads), tolerance);
     ++compared;
   }
-  // 48 combinations, of which batched + selective (with either kernels and either head) cannot compose.
-  EXPECT_EQ(compared, 44);
+  // 64 combinations, of which batched + selective or selective-ln (with either kernels and either head) cannot
+  // compose.
+  EXPECT_EQ(compared, 56);
 }
 
 }  // namespace lab::test

@@ -45,8 +45,7 @@ void expect_activations_within_the_theory(const StepMemory& m) {
 }
 
 TEST(RunMemoryTheory, ThePlainRunAndEachRecomputePolicy) {
-  for (const auto policy :
-       {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block}) {
+  for (const auto policy : ch07::recompute_policies()) {
     SCOPED_TRACE(ch07::recompute_policy_name(policy));
     RunConfig config = tiny_theory_run(Device::cpu());
     config.rungs.recompute = policy;
@@ -62,8 +61,7 @@ TEST(RunMemoryTheory, ThePlainRunAndEachRecomputePolicy) {
 // and optimizer state are the theory's (chapter 6's CPU epilogue widens the 16-bit weights as workspace).
 TEST(RunMemoryTheory, EveryKernelsRecomputeAndHeadWith16BitActivations) {
   for (const ch06::Kernels kernels : {ch06::Kernels::Reference, ch06::Kernels::Fused})
-    for (const auto policy :
-         {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block})
+    for (const auto policy : ch07::recompute_policies())
       for (const ch07::LmHead head : {ch07::LmHead::Full, ch07::LmHead::Chunked}) {
         RunConfig config = tiny_theory_run(Device::cpu());
         config.math = MathMode::BF16;
@@ -182,8 +180,7 @@ TEST(RunMemoryTheory, EveryStageHoldsTheMicroBatchesItsScheduleKeepsInFlight) {
 // Per token of a micro-batch, the stages of a pipeline keep what the whole model keeps, plus the boundary
 // activation [C] that each stage but the first receives; every recompute policy.
 TEST(RunMemoryTheory, ThePipelinesStagesKeepTheWholeModelsActivationsAndTheirBoundaries) {
-  for (const auto policy :
-       {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block}) {
+  for (const auto policy : ch07::recompute_policies()) {
     SCOPED_TRACE(ch07::recompute_policy_name(policy));
     RunConfig config = tiny_theory_run(Device::cpu());
     config.model = layout_theory_model();

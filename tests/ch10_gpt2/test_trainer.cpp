@@ -73,7 +73,7 @@ TEST(Trainer, FlashAttentionTrainsAsTheMaterialisedOneAlsoUnderSelectiveRecomput
   o.steps = 3;
   const double materialized = Trainer(o).run().last_loss;
   o.attention = "flash";
-  for (const char* recompute : {"none", "selective"}) {
+  for (const char* recompute : {"none", "selective", "selective-ln"}) {
     o.recompute = recompute;
     EXPECT_NEAR(Trainer(o).run().last_loss, materialized, 1e-4) << "--recompute " << recompute;
   }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,8 +66,9 @@ struct TrainingRun {
 
 // fp16 runs start from a loss scale of 2^20, which overflows this model's backward at first, and grow it after every
 // 2 clean steps: skips, backoff and growth all happen in 4 steps.
+// `rungs` sets the model's rungs on top (kernels, attention, recompute, activations).
 TrainingRun train_on(const std::string& device, const std::string& dir, bool cuda_graphs = false,
-                     const std::string& dtype = "fp32") {
+                     const std::string& dtype = "fp32", const std::function<void(TrainOptions&)>& rungs = {}) {
   TrainOptions o;
   o.data_train = dir + "/train_000000.bin";
   o.data_val = dir + "/val_000000.bin";
@@ -85,6 +87,7 @@ TrainingRun train_on(const std::string& device, const std::string& dir, bool cud
   o.sample_tokens = 0;
   o.seed = kSeed;
   o.cuda_graphs = cuda_graphs;
+  if (rungs) rungs(o);
   o.log_json = dir + "/" + device + "_" + dtype + (cuda_graphs ? "_graphs" : "") + ".jsonl";
   Trainer trainer(o);
   TrainingRun run;
@@ -166,6 +169,32 @@ TEST(TrainerOnCuda, CudaGraphsTrainAsTheEagerStep) {
   EXPECT_NEAR(graphed.summary.last_val_loss, eager.summary.last_val_loss, 1e-6 * eager.summary.last_val_loss);
   for (size_t i = 0; i < eager.final_params.size(); ++i)
     EXPECT_LT(max_abs_diff(graphed.final_params[i].second, eager.final_params[i].second), 1e-5)
+        << eager.final_params[i].first;
+}
+
+// --cuda-graphs with every speed rung and LayerNorm recompute in bf16: the recomputed LayerNorm outputs are released
+// and allocated again inside the captured step (from the graph's private pool), and the replays train as the eager
+// step does.
+TEST(TrainerOnCuda, CudaGraphsCaptureTheLayerNormRecompute) {
+  LAB_REQUIRE_GPU();
+  const std::string dir = testing::scratch_directory();
+  write_pattern_shard(dir + "/train_000000.bin", 4000, 0);
+  write_pattern_shard(dir + "/val_000000.bin", 1000, 11);
+  const auto rungs = [](TrainOptions& o) {
+    o.kernels = "fused";
+    o.attention = "flash";
+    o.recompute = "selective-ln";
+    o.activations = "16bit";
+  };
+  const TrainingRun eager = train_on("cuda", dir, false, "bf16", rungs);
+  const TrainingRun graphed = train_on("cuda", dir, true, "bf16", rungs);
+  ASSERT_EQ(graphed.steps.size(), eager.steps.size());
+  for (size_t i = 0; i < eager.steps.size(); ++i) {
+    const double loss = eager.steps[i].at("loss").as_number();
+    EXPECT_NEAR(graphed.steps[i].at("loss").as_number(), loss, 1e-5 * loss) << "step " << i + 1;
+  }
+  for (size_t i = 0; i < eager.final_params.size(); ++i)
+    EXPECT_LT(max_abs_diff(graphed.final_params[i].second, eager.final_params[i].second), 1e-4)
         << eager.final_params[i].first;
 }
 

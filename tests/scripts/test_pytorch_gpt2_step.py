@@ -79,13 +79,13 @@ class PyTorchStep(unittest.TestCase):
                                  capture_output=True, text=True, timeout=600)
             self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
             rows = [line for line in out.read_text().splitlines() if line.startswith("| ") and "---" not in line]
-            self.assertEqual(rows[0],
-                             "| B | ours bf16 | ours all rungs | ours one-pass | ours + recompute | PyTorch eager |")
+            self.assertEqual(rows[0], "| B | ours bf16 | ours all rungs | ours one-pass | ours + recompute | ours + ln "
+                                      "| PyTorch eager |")
             self.assertEqual([r.split(" | ")[0] for r in rows[1:]], ["| 1", "| 2"])
             for row in rows[1:]:
                 self.assertNotIn("failed", row)
-                self.assertEqual(row.count(" ms, "), 5, row)
-            self.assertEqual(len(list(Path(scratch).glob("gpu_bench_b*.json"))), 10)
+                self.assertEqual(row.count(" ms, "), 6, row)
+            self.assertEqual(len(list(Path(scratch).glob("gpu_bench_b*.json"))), 12)
             bad = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_bench.sh"), "--device", "cpu", "--steps", "0"],
                                  capture_output=True, text=True)
             self.assertEqual(bad.returncode, 2)

@@ -7,8 +7,9 @@
 // rules, stream order, sticky errors) and every launch counted, but kernels, cuBLAS/cuBLASLt products, memsets
 // and device-to-device copies do nothing. Copies from and to the host still run, so the program reads back
 // bytes (zeros, for memory nothing was copied into) and goes on. New device memory is not filled with 0xff
-// (blocks above 1 MiB are not touched at all, so a dry run of a 13 GB step costs the host little memory;
-// smaller ones are zeroed, so that a loss or a norm read back is a finite 0 and the training loop goes on).
+// (blocks above 1 MiB are not touched at all, and are mapped without reserving host memory, so a dry run of a
+// 13 GB step costs the host little memory and one of an 80 GB GPU's runs on a smaller host; smaller ones are
+// zeroed, so that a loss or a norm read back is a finite 0 and the training loop goes on).
 //
 // Every computed value is meaningless in a dry run; the allocator's figures are those of the real run
 // (tests/ch10_gpt2/test_dry_run_memory_cuda.cpp compares them).

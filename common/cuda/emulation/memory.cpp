@@ -2,6 +2,8 @@
 // copies and memsets.
 #include "common/cuda/emulation/memory.h"
 
+#include <sys/mman.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -56,18 +58,27 @@ std::optional<Allocation> find_locked(const Registry& r, const void* ptr) {
   return it->second;
 }
 
-// Removes the allocation starting exactly at `ptr` if it has `kind`; false when there is none. What the
-// caching allocator marked as not addressable (addressable.h) becomes addressable again.
-bool unregister(const void* ptr, MemoryKind kind) {
+// Removes the allocation starting exactly at `ptr` if it has `kind`, and returns it; nullopt when there is none.
+// What the caching allocator marked as not addressable (addressable.h) becomes addressable again.
+std::optional<Allocation> unregister(const void* ptr, MemoryKind kind) {
   Registry& r = registry();
   std::unique_lock<std::shared_mutex> lock(r.mutex);
   const auto it = r.by_base.find(static_cast<const std::byte*>(ptr));
-  if (it == r.by_base.end() || it->second.kind != kind) return false;
-  set_addressable(const_cast<std::byte*>(it->second.base), it->second.bytes, true);
+  if (it == r.by_base.end() || it->second.kind != kind) return std::nullopt;
+  const Allocation removed = it->second;
+  set_addressable(const_cast<std::byte*>(removed.base), removed.bytes, true);
   if (kind == MemoryKind::Device)
-    r.used[static_cast<size_t>(it->second.device)] -= round_up(it->second.bytes, kDeviceAlignment);
+    r.used[static_cast<size_t>(removed.device)] -= round_up(removed.bytes, kDeviceAlignment);
   r.by_base.erase(it);
-  return true;
+  return removed;
+}
+
+// A dry run's block above kDryRunZeroedBytes, never touched: mapped with MAP_NORESERVE, so that the host's
+// overcommit accounting does not refuse a block larger than its memory (a 25 GB logits buffer of a large batch
+// on a 24 GB machine) that no page of will ever be written. Null when the mapping fails.
+std::byte* map_untouched(size_t size) {
+  void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return memory == MAP_FAILED ? nullptr : static_cast<std::byte*>(memory);
 }
 
 void synchronize_all_devices(const char* call) {
@@ -154,17 +165,18 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
     if (size > settings().device_memory_bytes - used) return record(cudaErrorMemoryAllocation);
     used += size;  // reserved now, so that two threads cannot both take the last bytes
   }
-  auto* memory = static_cast<std::byte*>(std::aligned_alloc(kDeviceAlignment, size));
+  const bool dry = dry_run(), mapped = dry && size > kDryRunZeroedBytes;
+  auto* memory = mapped ? map_untouched(size) : static_cast<std::byte*>(std::aligned_alloc(kDeviceAlignment, size));
   std::unique_lock<std::shared_mutex> lock(r.mutex);
   if (memory == nullptr) {
     r.used[static_cast<size_t>(device)] -= size;
     return record(cudaErrorMemoryAllocation);
   }
-  r.by_base.emplace(memory, Allocation{memory, bytes, MemoryKind::Device, device});
+  r.by_base.emplace(memory, Allocation{memory, bytes, MemoryKind::Device, device, mapped});
   lock.unlock();
-  if (!dry_run())
+  if (!dry)
     std::memset(memory, 0xff, size);
-  else if (size <= kDryRunZeroedBytes)
+  else if (!mapped)
     std::memset(memory, 0, size);  // larger blocks stay untouched (dry_run.h)
   *ptr = memory;
   return cudaSuccess;
@@ -179,8 +191,12 @@ cudaError_t cudaFree(void* ptr) {
       refused != cudaSuccess)
     return refused;
   synchronize_all_devices("cudaFree");
-  if (!unregister(ptr, MemoryKind::Device)) return record(cudaErrorInvalidValue);
-  std::free(ptr);
+  const std::optional<Allocation> removed = unregister(ptr, MemoryKind::Device);
+  if (!removed) return record(cudaErrorInvalidValue);
+  if (removed->mapped)
+    munmap(ptr, round_up(removed->bytes, kDeviceAlignment));
+  else
+    std::free(ptr);
   return record(sticky_error(device));
 }
 

@@ -16,6 +16,7 @@ struct Allocation {
   size_t bytes = 0;
   MemoryKind kind = MemoryKind::Device;
   int device = 0;
+  bool mapped = false;  // a dry run's large block: mapped without reserving host memory (dry_run.h), unmapped
 };
 
 // The allocation that `ptr` points into, or one past the end of (a valid end pointer); nullopt otherwise.

@@ -44,7 +44,7 @@ TEST(MemoryBenchProgram, OneProcessRunsTheStaircaseAndSaysWhatZeroNeeds) {
   EXPECT_NE(printed.find("they need mpirun -np N with N >= 2"), std::string::npos) << printed;
   const std::map<std::string, Json> rows = rows_by_rung(json);
   for (const char* rung :
-       {"original", "accumulation", "selective", "block", "block-one-pass", "optimizer-in-backward"}) {
+       {"original", "accumulation", "selective", "selective-ln", "block", "block-one-pass", "optimizer-in-backward"}) {
     ASSERT_TRUE(rows.count(rung)) << rung;
     EXPECT_EQ(rows.at(rung).at("status").as_string(), "ok") << rung;
   }

@@ -33,14 +33,15 @@ TEST(MemoryStaircase, OptimizerInBackwardSitsOnBlockRecomputeOverTheWholeBatch) 
   EXPECT_TRUE(staircase::check_one_change_per_rung(stairs).empty());
   std::vector<std::string> names;
   for (const staircase::Rung& r : stairs.rungs) names.push_back(r.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"original", "accumulation", "selective", "block", "block-one-pass",
-                                             "optimizer-in-backward", "flash-attention", "chunked-head"}));
-  const staircase::Settings top = staircase::parse_settings(stairs.flags_for(stairs.rungs[5]));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"original", "accumulation", "selective", "selective-ln", "block",
+                                      "block-one-pass", "optimizer-in-backward", "flash-attention", "chunked-head"}));
+  const staircase::Settings top = staircase::parse_settings(stairs.flags_for(stairs.rungs[6]));
   EXPECT_EQ(top.at("optimizer-in-backward"), "true");
   EXPECT_EQ(top.at("recompute"), "block");
   EXPECT_EQ(top.at("batch"), "4");      // one pass: the optimizer in backward cannot accumulate
   EXPECT_EQ(top.at("grad-clip"), "0");  // nor clip
-  const staircase::Settings flash = staircase::parse_settings(stairs.flags_for(stairs.rungs[6]));
+  const staircase::Settings flash = staircase::parse_settings(stairs.flags_for(stairs.rungs[7]));
   EXPECT_EQ(flash.at("attention"), "flash");
   EXPECT_EQ(flash.at("optimizer-in-backward"), "true");
   const staircase::Settings head = staircase::parse_settings(stairs.flags_for(stairs.rungs.back()));
@@ -55,9 +56,9 @@ TEST(MemoryStaircase, OptimizerInBackwardKeepsAboutTheTiedEmbeddingsGradient) {
     return measure_training_rung(staircase::parse_settings(stairs.flags_for(rung)), config.device, config.steps);
   });
   for (const staircase::RungReport& r : report.rungs) ASSERT_TRUE(r.ran) << r.rung.name << ": " << r.error;
-  const staircase::RungReport& block = report.rungs[3];
-  const staircase::RungReport& one_pass = report.rungs[4];
-  const staircase::RungReport& in_backward = report.rungs[5];
+  const staircase::RungReport& block = report.rungs[4];
+  const staircase::RungReport& one_pass = report.rungs[5];
+  const staircase::RungReport& in_backward = report.rungs[6];
 
   // Below it, the whole flat gradient buffer: as many bytes as the parameters.
   const double params = median_of(block, "params_MiB");
@@ -78,10 +79,16 @@ TEST(MemoryStaircase, OptimizerInBackwardKeepsAboutTheTiedEmbeddingsGradient) {
   EXPECT_EQ(median_of(in_backward, "optimizer_MiB"), median_of(one_pass, "optimizer_MiB"));
   // Flash attention on top changes the activations only, and can only lower them (no probabilities kept; here the
   // logits, not the block re-run in backward, set the peak, so it need not move).
-  const staircase::RungReport& flash = report.rungs[6];
+  const staircase::RungReport& flash = report.rungs[7];
   for (const char* metric : {"params_MiB", "grads_MiB", "optimizer_MiB"})
     EXPECT_EQ(median_of(flash, metric), median_of(in_backward, metric)) << metric;
   EXPECT_LE(median_of(flash, "activations_MiB"), median_of(in_backward, "activations_MiB"));
+  // Recomputing the LayerNorms' outputs too keeps less than selective recompute alone, and changes nothing else.
+  const staircase::RungReport& selective = report.rungs[2];
+  const staircase::RungReport& selective_ln = report.rungs[3];
+  EXPECT_LT(median_of(selective_ln, "activations_MiB"), median_of(selective, "activations_MiB"));
+  for (const char* metric : {"params_MiB", "grads_MiB", "optimizer_MiB"})
+    EXPECT_EQ(median_of(selective_ln, metric), median_of(selective, metric)) << metric;
 }
 
 }  // namespace

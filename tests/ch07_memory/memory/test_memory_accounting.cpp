@@ -70,8 +70,7 @@ TEST(MemoryAccounting, ParamsGradsAndMomentsAreTheTheoryExactly) {
 TEST(MemoryAccounting, StoredActivationsAreTheFormula) {
   // After the forward, before backward: the activations kept are the formula's, for each recompute policy.
   const GPT2Config config = GPT2Config::from_name("tiny");
-  for (const auto policy :
-       {ch07::RecomputePolicy::None, ch07::RecomputePolicy::Selective, ch07::RecomputePolicy::Block}) {
+  for (const auto policy : ch07::recompute_policies()) {
     SCOPED_TRACE(ch07::recompute_policy_name(policy));
     ModelOptions options;
     ch07::apply_recompute(options, policy);

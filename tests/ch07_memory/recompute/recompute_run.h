@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "ch06_single_gpu/fused_model.h"
 #include "ch07_memory/recompute.h"
 #include "common/autograd/tape.h"
 #include "common/core/memory.h"
@@ -21,11 +22,13 @@ struct RecomputeRun {
 };
 
 // With `matmul` bf16 or f16, the model's products read 16-bit operands (GPT2::set_matmul_dtype), and with
-// `activations_16bit` its activations are in that dtype too (ModelOptions::activations).
+// `activations_16bit` its activations are in that dtype too (ModelOptions::activations); `kernels` chapter 6's
+// (--kernels fused) or the core's.
 inline RecomputeRun run_with_recompute(const GPT2Config& config, Device device, ch07::RecomputePolicy policy,
                                        int64_t batch, int64_t seq, bool init = true, DType matmul = DType::F32,
-                                       bool activations_16bit = false) {
-  ModelOptions options;
+                                       bool activations_16bit = false,
+                                       ch06::Kernels kernels = ch06::Kernels::Reference) {
+  ModelOptions options = ch06::with_kernels({}, kernels);
   ch07::apply_recompute(options, policy);
   if (activations_16bit) options.activations = matmul;
   GPT2 model(config, device, options);

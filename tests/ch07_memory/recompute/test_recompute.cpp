@@ -1,6 +1,7 @@
 // Activation recompute on the CPU: the same ops in the same order, so losses and gradients are bitwise those of
-// no recompute; gradient hooks still run once per parameter; and block recompute keeps less than half the
-// activations at the GPT-2 d12 shape (measured by the allocator); block recompute recomputes the block hook
+// no recompute (with one exception, a LayerNorm output recomputed after chapter 6's fused residual + LayerNorm in
+// fp32: to rounding); gradient hooks still run once per parameter; block recompute keeps less than half the
+// activations at the GPT-2 d12 shape (measured by the allocator); and block recompute recomputes the block hook
 // installed before it.
 #include <gtest/gtest.h>
 
@@ -14,7 +15,8 @@ using ch07::RecomputePolicy;
 TEST(Recompute, EveryPolicyGivesBitwiseTheLossesAndGradientsOfNone) {
   const GPT2Config config = GPT2Config::from_name("tiny");
   const test::RecomputeRun none = test::run_with_recompute(config, Device::cpu(), RecomputePolicy::None, 3, 16);
-  for (const RecomputePolicy policy : {RecomputePolicy::Selective, RecomputePolicy::Block}) {
+  for (const RecomputePolicy policy :
+       {RecomputePolicy::Selective, RecomputePolicy::SelectiveLayerNorm, RecomputePolicy::Block}) {
     SCOPED_TRACE(ch07::recompute_policy_name(policy));
     const test::RecomputeRun run = test::run_with_recompute(config, Device::cpu(), policy, 3, 16);
     EXPECT_EQ(run.losses, none.losses);
@@ -33,7 +35,8 @@ TEST(Recompute, EveryPolicyIsBitwiseNoneUnder16BitMatmulsAndActivations) {
     SCOPED_TRACE(activations_16bit ? "bf16 activations" : "fp32 activations");
     const test::RecomputeRun none = test::run_with_recompute(config, Device::cpu(), RecomputePolicy::None, 3, 16, true,
                                                              DType::BF16, activations_16bit);
-    for (const RecomputePolicy policy : {RecomputePolicy::Selective, RecomputePolicy::Block}) {
+    for (const RecomputePolicy policy :
+         {RecomputePolicy::Selective, RecomputePolicy::SelectiveLayerNorm, RecomputePolicy::Block}) {
       SCOPED_TRACE(ch07::recompute_policy_name(policy));
       const test::RecomputeRun run =
           test::run_with_recompute(config, Device::cpu(), policy, 3, 16, true, DType::BF16, activations_16bit);
@@ -41,6 +44,33 @@ TEST(Recompute, EveryPolicyIsBitwiseNoneUnder16BitMatmulsAndActivations) {
       EXPECT_EQ(run.grads, none.grads);
       EXPECT_LT(run.activation_peak, none.activation_peak);
     }
+  }
+}
+
+TEST(Recompute, TheLayerNormsOutputsComeBackAfterChapter6sFusedResidualLayerNorm) {
+  // The fused block's ln_2 output comes from the residual add and LayerNorm fused; recomputed, it is the core's
+  // LayerNorm on the sum. With 16-bit activations that is the fused op's bits (fused_residual_layernorm.h), so
+  // selective-ln gives selective's losses and gradients bit for bit. In fp32 the fused op is a loop of its own,
+  // whose bits are not promised to be the core LayerNorm's: the gradients are held to rounding.
+  const GPT2Config config = GPT2Config::from_name("tiny");
+  for (const bool activations_16bit : {false, true}) {
+    SCOPED_TRACE(activations_16bit ? "bf16 activations" : "fp32");
+    const DType matmul = activations_16bit ? DType::BF16 : DType::F32;
+    const auto run = [&](RecomputePolicy policy) {
+      return test::run_with_recompute(config, Device::cpu(), policy, 3, 16, true, matmul, activations_16bit,
+                                      ch06::Kernels::Fused);
+    };
+    const test::RecomputeRun selective = run(RecomputePolicy::Selective);
+    const test::RecomputeRun with_ln = run(RecomputePolicy::SelectiveLayerNorm);
+    if (activations_16bit) {
+      EXPECT_EQ(with_ln.losses, selective.losses);
+      EXPECT_EQ(with_ln.grads, selective.grads);
+    } else {
+      EXPECT_EQ(with_ln.losses, selective.losses);  // the forward is the same
+      EXPECT_LT(test::max_scaled_error(with_ln.grads, selective.grads, 1e-4), 1e-5);
+    }
+    EXPECT_EQ(with_ln.hooks_run, selective.hooks_run);
+    EXPECT_LT(with_ln.activation_peak, selective.activation_peak);
   }
 }
 

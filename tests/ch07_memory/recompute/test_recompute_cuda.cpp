@@ -14,7 +14,8 @@ TEST(RecomputeCuda, EveryPolicyMatchesNone) {
   LAB_REQUIRE_GPU();
   const GPT2Config config = GPT2Config::from_name("tiny");
   const test::RecomputeRun none = test::run_with_recompute(config, test::kGpu, RecomputePolicy::None, 2, 16);
-  for (const RecomputePolicy policy : {RecomputePolicy::Selective, RecomputePolicy::Block}) {
+  for (const RecomputePolicy policy :
+       {RecomputePolicy::Selective, RecomputePolicy::SelectiveLayerNorm, RecomputePolicy::Block}) {
     SCOPED_TRACE(ch07::recompute_policy_name(policy));
     const test::RecomputeRun run = test::run_with_recompute(config, test::kGpu, policy, 2, 16);
     EXPECT_LT(test::max_scaled_error(run.losses, none.losses), 1e-5);

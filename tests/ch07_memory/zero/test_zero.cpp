@@ -168,15 +168,17 @@ INSTANTIATE_TEST_SUITE_P(Stages, ZeroTest,
                          ::testing::Values(ZeroCase{1, 1, 0.0}, ZeroCase{1, 2, 0.5}, ZeroCase{2, 1, 0.0},
                                            ZeroCase{2, 2, 0.5}, ZeroCase{3, 1, 0.0}, ZeroCase{3, 2, 0.5},
                                            ZeroCase{3, 2, 0.5, RecomputePolicy::Block},
+                                           ZeroCase{3, 2, 0.5, RecomputePolicy::SelectiveLayerNorm},
                                            ZeroCase{3, 2, 0.5, RecomputePolicy::None, true},
                                            ZeroCase{3, 1, 0.0, RecomputePolicy::Block, true},
                                            ZeroCase{2, 2, 0.5, RecomputePolicy::None, false, DType::BF16}),
                          [](const auto& info) {
-                           return cat("stage", info.param.stage, "_accum", info.param.accum_steps,
-                                      info.param.grad_clip > 0 ? "_clipped" : "",
-                                      info.param.recompute == RecomputePolicy::Block ? "_block_recompute" : "",
-                                      info.param.prefetch ? "_prefetch" : "",
-                                      info.param.matmul == DType::BF16 ? "_bf16" : "");
+                           return cat(
+                               "stage", info.param.stage, "_accum", info.param.accum_steps,
+                               info.param.grad_clip > 0 ? "_clipped" : "",
+                               info.param.recompute == RecomputePolicy::Block ? "_block_recompute" : "",
+                               info.param.recompute == RecomputePolicy::SelectiveLayerNorm ? "_ln_recompute" : "",
+                               info.param.prefetch ? "_prefetch" : "", info.param.matmul == DType::BF16 ? "_bf16" : "");
                          });
 
 // One process's run on the whole global batch (every rank runs its own copy), with a plain step and AdamW.

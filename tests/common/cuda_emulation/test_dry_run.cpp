@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/cuda/emulation/dry_run.h"
+#include "common/cuda/emulation/memory.h"
 #include "tests/common/cuda_emulation/emulation_test.h"
 
 namespace lab::cuda::emu::test {
@@ -44,6 +45,28 @@ TEST_F(DryRun, AKernelIsCheckedButNotRun) {
   testing::internal::CaptureStderr();
   EXPECT_EQ(launch(fill_kernel, 2, 32, 0, nullptr, host.data(), 64, 1), cudaErrorIllegalAddress);
   testing::internal::GetCapturedStderr();
+}
+
+TEST_F(DryRun, ALargeBlockIsMappedWithoutReservingHostMemory) {
+  // A block above 1 MiB is never touched by a dry run: it is mapped without reserving host memory (MAP_NORESERVE),
+  // so that a dry run of an 80 GB GPU's step, whose logits alone can be larger than the host's memory, is not
+  // refused by the host's overcommit heuristic. Smaller blocks are ordinary (zeroed) allocations.
+  void* large = nullptr;
+  void* small = nullptr;
+  ASSERT_EQ(cudaMalloc(&large, size_t{64} << 20), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&small, 4096), cudaSuccess);
+  ASSERT_TRUE(find_allocation(large).has_value());
+  EXPECT_TRUE(find_allocation(large)->mapped);
+  EXPECT_FALSE(find_allocation(small)->mapped);
+  // The large block still takes copies from and to the host, as any block does.
+  const std::vector<int> values{1, 2, 3};
+  ASSERT_EQ(cudaMemcpy(large, values.data(), sizeof(int) * 3, cudaMemcpyHostToDevice), cudaSuccess);
+  std::vector<int> back(3);
+  ASSERT_EQ(cudaMemcpy(back.data(), large, sizeof(int) * 3, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, values);
+  EXPECT_EQ(cudaFree(large), cudaSuccess);
+  EXPECT_EQ(cudaFree(small), cudaSuccess);
+  EXPECT_FALSE(find_allocation(large).has_value());
 }
 
 TEST_F(DryRun, TheSameKernelRunsWhenTheDryRunEnds) {
