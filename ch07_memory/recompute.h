@@ -1,10 +1,11 @@
-// Rung 2 of the memory staircase: activation recompute, `--recompute none|selective|block`.
+// Rung 2 of the memory staircase: activation recompute, `--recompute none|selective|selective-ln|block`.
 //
 // What changes from the previous rung (gradient accumulation): nothing about what is computed, only what the
 // forward pass keeps for backward. Accumulation bounded the activations by the micro-batch; recompute trades
 // compute for the activations themselves: some forward results are dropped after use and computed again,
 // from what was kept, when backward needs them. The ops and their order are the same, so on the CPU the
-// losses and gradients are bitwise those of no recompute.
+// losses and gradients are bitwise those of no recompute (one exception below: selective-ln after chapter 6's
+// fused residual + LayerNorm in fp32, to rounding).
 //
 //   none       every forward result stays on the tape until its backward has run.
 //   selective  Megatron's choice (Korthikanti et al. 2022): the attention probabilities [B, heads, T, T] and
@@ -16,9 +17,11 @@
 //   selective-ln  selective, and the two LayerNorms' outputs [B, T, C] of every block too (llm.c's recompute=2):
 //              each block keeps 10 C values a token instead of 12. The LayerNorm runs again in backward, from its
 //              input (which its own backward keeps), just before the layer that reads its output: an elementwise
-//              pass of 2 C values a token read and C written per LayerNorm, no GEMM. Worth it when the peak is
-//              the activations (the largest batch that fits); when memory is not short it costs a few percent of
-//              step time for nothing.
+//              pass that reads C values a token and writes C per LayerNorm, no GEMM. After chapter 6's fused
+//              residual + LayerNorm the core's LayerNorm recomputes the output from the sum: the fused op's bits
+//              with 16-bit activations, to rounding in fp32 (its fp32 kernel is a loop of its own). Worth it when the
+//              peak is the activations (the largest batch that fits); when memory is not short it costs a few percent
+//              of step time for nothing.
 //   block      only each block's input is kept; backward runs the block's forward again on a tape of its own
 //              and then that tape's backward (torch.utils.checkpoint around every block). One extra forward
 //              per step, about a third more compute, for activations of one block instead of all of them.
@@ -26,10 +29,11 @@
 // The policies are ModelOptions settings, so the core model does not know them: selective installs the attention
 // hook below and sets ModelOptions::recompute_gelu, which every MLP implementation honours (the core's through
 // gelu_linear_recomputing_gelu, common/nn/modules.h; chapter 6's fused MLP by keeping its GEMM's aux output only);
-// block wraps the block hook installed before it (chapter 6's fused block). Both work in every precision: the
-// probabilities are fp32 as the core attention's are, the GELU output in the activations' dtype. Selective
-// changes the MLP, which a tensor-parallel shard cannot (Megatron's MLP needs its communication): it refuses
-// tensor parallelism; block works with it.
+// selective-ln sets ModelOptions::recompute_layernorm too, which the core's block and chapter 6's fused one honour;
+// block wraps the block hook installed before it (chapter 6's fused block). All work in every precision: the
+// probabilities are fp32 as the core attention's are, the GELU and LayerNorm outputs in the activations' dtype.
+// The selective policies change the MLP, which a tensor-parallel shard cannot (Megatron's MLP needs its
+// communication): they refuse tensor parallelism; block works with it.
 #pragma once
 
 #include <string>
