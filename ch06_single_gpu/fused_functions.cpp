@@ -85,9 +85,9 @@ ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const La
   const Var residual = out.residual, normalized = out.normalized.without_value();
   const Var w = ln.weight, bias = ln.bias;
   // f32: chapter 6's lab kernel, which adds into a's and b's gradients. 16-bit: the sum's gradient is the residual
-  // add's output gradient, which goes to a and b unchanged (ag::pass_gradient_through, as ag::residual does): the
-  // first input takes its buffer, and the kernel that writes it writes the second input's copy too. Nothing is
-  // zero-filled.
+  // add's output gradient, which goes to a and b unchanged (ag::pass_gradient_through, as ag::residual_into_stream
+  // does): both take its buffer, b (the attention branch, read by nothing else) before a's other reader, ln_1, adds
+  // into it in its own backward. Nothing is zero-filled or copied.
   const bool through = av.dtype() != DType::F32;
   tape.record("residual+layernorm", {residual.value(), mean, rstd},
               [a = a.without_value(), b = b.without_value(), residual, normalized, w, bias, mean, rstd, through] {
@@ -98,7 +98,8 @@ ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const La
                   return;
                 }
                 const ag::GradientTarget dsum = ag::gradient_target(residual);
-                const ag::GradientPassThrough plan = ag::pass_gradient_through(dsum.grad, a, b);
+                const ag::GradientPassThrough plan =
+                    ag::pass_gradient_through(dsum.grad, a, b, ag::BranchGradient::SharesStream);
                 fused_residual_layernorm_backward_through(dsum.grad, dsum.write, plan.copy, w.grad_or_none(),
                                                           bias.grad_or_none(), normalized.grad(), residual.value(),
                                                           w.value(), mean, rstd);

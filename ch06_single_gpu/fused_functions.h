@@ -42,7 +42,8 @@ struct ResidualNorm {
 };
 // Both outputs are Vars: `residual` goes on along the residual stream, `normalized` into the next sub-layer.
 // The backward runs once both gradients are complete (the residual's other reader runs later in the forward,
-// so earlier in the backward).
+// so earlier in the backward). As ag::residual_into_stream, it is a pre-LN block's add: with 16-bit activations
+// b's gradient is the sum's own buffer, which a's other readers (coming before b in the forward) add into later.
 ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const LayerNorm& ln);
 
 }  // namespace lab::ch06

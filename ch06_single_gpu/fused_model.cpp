@@ -17,7 +17,7 @@ Var fused_block(Tape& tape, const Block& block, const Var& x, const ModelOptions
   const Var mlp = fused_mlp(tape, block.mlp, h.normalized, options);
   if (options.recompute_layernorm)
     ag::recompute_layernorm_in_backward(tape, h.normalized, h.residual, block.ln_2.weight, block.ln_2.bias);
-  return ag::residual(tape, h.residual, mlp);
+  return ag::residual_into_stream(tape, h.residual, mlp);
 }
 
 }  // namespace

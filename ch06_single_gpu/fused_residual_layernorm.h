@@ -35,7 +35,8 @@ void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const
                                        const Tensor& dresidual, const Tensor& dout, const Tensor& residual,
                                        const Tensor& weight, const Tensor& mean, const Tensor& rstd);
 // The backward in the form the autograd function runs it with 16-bit activations (ag::pass_gradient_through hands
-// the sum's gradient to the add's first input and a copy to its second): dsum, the sum's gradient, gets the
+// the sum's gradient to the add's inputs; in the fused block both share it, so dcopy is undefined there, while a
+// caller whose second input needs its own buffer passes it as dcopy): dsum, the sum's gradient, gets the
 // LayerNorm's input gradient added (dsum_write Add: dsum holds the gradient from the sum's other reader) or written
 // over it (Overwrite: a new buffer, not read); dcopy, when defined, receives dsum's new values from the same pass;
 // dweight and dbias accumulate. Any float dtype of the activations.

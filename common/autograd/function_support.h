@@ -69,13 +69,21 @@ inline GradientTarget gradient_target(const Var& x) {
 // after the add's, and the branch's output has no other reader. The stream then takes g, the branch the copy: at
 // B = 32, T = 1024 in bf16 an add's backward moves 100 MB (read g, write the copy) instead of 350 MB (zero-fill both
 // gradients, read three tensors, write two).
+//
+// BranchGradient::SharesStream makes the copy unnecessary where the caller knows the order of the backward: the
+// second input (the branch) takes g's buffer too. That is sound when the branch's output has no other reader and
+// every later addition into the first input's gradient (the stream's other readers' backward) runs after the
+// branch's backward has read g: the residual adds of a pre-LN block, whose stream's other reader (the LayerNorm at
+// the start of the branch) comes before the branch in the forward. The add's backward then moves nothing.
+enum class BranchGradient { Copy, SharesStream };
 struct GradientPassThrough {
   Tensor copy;  // defined: bound as an input's gradient, to be written with g's values
   Tensor add_into[2];
   int adds = 0;
   void add_remaining(const Tensor& g) const;  // g added into the inputs that held a gradient already
 };
-GradientPassThrough pass_gradient_through(const Tensor& g, const Var& a, const Var& b);
+GradientPassThrough pass_gradient_through(const Tensor& g, const Var& a, const Var& b,
+                                          BranchGradient branch = BranchGradient::Copy);
 
 // True when some defined Var of `vars` wants a gradient: only then does a function record its backward.
 inline bool any_requires_grad(std::initializer_list<const Var*> vars) {

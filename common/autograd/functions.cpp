@@ -101,14 +101,14 @@ Var gelu(Tape& tape, const Var& x) {
   return out;
 }
 
-GradientPassThrough pass_gradient_through(const Tensor& g, const Var& a, const Var& b) {
+GradientPassThrough pass_gradient_through(const Tensor& g, const Var& a, const Var& b, BranchGradient branch) {
   GradientPassThrough plan;
   bool g_given = false;
   for (const Var* v : {&a, &b}) {
     if (!v->requires_grad()) continue;
     if (!v->grad_unallocated()) {
       plan.add_into[plan.adds++] = v->grad();
-    } else if (!g_given) {
+    } else if (!g_given || (v == &b && branch == BranchGradient::SharesStream)) {
       v->bind_grad(g);
       g_given = true;
     } else {
@@ -124,20 +124,32 @@ void GradientPassThrough::add_remaining(const Tensor& g) const {
   if (adds > 0) ops::residual_backward(add_into[0], add_into[1], g);
 }
 
-Var residual(Tape& tape, const Var& a, const Var& b) {
+namespace {
+
+Var residual_add(Tape& tape, const Var& a, const Var& b, BranchGradient branch) {
   const MemoryOpScope op("residual");
   Var out(new_activation(a.value().shape(), a.value()), tape.recording() && any_requires_grad({&a, &b}));
   ops::residual_forward(out.value(), a.value(), b.value());
   if (out.requires_grad())
     tape.record("residual", {},
-                [a = a.without_value(), b = b.without_value(), out = out.without_value()] {
+                [a = a.without_value(), b = b.without_value(), out = out.without_value(), branch] {
                   const Tensor& g = out.grad();
-                  const GradientPassThrough plan = pass_gradient_through(g, a, b);
+                  const GradientPassThrough plan = pass_gradient_through(g, a, b, branch);
                   if (plan.copy.defined()) ops::residual_gradient_copy(plan.copy, g);
                   plan.add_remaining(g);
                 },
                 {a, b});
   return out;
+}
+
+}  // namespace
+
+Var residual(Tape& tape, const Var& a, const Var& b) {
+  return residual_add(tape, a, b, BranchGradient::Copy);
+}
+
+Var residual_into_stream(Tape& tape, const Var& stream, const Var& branch) {
+  return residual_add(tape, stream, branch, BranchGradient::SharesStream);
 }
 
 namespace {

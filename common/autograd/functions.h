@@ -30,6 +30,11 @@ Var layernorm(Tape& tape, const Var& x, const Var& w, const Var& b);
 void recompute_layernorm_in_backward(Tape& tape, const Var& out, const Var& x, const Var& w, const Var& b);
 Var gelu(Tape& tape, const Var& x);
 Var residual(Tape& tape, const Var& a, const Var& b);
+// stream + branch where the branch's gradient may be the stream's own buffer (BranchGradient::SharesStream,
+// function_support.h): the branch's output has no other reader, and the stream's other readers come before the
+// branch in the forward, so their backward adds into that buffer only after the branch's backward has read it. The
+// residual adds of a pre-LN block; the backward then moves no bytes at all.
+Var residual_into_stream(Tape& tape, const Var& stream, const Var& branch);
 // Causal self-attention on packed qkv [B,T,3C] -> [B,T,C], computed in f32 (16-bit qkv widened for the call and
 // the output rounded back, as flash_attention does the other way).
 Var attention(Tape& tape, const Var& qkv, int n_head);

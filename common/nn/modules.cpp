@@ -84,14 +84,14 @@ Var attention_from_qkv(Tape& tape, const CausalSelfAttention& attn, const Var& q
 }
 
 Var block_forward(Tape& tape, const Block& block, const Var& x, const ModelOptions& options) {
-  const Var h =
-      ag::residual(tape, x, attention_from_qkv(tape, block.attn, attention_qkv(tape, block, x, options), options));
+  const Var h = ag::residual_into_stream(
+      tape, x, attention_from_qkv(tape, block.attn, attention_qkv(tape, block, x, options), options));
   const Var m = block.ln_2.forward(tape, h);
   const Var out = options.mlp ? options.mlp(tape, block.mlp, m, options) : mlp_forward(tape, block.mlp, m, options);
   // The MLP's only reader of m is its first layer; its backward is the MLP's last, so m comes back just before
   // the MLP's backward starts.
   if (options.recompute_layernorm) ag::recompute_layernorm_in_backward(tape, m, h, block.ln_2.weight, block.ln_2.bias);
-  return ag::residual(tape, h, out);
+  return ag::residual_into_stream(tape, h, out);
 }
 
 }  // namespace lab

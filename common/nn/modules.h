@@ -115,7 +115,8 @@ Var gelu_linear_recomputing_gelu(Tape& tape, const Var& pre, const Linear& linea
 // attention over those heads and c_proj row-parallel.
 Var attention_qkv(Tape& tape, const Block& block, const Var& x, const ModelOptions& options);
 Var attention_from_qkv(Tape& tape, const CausalSelfAttention& attn, const Var& qkv, const ModelOptions& options);
-// x + attn(ln_1(x)), then + mlp(ln_2(.))
+// x + attn(ln_1(x)), then + mlp(ln_2(.)); both adds ag::residual_into_stream (each branch's gradient is the
+// stream's buffer, no copy).
 Var block_forward(Tape& tape, const Block& block, const Var& x, const ModelOptions& options);
 
 }  // namespace lab
