@@ -8,6 +8,7 @@
 #include "common/autograd/function_support.h"
 #include "common/autograd/functions.h"
 #include "common/core/memory.h"
+#include "tests/common/autograd/layernorm_linear_params.h"
 #include "tests/common/expect_error.h"
 #include "tests/support/test_support.h"
 
@@ -18,16 +19,8 @@ int64_t live_activations() {
   return memory_stats(Device::cpu()).live_of(MemCategory::Activations);
 }
 
-struct LayerNormLinear {
-  Var x, ln_w, ln_b, w, b;
-  explicit LayerNormLinear(uint64_t seed) {
-    Rng rng(seed);
-    x = Var(test::random_normal({3, 5, 8}, rng));
-    ln_w = Var(test::random_normal({8}, rng));
-    ln_b = Var(test::random_normal({8}, rng));
-    w = Var(test::random_normal({6, 8}, rng));
-    b = Var(test::random_normal({6}, rng));
-  }
+struct LayerNormLinear : test::LayerNormLinearParams {
+  explicit LayerNormLinear(uint64_t seed) : LayerNormLinearParams(seed, {3, 5, 8}, 6) {}
   // linear(layernorm(x)), its LayerNorm output recomputed in backward or kept; the gradients of every input.
   std::vector<std::vector<float>> gradients(bool recompute) const {
     for (const Var* v : {&x, &ln_w, &ln_b, &w, &b}) v->grad().zero_();

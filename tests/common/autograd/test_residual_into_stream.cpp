@@ -6,21 +6,14 @@
 #include <functional>
 
 #include "common/autograd/functions.h"
+#include "tests/common/autograd/layernorm_linear_params.h"
 #include "tests/support/test_support.h"
 
 namespace lab {
 namespace {
 
-struct PreLnBlock {
-  Var x, ln_w, ln_b, w, b;
-  explicit PreLnBlock(uint64_t seed) {
-    Rng rng(seed);
-    x = Var(test::random_normal({2, 7, 8}, rng));
-    ln_w = Var(test::random_normal({8}, rng));
-    ln_b = Var(test::random_normal({8}, rng));
-    w = Var(test::random_normal({8, 8}, rng));
-    b = Var(test::random_normal({8}, rng));
-  }
+struct PreLnBlock : test::LayerNormLinearParams {
+  explicit PreLnBlock(uint64_t seed) : LayerNormLinearParams(seed, {2, 7, 8}, 8) {}
   using Add = std::function<Var(Tape&, const Var&, const Var&)>;
   // y = add(x, linear(layernorm(x))); backward from ones. Returns every gradient, and whether the branch's
   // gradient was the stream's buffer.
