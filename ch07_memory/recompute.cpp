@@ -37,9 +37,17 @@ std::vector<std::string> recompute_policy_names() {
 }
 
 RecomputePolicy parse_recompute_policy(const std::string& name) {
-  for (const RecomputePolicy policy : recompute_policies())
+  std::string choices;
+  for (const RecomputePolicy policy : recompute_policies()) {
     if (name == recompute_policy_name(policy)) return policy;
-  fail(ErrorKind::InvalidArgument, "recompute policy '", name, "' is not one of none|selective|selective-ln|block");
+    if (!choices.empty()) choices += '|';
+    choices += recompute_policy_name(policy);
+  }
+  fail(ErrorKind::InvalidArgument, "recompute policy '", name, "' is not one of ", choices);
+}
+
+bool is_selective(RecomputePolicy policy) {
+  return policy == RecomputePolicy::Selective || policy == RecomputePolicy::SelectiveLayerNorm;
 }
 
 const char* recompute_policy_name(RecomputePolicy policy) {

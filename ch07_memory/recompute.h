@@ -49,6 +49,8 @@ std::vector<RecomputePolicy> recompute_policies();                // every polic
 std::vector<std::string> recompute_policy_names();                // "none", "selective", "selective-ln", "block"
 RecomputePolicy parse_recompute_policy(const std::string& name);  // InvalidArgument naming the choices
 const char* recompute_policy_name(RecomputePolicy policy);
+// selective and selective-ln: the policies that recompute the core attention's probabilities and the GELU output.
+bool is_selective(RecomputePolicy policy);
 
 // Installs the policy's hooks in `options` (None leaves them unchanged). InvalidArgument for selective and
 // selective-ln on a tensor-parallel model (options.tensor_parallel set).

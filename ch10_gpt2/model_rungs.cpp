@@ -21,9 +21,7 @@ ModelRungs ModelRungs::parse(const std::string& kernels, const std::string& atte
 }
 
 std::string ModelRungs::incompatibility() const {
-  const bool selective =
-      recompute == ch07::RecomputePolicy::Selective || recompute == ch07::RecomputePolicy::SelectiveLayerNorm;
-  if (attention == ch09::Attention::Batched && selective)
+  if (attention == ch09::Attention::Batched && ch07::is_selective(recompute))
     return cat("--recompute ", ch07::recompute_policy_name(recompute),
                " recomputes the core attention's probabilities, and --attention batched keeps its own (16-bit): use "
                "--recompute none or block with it, or --attention flash, which keeps none");

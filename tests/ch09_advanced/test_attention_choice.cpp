@@ -140,9 +140,7 @@ TEST(AttentionChoice, TheForwardKeepsTheTheoryWith16BitActivations) {
        {ch09::Attention::Materialized, ch09::Attention::Batched, ch09::Attention::Flash})
     for (const ch07::RecomputePolicy policy : ch07::recompute_policies())
       for (const ch07::LmHead head : {ch07::LmHead::Full, ch07::LmHead::Chunked}) {
-        const bool selective =
-            policy == ch07::RecomputePolicy::Selective || policy == ch07::RecomputePolicy::SelectiveLayerNorm;
-        if (attention == ch09::Attention::Batched && selective) continue;
+        if (attention == ch09::Attention::Batched && ch07::is_selective(policy)) continue;
         SCOPED_TRACE(cat(ch09::attention_name(attention), ", recompute ", ch07::recompute_policy_name(policy), ", ",
                          ch07::lm_head_name(head), " head"));
         ModelOptions options;
