@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <tuple>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "ch09_advanced/kernels/01_attention/attention_lab.h"
+#include "ch09_advanced/kernels/01_attention/flash_versions.h"
 #include "common/core/memory.h"
 #include "common/lab/compare.h"
 #include "common/ops/flash_attention.h"
@@ -115,8 +118,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashGpu, ::testing::ValuesIn(kCases),
 
 // The attention lab's GPU versions (the materialised op, the WMMA flash kernels, in the backward the one-pass
 // backward with dQ by atomics, the v6 kernels that load each tile before multiplying it, the core's, the 16-bit
-// batched op, and in the backward the one pass with dQ by atomics on the core's kernels), bf16 and f16, against its
-// fp64 reference.
+// batched op, in the backward the one pass with dQ by atomics on the core's kernels, and in the forward the core's
+// kernel with 128-query tiles), bf16 and f16, against its fp64 reference.
 TEST(AttentionLabGpu, GpuVersionsPass) {
   LAB_REQUIRE_GPU();
   for (const auto& [shape, dtype] : {std::pair{ch09::AttentionShape{1, 70, 2, 64}, DType::BF16},
@@ -125,10 +128,48 @@ TEST(AttentionLabGpu, GpuVersionsPass) {
     for (const ch09::LabPass pass : {ch09::LabPass::Forward, ch09::LabPass::Backward}) {
       const kernel_lab::KernelLab lab = ch09::make_attention_lab({shape, dtype, test_seed()}, pass);
       const std::vector<int> gpu = test::versions_on(lab, DeviceType::CUDA);
-      ASSERT_EQ(gpu.size(), 7u) << "materialised, flash through WMMA, dQ by atomics, flash in registers, the core's, "
-                                   "batched in 16 bits, dQ by atomics in registers";
+      ASSERT_EQ(gpu.size(), 8u) << "materialised, flash through WMMA, dQ by atomics, flash in registers, the core's, "
+                                   "batched in 16 bits, dQ by atomics in registers, 128-query tiles";
       for (const int n : gpu) EXPECT_TRUE(test::version_passes(lab, n));
     }
+  }
+}
+
+// The bits of a float tensor (NaN included, so that an element left unwritten in both is no match).
+std::vector<uint32_t> bits_of(const Tensor& t) {
+  const std::vector<float> values = t.to(Device::cpu()).to_dtype(DType::F32).to_floats();
+  std::vector<uint32_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
+  return bits;
+}
+
+// The lab's v11, the core's forward kernel with two strips of 16 queries a warp (128-query tiles), gives the bits of
+// the core's one strip a warp: per query the same key tiles, products and softmax steps in the same order. At T = 1,
+// T past one or two 128-query tiles by a row or less than a tile (129, 200, 257: a warp whose queries all lie
+// past T; the upper strips of a tile that see one key tile more than the lower), head sizes 64 and the narrower
+// ones padded to it (32, 8), scores of std 64, f16; at head size 128 v11 keeps one strip (the same kernel).
+TEST(FlashGpuWideStrips, ForwardGivesTheBitsOfOneStripAWarp) {
+  LAB_REQUIRE_GPU();
+  Rng rng(test_seed());
+  for (const auto& [c, dtype] :
+       {std::pair{FlashCase{1, 1, 1, 64}, DType::BF16}, std::pair{FlashCase{2, 129, 2, 64}, DType::BF16},
+        std::pair{FlashCase{1, 200, 3, 32}, DType::BF16}, std::pair{FlashCase{1, 257, 1, 64, 8.0f}, DType::F16},
+        std::pair{FlashCase{1, 190, 2, 8}, DType::BF16}, std::pair{FlashCase{1, 130, 1, 128}, DType::BF16}}) {
+    SCOPED_TRACE(c.name() + "_" + dtype_name(dtype));
+    const FlashInputs in = test::random_flash_inputs(c, rng);
+    const Tensor qkv = in.qkv.to_dtype(dtype).to(kGpu);
+    const auto forward = [&](void (*run)(const Tensor&, const Tensor&, const Tensor&, int)) {
+      const Tensor out = poisoned({c.B, c.T, c.NH * c.HS}, Device::cpu()).to_dtype(dtype).to(kGpu);
+      const Tensor lse = poisoned({c.B, c.NH, c.T}, kGpu);
+      run(out, lse, qkv, static_cast<int>(c.NH));
+      return std::pair{bits_of(out), bits_of(lse)};
+    };
+    const auto [core_out, core_lse] = forward([](const Tensor& out, const Tensor& lse, const Tensor& q, int n_head) {
+      ops::flash_attention_forward(out, lse, q, n_head);
+    });
+    const auto [wide_out, wide_lse] = forward(ch09::attention_lab::flash_wide_strips_forward);
+    EXPECT_EQ(wide_out, core_out);
+    EXPECT_EQ(wide_lse, core_lse);
   }
 }
 

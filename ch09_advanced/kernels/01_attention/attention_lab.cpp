@@ -64,7 +64,18 @@ Tensor nan_like(const Tensor& t) {
 // the CPU v10; on CUDA v9, dQ by atomics on the core's register kernels). FlashWmma: the lab's WMMA kernels (v4).
 // FlashAtomicDq: the core's flash forward, and the lab's one-pass backward with dQ by atomics on v4's WMMA
 // products (v5). FlashRegisters: the lab's copy of the core's kernels before they overlapped their loads (v6).
-enum class Algorithm { Materialized, Batched, Flash, FlashOnePass, FlashWmma, FlashAtomicDq, FlashRegisters };
+// FlashWideStrips: the core's forward kernel with two strips of queries a warp, 128-query tiles, and the core's
+// backward (v11).
+enum class Algorithm {
+  Materialized,
+  Batched,
+  Flash,
+  FlashOnePass,
+  FlashWmma,
+  FlashAtomicDq,
+  FlashRegisters,
+  FlashWideStrips
+};
 
 // The materialised algorithms keep the T x T probabilities for the backward; the flash ones the row log-sum-exp.
 bool keeps_probabilities(Algorithm algorithm) {
@@ -87,9 +98,11 @@ void run_forward(const VersionTensors& t, Algorithm algorithm, int n_head) {
 #ifdef LAB_WITH_CUDA
     case Algorithm::FlashWmma: return attention_lab::flash_wmma_forward(t.out, t.saved, t.qkv, n_head);
     case Algorithm::FlashRegisters: return attention_lab::flash_registers_forward(t.out, t.saved, t.qkv, n_head);
+    case Algorithm::FlashWideStrips: return attention_lab::flash_wide_strips_forward(t.out, t.saved, t.qkv, n_head);
 #else
     case Algorithm::FlashWmma:
-    case Algorithm::FlashRegisters: fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
+    case Algorithm::FlashRegisters:
+    case Algorithm::FlashWideStrips: fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
 #endif
   }
 }
@@ -98,7 +111,9 @@ void run_backward(const VersionTensors& t, Algorithm algorithm, int n_head) {
   switch (algorithm) {
     case Algorithm::Materialized: return ops::attention_backward(t.dqkv, t.dout, t.qkv, t.saved, n_head);
     case Algorithm::Batched: return ops::batched_attention_backward(t.dqkv, t.dout, t.qkv, t.saved, n_head);
-    case Algorithm::Flash: return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
+    case Algorithm::Flash:
+    case Algorithm::FlashWideStrips:
+      return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
     case Algorithm::FlashOnePass:
       return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head, ops::GradWrite::Add,
                                            ops::FlashBackward::OnePass);
@@ -256,7 +271,7 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
   al.add("CPU flash", "64 x 64 tiles, online softmax: no T x T buffer, masked tiles skipped", Algorithm::Flash,
          DType::F32, Device::cpu());
 
-  // The GPU versions, v3 to v9: left out, with their numbers kept, where no GPU is visible.
+  // The GPU versions, v3 to v9 (and v11, after v10): left out, with their numbers kept, where no GPU is visible.
   struct GpuVersion {
     const char* name;
     std::string what_changes;
@@ -296,20 +311,28 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
 #ifdef LAB_WITH_CUDA
   gpu = cuda_available();
 #endif
-  for (const GpuVersion& v : gpu_versions) {
+  const auto add_gpu = [&](const GpuVersion& v) {
     const DType dtype = v.f32 ? DType::F32 : p.flash_dtype;
     if (gpu)
       al.add(v.name, v.what_changes, v.algorithm, dtype, Device::cuda(0));
     else
       al.add_left_out(v.name, v.what_changes, dtype, Device::cuda(0),
                       "no CUDA GPU here (a CUDA build on a machine with one)");
-  }
+  };
+  for (const GpuVersion& v : gpu_versions) add_gpu(v);
 
   // Like v5 in the forward lab: v2's forward under v10's name.
   al.add("CPU flash, one pass",
          backward ? "v2 with dQ summed in the pass over key tiles: one task per head, S and dP computed once, not twice"
                   : "a backward version: its forward is v2's",
          Algorithm::FlashOnePass, DType::F32, Device::cpu());
+
+  // A forward version: in the backward lab v7's backward under v11's name.
+  add_gpu({"CUDA flash, 128-query tiles",
+           backward ? "a forward version: its backward is v7's"
+                    : "v7's forward kernel with 2 strips of 16 queries a warp: each K/V fragment feeds both (head size "
+                      "64; 128 keeps v7's one strip)",
+           Algorithm::FlashWideStrips, false});
   return lab;
 }
 

@@ -28,6 +28,9 @@
 //                         v7's kernels, each step's dS K by mma.sync added into f32 dQ
 //   v10 (backward only)   CPU flash, one pass: the core's CPU op with FlashBackward::OnePass, one task per head
 //                         walking its key tiles and summing dQ as it goes (v2's forward; v2's bits, fewer products)
+//   v11 (forward only)    CUDA flash, 128-query tiles (flash_wide_strips.cu): v7's forward kernel with two strips of
+//                         16 queries a warp, each K/V fragment loaded from shared memory feeding both; head size
+//                         64 (128 keeps one strip); v7's bits; in the backward lab v7's backward
 // The GPU versions are left out (listed, neither validated nor timed) where no GPU is visible, so that every
 // version keeps its number on every machine.
 //

@@ -26,6 +26,8 @@
 //                  row max and sum in registers, O += P V into register accumulators; writes O and the row
 //                  log-sum-exp. Blocks are numbered so that the longest tiles (the last queries see every key)
 //                  start first and the short ones fill in at the end of the grid, as FlashAttention-2 orders them.
+//                  The kernel is flash_attention_forward.cuh's with one strip of 16 queries a warp (its R = 1;
+//                  chapter 9's lab runs R = 2, 128-query tiles, as v11).
 //   D pre-pass     D = rowsum(dO * O), one warp per row.
 //   dK, dV         one block per key tile; query tiles from the diagonal to the end streamed, 32 queries at a
 //                  time (64 queries of f32 P^T and dS^T next to the dK and dV accumulators would not fit the
@@ -43,7 +45,7 @@
 //
 // Resources at sm_90 (nvcc 13 -O3, ptxas -v; no spills, no local memory), registers per thread and dynamic shared
 // memory per block of 128 threads, head size 64 | 128:
-//   forward       159 | 220 registers, 45 | 85 KiB      (Q, two K and two V buffers)
+//   forward       159 | 212 registers, 45 | 85 KiB      (Q, two K and two V buffers)
 //   dK, dV        168 | 243 registers, 55 | 103 KiB     (K, V, two Q, dO and lse/D buffers)
 //   dQ            168 | 236 registers, 54 | 102 KiB     (Q, dO, two K and two V buffers)
 // Registers are the limit: 3 blocks (12 warps) per SM at head size 64, 2 at 128, which is what each kernel's
@@ -67,6 +69,7 @@
 
 #include "common/core/memory.h"
 #include "common/ops/attention.h"
+#include "common/ops/cuda/flash_attention_forward.cuh"
 #include "common/ops/cuda/flash_attention_fragments.cuh"
 #include "common/ops/cuda/flash_attention_one_pass.h"
 #include "common/ops/cuda/flash_attention_pipeline.cuh"
@@ -86,158 +89,20 @@ using namespace flash;  // tile geometry, Dims, fragments, the D pre-pass, launc
 // Chosen so that none spills at sm_90 (see the resource report at the top of the file). Unused where
 // __launch_bounds__ means nothing (the emulation build).
 template <int D>
-[[maybe_unused]] constexpr int kForwardBlocks = D == 64 ? 3 : 2;
-template <int D>
 [[maybe_unused]] constexpr int kKeyGradsBlocks = D == 64 ? 3 : 2;
 template <int D>
 [[maybe_unused]] constexpr int kQueryGradsBlocks = D == 64 ? 3 : 2;
 
-// Shared memory, in tiles of [64, D] 16-bit elements: the forward's Q and two buffers each of K and V; the
-// backward's two fixed tiles (K and V, or Q and dO) and two buffers each of the two streamed ones, plus, in the
-// dK/dV kernel, two buffers of a query tile's lse and D.
+// Shared memory, in tiles of [64, D] 16-bit elements (the forward's: flash_attention_forward.cuh): the backward's
+// two fixed tiles (K and V, or Q and dO) and two buffers each of the two streamed ones, plus, in the dK/dV kernel,
+// two buffers of a query tile's lse and D.
 template <int D>
 constexpr size_t tile_bytes() {
   return piece_bytes<uint16_t>(kTile * kLdTile<D>);
 }
 template <int D>
-constexpr size_t forward_shared_bytes() {
-  return 5 * tile_bytes<D>();
-}
-template <int D>
 constexpr size_t backward_shared_bytes() {
   return 6 * tile_bytes<D>() + 4 * piece_bytes<float>(kTile);
-}
-
-// ---------------------------------------------------------------- forward
-
-// One key tile of the forward for the warp's 16 queries: S = Q K^T, the online softmax, O += P V. kMasked: the
-// diagonal tile, where keys past a query (and past T) are masked; every tile before it is seen whole by every
-// query of the query tile, and skips the mask's index arithmetic.
-template <bool kMasked, typename E, int D>
-__device__ inline void forward_key_tile(float o[D / 8][4], float m[2], float l[2], const uint32_t q_frag[D / 16][4],
-                                        const E* k, const E* v, int query0, int s0, const Dims& s, float scale_log2) {
-  // S = Q K^T in registers. On the diagonal, keys past the strip's last query are masked for all its rows: their
-  // n8 tiles are skipped (left at zero, masked below).
-  float sc[kKeyGroups][4];
-#pragma unroll
-  for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) sc[n][i] = 0.0f;
-  const int live_keys = kMasked ? query0 + kStrip - s0 : kTile;  // keys of the tile some row of the strip sees
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-    for (int nn = 0; nn < kTile / 16; ++nn) {
-      if (kMasked && nn * 16 >= live_keys) continue;
-      uint32_t bk[4];
-      load_b_rows_n<D>(bk, k, nn * 16, kk * 16);
-      mma::mma_accumulate<E>(sc[2 * nn], q_frag[kk], bk);
-      mma::mma_accumulate<E>(sc[2 * nn + 1], q_frag[kk], bk + 2);
-    }
-
-  // Online softmax on the raw scores (the scale is positive, so it keeps their order): the rows' new max, the
-  // rescale of what was summed under the old one, P = exp2(scale log2e S - scale log2e max) as one FMA and exp2.
-  float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (kMasked) {
-        const int query = query0 + frag_row(i), key = s0 + frag_col(n, i);
-        if (key > query || key >= s.T) sc[n][i] = -INFINITY;
-      }
-      tile_max[i / 2] = fmaxf(tile_max[i / 2], sc[n][i]);
-    }
-  float rescale[2], base[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float new_max = fmaxf(m[r], row_max(tile_max[r]));
-    base[r] = new_max == -INFINITY ? 0.0f : new_max * scale_log2;  // a row that has seen no key yet stays at zero
-    rescale[r] = exp2f(m[r] * scale_log2 - base[r]);               // 0 while m is -inf
-    m[r] = new_max;
-    l[r] *= rescale[r];  // each lane sums its own columns; the 4 lanes of a row are added at the end
-  }
-#pragma unroll
-  for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      sc[n][i] = exp2f(fmaf(sc[n][i], scale_log2, -base[i / 2]));
-      l[i / 2] += sc[n][i];
-    }
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) o[n][i] *= rescale[i / 2];
-
-  // O += P V, P from the score registers.
-  probs_times_tile<E, D, kTile>(o, sc, v, 0, 0);
-}
-
-template <typename E, int D>
-__global__ void __launch_bounds__(kThreads, kForwardBlocks<D>)
-    flash_forward_kernel(E* out, float* lse, const E* qkv, Dims s, int query_tiles) {
-  LAB_DYNAMIC_SHARED(unsigned char, shared);
-  SharedPieces pieces(shared);
-  E* q = pieces.take<E>(kTile * kLdTile<D>);
-  const TilePair<E, D> k = take_pair<E, D>(pieces), v = take_pair<E, D>(pieces);
-
-  const int bh = blockIdx.x, b = bh / s.NH, h = bh % s.NH;
-  const int t0 = (query_tiles - 1 - static_cast<int>(blockIdx.y)) * kTile;  // the longest tiles first
-  const int strip = threadIdx.x / kWarpSize * kStrip;                       // the warp's first row in the tile
-  const int64_t ld = s.ld_qkv();
-  const E* q_head = qkv + s.head_offset(b, h, ld);
-  const float scale_log2 = s.scale * kLog2e;                     // scores in base 2: exp(x) = exp2(x log2 e)
-  const int last_key_tile = (min(t0 + kTile, s.T) - 1) / kTile;  // the diagonal
-
-  // Batch 0: the Q tile; batch 1: key tile 0. Q's fragments are loaded while key tile 0 is still on its way.
-  issue_tile<D>(q, q_head, t0, s, ld);
-  __pipeline_commit();
-  issue_tile<D>(k[0], q_head + s.C, 0, s, ld);
-  issue_tile<D>(v[0], q_head + 2 * s.C, 0, s, ld);
-  __pipeline_commit();
-  __pipeline_wait_prior(1);
-  __syncthreads();
-  uint32_t q_frag[D / 16][4];  // the warp's 16 queries, loaded once
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) load_a<D>(q_frag[kk], q, strip, kk * 16);
-
-  float o[D / 8][4] = {};
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8: running raw max, sum
-  for (int kt = 0; kt <= last_key_tile; ++kt) {
-    // Key tile kt + 1 is copied while tile kt is multiplied. Its buffers were last read at tile kt - 1, which
-    // every warp finished before the barrier at the end of that iteration.
-    const bool next = kt < last_key_tile;
-    if (next) {
-      issue_tile<D>(k[kt + 1], q_head + s.C, (kt + 1) * kTile, s, ld);
-      issue_tile<D>(v[kt + 1], q_head + 2 * s.C, (kt + 1) * kTile, s, ld);
-      __pipeline_commit();
-    }
-    wait_for_current_tile(next);
-    __syncthreads();  // every thread's copies of tile kt have landed
-    if (kt == last_key_tile)
-      forward_key_tile<true, E, D>(o, m, l, q_frag, k[kt], v[kt], t0 + strip, kt * kTile, s, scale_log2);
-    else
-      forward_key_tile<false, E, D>(o, m, l, q_frag, k[kt], v[kt], t0 + strip, kt * kTile, s, scale_log2);
-    __syncthreads();  // every warp is done with tile kt's buffers
-  }
-
-  const int lane = threadIdx.x % kWarpSize;
-  float inv_l[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float total = row_sum(l[r]);
-    inv_l[r] = 1.0f / total;
-    const int t = t0 + strip + frag_row(2 * r);
-    if (lane % 4 == 0 && t < s.T) lse[static_cast<int64_t>(bh) * s.T + t] = (m[r] * scale_log2 + log2f(total)) * kLn2;
-  }
-  E* out_head = out + s.head_offset(b, h, s.C);
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int t = t0 + strip + frag_row(i), c = frag_col(n, i);
-      if (t < s.T && c < s.hs) store(out_head[static_cast<int64_t>(t) * s.C + c], o[n][i] * inv_l[i / 2]);
-    }
 }
 
 // ---------------------------------------------------------------- backward: dK, dV
@@ -462,12 +327,7 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
                lse.data<float>(), att.data<float>(), qkv.data<float>(), rows, s);
     return;
   }
-  dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {
-    using E = decltype(element);
-    constexpr int D = decltype(width)::value;
-    launch_forward_tiles<E>("flash_forward_kernel", flash_forward_kernel<E, D>, forward_shared_bytes<D>(), out, lse,
-                            qkv, s, scope.stream());
-  });
+  launch_flash_forward<1>("flash_forward_kernel", out, lse, qkv, s, scope.stream());
 }
 
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,

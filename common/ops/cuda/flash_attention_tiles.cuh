@@ -211,11 +211,11 @@ inline Dims dims_of(const Tensor& qkv, int n_head) {
   return {as_blas_int(qkv.dim(1), "sequence length"), C, n_head, hs, 1.0f / std::sqrt(static_cast<float>(hs))};
 }
 
-// The grid of the tile kernels: x runs over (batch, head), y over the tiles.
-inline dim3 tile_grid(const Tensor& qkv, const Dims& s) {
-  const int64_t bh = qkv.dim(0) * s.NH, tiles = ceil_div(s.T, kTile);
+// The grid of the tile kernels: x runs over (batch, head), y over the tiles of `rows` rows.
+inline dim3 tile_grid(const Tensor& qkv, const Dims& s, int rows = kTile) {
+  const int64_t bh = qkv.dim(0) * s.NH, tiles = ceil_div(s.T, rows);
   LAB_CHECK(bh <= std::numeric_limits<int32_t>::max() && tiles <= 65535, Unsupported, "flash attention: B*NH = ", bh,
-            " and ", tiles, " tiles of ", kTile, " do not fit one grid");
+            " and ", tiles, " tiles of ", rows, " do not fit one grid");
   return dim3(static_cast<unsigned int>(bh), static_cast<unsigned int>(tiles));
 }
 
@@ -227,11 +227,11 @@ void launch_tiles(const char* name, Kernel kernel, dim3 grid, size_t bytes, cuda
   lab::cuda::launch(name, kernel, {grid, dim3(kThreads), bytes, stream}, args...);
 }
 
-// A forward tile kernel, kernel(out, lse, qkv, s, query_tiles), over tile_grid.
+// A forward tile kernel, kernel(out, lse, qkv, s, query_tiles), over tile_grid with query tiles of `rows`.
 template <typename E, typename Kernel>
 void launch_forward_tiles(const char* name, Kernel kernel, size_t bytes, const Tensor& out, const Tensor& lse,
-                          const Tensor& qkv, const Dims& s, cudaStream_t stream) {
-  const dim3 grid = tile_grid(qkv, s);
+                          const Tensor& qkv, const Dims& s, cudaStream_t stream, int rows = kTile) {
+  const dim3 grid = tile_grid(qkv, s, rows);
   launch_tiles(name, kernel, grid, bytes, stream, static_cast<E*>(out.raw()), lse.data<float>(),
                static_cast<const E*>(qkv.raw()), s, static_cast<int>(grid.y));
 }
