@@ -151,10 +151,12 @@ std::vector<uint32_t> bits_of(const Tensor& t) {
 TEST(FlashGpuWideStrips, ForwardGivesTheBitsOfOneStripAWarp) {
   LAB_REQUIRE_GPU();
   Rng rng(test_seed());
-  for (const auto& [c, dtype] :
+  for (const auto& [shape, element] :
        {std::pair{FlashCase{1, 1, 1, 64}, DType::BF16}, std::pair{FlashCase{2, 129, 2, 64}, DType::BF16},
         std::pair{FlashCase{1, 200, 3, 32}, DType::BF16}, std::pair{FlashCase{1, 257, 1, 64, 8.0f}, DType::F16},
         std::pair{FlashCase{1, 190, 2, 8}, DType::BF16}, std::pair{FlashCase{1, 130, 1, 128}, DType::BF16}}) {
+    const FlashCase c = shape;  // copies: a lambda may not capture a structured binding on every compiler (clang 16)
+    const DType dtype = element;
     SCOPED_TRACE(c.name() + "_" + dtype_name(dtype));
     const FlashInputs in = test::random_flash_inputs(c, rng);
     const Tensor qkv = in.qkv.to_dtype(dtype).to(kGpu);
