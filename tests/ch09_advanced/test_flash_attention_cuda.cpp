@@ -118,8 +118,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashGpu, ::testing::ValuesIn(kCases),
 
 // The attention lab's GPU versions (the materialised op, the WMMA flash kernels, in the backward the one-pass
 // backward with dQ by atomics, the v6 kernels that load each tile before multiplying it, the core's, the 16-bit
-// batched op, in the backward the one pass with dQ by atomics on the core's kernels, and in the forward the core's
-// kernel with 128-query tiles), bf16 and f16, against its fp64 reference.
+// batched op, in the backward the one pass with dQ by atomics on the core's kernels, the core's forward kernel with
+// 128-query tiles, the core's backward kernels on 128-row tiles), bf16 and f16, against its fp64
+// reference.
 TEST(AttentionLabGpu, GpuVersionsPass) {
   LAB_REQUIRE_GPU();
   for (const auto& [shape, dtype] : {std::pair{ch09::AttentionShape{1, 70, 2, 64}, DType::BF16},
@@ -128,8 +129,9 @@ TEST(AttentionLabGpu, GpuVersionsPass) {
     for (const ch09::LabPass pass : {ch09::LabPass::Forward, ch09::LabPass::Backward}) {
       const kernel_lab::KernelLab lab = ch09::make_attention_lab({shape, dtype, test_seed()}, pass);
       const std::vector<int> gpu = test::versions_on(lab, DeviceType::CUDA);
-      ASSERT_EQ(gpu.size(), 8u) << "materialised, flash through WMMA, dQ by atomics, flash in registers, the core's, "
-                                   "batched in 16 bits, dQ by atomics in registers, 128-query tiles";
+      ASSERT_EQ(gpu.size(), 9u)
+          << "materialised, flash through WMMA, dQ by atomics, flash in registers, the core's, "
+             "batched in 16 bits, dQ by atomics in registers, 128-query tiles, 128-row tiles in the backward";
       for (const int n : gpu) EXPECT_TRUE(test::version_passes(lab, n));
     }
   }
@@ -172,6 +174,42 @@ TEST(FlashGpuWideStrips, ForwardGivesTheBitsOfOneStripAWarp) {
     const auto [wide_out, wide_lse] = forward(ch09::attention_lab::flash_wide_strips_forward);
     EXPECT_EQ(wide_out, core_out);
     EXPECT_EQ(wide_lse, core_lse);
+  }
+}
+
+// The lab's v12, the core's backward kernels with two strips of 16 rows a warp (128-key tiles for dK and dV,
+// 128-query tiles for dQ), gives the bits of the core's one strip a warp: per key and per query the same tiles,
+// products and their order. From the same forward's out and lse, adding into the same random dqkv, at T = 1, T
+// inside one 128-row tile with its upper warps' rows all past T (65, 70), T past one or two 128-row tiles by a row
+// or less than a tile (129, 200, 257), head sizes 64 and narrower (32, 8), scores of std 64, f16; at head size 128
+// v12 keeps one strip (the same kernels).
+TEST(FlashGpuWideStrips, BackwardGivesTheBitsOfOneStripAWarp) {
+  LAB_REQUIRE_GPU();
+  Rng rng(test_seed());
+  for (const auto& [shape, element] :
+       {std::pair{FlashCase{1, 1, 1, 64}, DType::BF16}, std::pair{FlashCase{1, 65, 2, 64}, DType::BF16},
+        std::pair{FlashCase{2, 129, 2, 64}, DType::BF16}, std::pair{FlashCase{1, 200, 3, 32}, DType::BF16},
+        std::pair{FlashCase{1, 257, 1, 64, 8.0f}, DType::F16}, std::pair{FlashCase{1, 70, 2, 8}, DType::BF16},
+        std::pair{FlashCase{1, 130, 1, 128}, DType::BF16}}) {
+    const FlashCase c = shape;  // copies: a lambda may not capture a structured binding on every compiler (clang 16)
+    const DType dtype = element;
+    SCOPED_TRACE(c.name() + "_" + dtype_name(dtype));
+    const FlashInputs in = test::random_flash_inputs(c, rng);
+    const Tensor qkv = in.qkv.to_dtype(dtype).to(kGpu), dout = in.dout.to_dtype(dtype).to(kGpu);
+    const Tensor out = Tensor::empty({c.B, c.T, c.NH * c.HS}, dtype, kGpu);
+    const Tensor lse = Tensor::empty({c.B, c.NH, c.T}, DType::F32, kGpu);
+    ops::flash_attention_forward(out, lse, qkv, static_cast<int>(c.NH));
+    const auto backward =
+        [&](void (*run)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int)) {
+          const Tensor dqkv = in.dqkv_before.to_dtype(dtype).to(kGpu);
+          run(dqkv, dout, qkv, out, lse, static_cast<int>(c.NH));
+          return bits_of(dqkv);
+        };
+    const std::vector<uint32_t> core =
+        backward([](const Tensor& dqkv, const Tensor& d, const Tensor& q, const Tensor& o, const Tensor& l, int nh) {
+          ops::flash_attention_backward(dqkv, d, q, o, l, nh);
+        });
+    EXPECT_EQ(backward(ch09::attention_lab::flash_wide_strips_backward), core);
   }
 }
 

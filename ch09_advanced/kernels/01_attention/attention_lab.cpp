@@ -65,7 +65,8 @@ Tensor nan_like(const Tensor& t) {
 // FlashAtomicDq: the core's flash forward, and the lab's one-pass backward with dQ by atomics on v4's WMMA
 // products (v5). FlashRegisters: the lab's copy of the core's kernels before they overlapped their loads (v6).
 // FlashWideStrips: the core's forward kernel with two strips of queries a warp, 128-query tiles, and the core's
-// backward (v11).
+// backward (v11). FlashWideKeyStrips: v11's forward, and the core's backward kernels with two strips of rows a warp,
+// 128-row tiles (v12).
 enum class Algorithm {
   Materialized,
   Batched,
@@ -74,7 +75,8 @@ enum class Algorithm {
   FlashWmma,
   FlashAtomicDq,
   FlashRegisters,
-  FlashWideStrips
+  FlashWideStrips,
+  FlashWideKeyStrips
 };
 
 // The materialised algorithms keep the T x T probabilities for the backward; the flash ones the row log-sum-exp.
@@ -98,11 +100,14 @@ void run_forward(const VersionTensors& t, Algorithm algorithm, int n_head) {
 #ifdef LAB_WITH_CUDA
     case Algorithm::FlashWmma: return attention_lab::flash_wmma_forward(t.out, t.saved, t.qkv, n_head);
     case Algorithm::FlashRegisters: return attention_lab::flash_registers_forward(t.out, t.saved, t.qkv, n_head);
-    case Algorithm::FlashWideStrips: return attention_lab::flash_wide_strips_forward(t.out, t.saved, t.qkv, n_head);
+    case Algorithm::FlashWideStrips:
+    case Algorithm::FlashWideKeyStrips: return attention_lab::flash_wide_strips_forward(t.out, t.saved, t.qkv, n_head);
 #else
     case Algorithm::FlashWmma:
     case Algorithm::FlashRegisters:
-    case Algorithm::FlashWideStrips: fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
+    case Algorithm::FlashWideStrips:
+    case Algorithm::FlashWideKeyStrips:
+      fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
 #endif
   }
 }
@@ -123,10 +128,14 @@ void run_backward(const VersionTensors& t, Algorithm algorithm, int n_head) {
       return attention_lab::flash_backward_atomic_dq(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
     case Algorithm::FlashRegisters:
       return attention_lab::flash_registers_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
+    case Algorithm::FlashWideKeyStrips:
+      return attention_lab::flash_wide_strips_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
 #else
     case Algorithm::FlashWmma:
     case Algorithm::FlashAtomicDq:
-    case Algorithm::FlashRegisters: fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
+    case Algorithm::FlashRegisters:
+    case Algorithm::FlashWideKeyStrips:
+      fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
 #endif
   }
 }
@@ -271,7 +280,8 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
   al.add("CPU flash", "64 x 64 tiles, online softmax: no T x T buffer, masked tiles skipped", Algorithm::Flash,
          DType::F32, Device::cpu());
 
-  // The GPU versions, v3 to v9 (and v11, after v10): left out, with their numbers kept, where no GPU is visible.
+  // The GPU versions, v3 to v9 (and v11 and v12, after v10): left out, with their numbers kept, where no GPU is
+  // visible.
   struct GpuVersion {
     const char* name;
     std::string what_changes;
@@ -333,6 +343,12 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
                     : "v7's forward kernel with 2 strips of 16 queries a warp: each K/V fragment feeds both (head size "
                       "64; 128 keeps v7's one strip)",
            Algorithm::FlashWideStrips, false});
+  // A backward version: in the forward lab v11's forward under v12's name.
+  add_gpu({"CUDA flash, 128-row tiles in the backward",
+           backward ? "v7's backward kernels with 2 strips of 16 rows a warp: each Q/dO fragment feeds both strips of "
+                      "keys (dK, dV), each K/V fragment both strips of queries (dQ); head size 64 (128 keeps one strip)"
+                    : "a backward version: its forward is v11's",
+           Algorithm::FlashWideKeyStrips, false});
   return lab;
 }
 

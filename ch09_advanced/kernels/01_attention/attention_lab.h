@@ -31,6 +31,10 @@
 //   v11 (forward only)    CUDA flash, 128-query tiles (flash_wide_strips.cu): v7's forward kernel with two strips of
 //                         16 queries a warp, each K/V fragment loaded from shared memory feeding both; head size
 //                         64 (128 keeps one strip); v7's bits; in the backward lab v7's backward
+//   v12 (backward only)   CUDA flash, 128-row tiles in the backward (flash_wide_strips.cu): v7's backward kernels
+//                         with two strips of 16 rows a warp, each Q or dO fragment (dK, dV) or K or V fragment
+//                         (dQ) loaded from shared memory feeding both; head size 64 (128 keeps one strip); v7's
+//                         bits; v11's forward
 // The GPU versions are left out (listed, neither validated nor timed) where no GPU is visible, so that every
 // version keeps its number on every machine.
 //

@@ -1,9 +1,12 @@
-// v11 of the attention lab: the core's forward (v7) with 128-query tiles, 32 queries a warp in two strips of 16,
-// as FlashAttention-2 tiles head size 64: each K or V fragment read from shared memory feeds both strips, and each
-// K/V tile copied into shared memory serves 128 queries. The kernel is the core's own, instantiated with two
-// strips a warp (common/ops/cuda/flash_attention_forward.cuh says what that changes, what it costs, and why head
-// size 128 keeps one strip); the backward is v7's.
+// v11 and v12 of the attention lab: the core's kernels with two strips of 16 rows a warp, as FlashAttention-2 tiles
+// head size 64. v11, the forward: 128-query tiles, each K or V fragment read from shared memory feeding both strips,
+// each K/V tile copied into shared memory serving 128 queries (common/ops/cuda/flash_attention_forward.cuh says what
+// that changes, what it costs, and why head size 128 keeps one strip); its backward is v7's. v12, the backward:
+// v7's kernels with two strips a warp, the dK/dV kernel on 128-key tiles (each Q or dO fragment feeding both strips
+// of keys) and the dQ kernel on 128-query tiles (each K or V fragment feeding both strips of queries)
+// (common/ops/cuda/flash_attention_backward.cuh); its forward is v11's.
 #include "ch09_advanced/kernels/01_attention/flash_versions.h"
+#include "common/ops/cuda/flash_attention_backward.cuh"
 #include "common/ops/cuda/flash_attention_forward.cuh"
 #include "common/ops/cuda/flash_attention_tiles.cuh"
 #include "common/ops/cuda/launch.cuh"
@@ -15,6 +18,14 @@ void flash_wide_strips_forward(const Tensor& out, const Tensor& lse, const Tenso
   const ops::cuda::flash::Dims s = ops::cuda::flash::dims_of(qkv, n_head);
   ops::cuda::LaunchScope scope(qkv);
   ops::cuda::flash::launch_flash_forward<2>("flash_forward_kernel", out, lse, qkv, s, scope.stream());
+}
+
+void flash_wide_strips_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                                const Tensor& lse, int n_head) {
+  if (qkv.dim(0) == 0 || qkv.dim(1) == 0 || qkv.dim(2) == 0) return;
+  const ops::cuda::flash::Dims s = ops::cuda::flash::dims_of(qkv, n_head);
+  ops::cuda::LaunchScope scope(qkv);
+  ops::cuda::flash::launch_flash_backward<2>(dqkv, dout, qkv, out, lse, s, scope.stream(), /*add=*/true);
 }
 
 }  // namespace lab::ch09::attention_lab

@@ -35,6 +35,8 @@
 //                  log-sum-exp, dS^T = P^T (dP^T - D), dV += P^T dO and dK += dS^T Q (dO and Q as B operands
 //                  by ldmatrix .trans).
 //   dQ             one block per query tile, key tiles 0 .. the diagonal: S, P, dP and dS again, dQ += dS K.
+//                  Both are flash_attention_backward.cuh's kernels with one strip of 16 rows a warp (their R = 1;
+//                  chapter 9's lab runs R = 2, 128-row tiles, as v12).
 // dQ by a separate pass, not by atomics from the dK/dV blocks: the dK/dV blocks would have to add into an f32
 // copy of dQ (16-bit atomics round at every add) that then needs its own conversion pass anyway, and the result
 // would depend on the order in which blocks arrive. The separate pass recomputes S and dP (7 tile products per
@@ -46,8 +48,8 @@
 // Resources at sm_90 (nvcc 13 -O3, ptxas -v; no spills, no local memory), registers per thread and dynamic shared
 // memory per block of 128 threads, head size 64 | 128:
 //   forward       159 | 212 registers, 45 | 85 KiB      (Q, two K and two V buffers)
-//   dK, dV        168 | 243 registers, 55 | 103 KiB     (K, V, two Q, dO and lse/D buffers)
-//   dQ            168 | 236 registers, 54 | 102 KiB     (Q, dO, two K and two V buffers)
+//   dK, dV        163 | 244 registers, 55 | 103 KiB     (K, V, two Q, dO and lse/D buffers)
+//   dQ            168 | 234 registers, 54 | 102 KiB     (Q, dO, two K and two V buffers)
 // Registers are the limit: 3 blocks (12 warps) per SM at head size 64, 2 at 128, which is what each kernel's
 // __launch_bounds__ asks ptxas for (asking for more made it spill); the second buffers fit beside them. A copy
 // loop that kept every copy's address live across the tile loop spilled the dK/dV kernel; issue_tile keeps one
@@ -69,6 +71,7 @@
 
 #include "common/core/memory.h"
 #include "common/ops/attention.h"
+#include "common/ops/cuda/flash_attention_backward.cuh"
 #include "common/ops/cuda/flash_attention_forward.cuh"
 #include "common/ops/cuda/flash_attention_fragments.cuh"
 #include "common/ops/cuda/flash_attention_one_pass.h"
@@ -84,197 +87,6 @@ namespace lab::ops::cuda {
 namespace {
 
 using namespace flash;  // tile geometry, Dims, fragments, the D pre-pass, launch helpers
-
-// Blocks per SM each kernel is compiled for (__launch_bounds__): ptxas caps the registers at 64K / (128 x this).
-// Chosen so that none spills at sm_90 (see the resource report at the top of the file). Unused where
-// __launch_bounds__ means nothing (the emulation build).
-template <int D>
-[[maybe_unused]] constexpr int kKeyGradsBlocks = D == 64 ? 3 : 2;
-template <int D>
-[[maybe_unused]] constexpr int kQueryGradsBlocks = D == 64 ? 3 : 2;
-
-// Shared memory, in tiles of [64, D] 16-bit elements (the forward's: flash_attention_forward.cuh): the backward's
-// two fixed tiles (K and V, or Q and dO) and two buffers each of the two streamed ones, plus, in the dK/dV kernel,
-// two buffers of a query tile's lse and D.
-template <int D>
-constexpr size_t tile_bytes() {
-  return piece_bytes<uint16_t>(kTile * kLdTile<D>);
-}
-template <int D>
-constexpr size_t backward_shared_bytes() {
-  return 6 * tile_bytes<D>() + 4 * piece_bytes<float>(kTile);
-}
-
-// ---------------------------------------------------------------- backward: dK, dV
-
-// One query tile of the dK/dV kernel for the warp's 16 keys, in steps of kQueryStep queries (32: the f32
-// fragments of P^T and dS^T for 64 queries, next to dK and dV, would not fit the registers at head size 128).
-// S^T = K Q^T; P^T = exp(scale S^T - lse) where the query sees the key; dV += P^T dO; dP^T = V dO^T;
-// dS^T = P^T (dP^T - D); dK += dS^T Q (scaled once at the end). kMasked: the diagonal tile and a last tile that
-// runs past T; every other query of a later tile sees every key of the strip.
-template <bool kMasked, typename E, int D>
-__device__ inline void key_grads_query_tile(float dk[D / 8][4], float dv[D / 8][4], const E* k, const E* v, const E* q,
-                                            const E* dO, const float* tile_lse, const float* tile_D, int strip,
-                                            int key0, int t0, int first_live, const Dims& s, float scale_log2) {
-#pragma unroll 1
-  for (int c0 = 0; c0 < kTile; c0 += kQueryStep) {
-    if (kMasked && c0 + kQueryStep <= first_live) continue;
-    float p[kQueryStep / 8][4];
-    strip_times_tile_t<E, D, kQueryStep>(p, k, strip, q, c0, first_live);
-#pragma unroll
-    for (int n = 0; n < kQueryStep / 8; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int c = c0 + frag_col(n, i);
-        p[n][i] = exp2f(fmaf(p[n][i], scale_log2, -tile_lse[c] * kLog2e));
-        if (kMasked) {
-          const int key = key0 + frag_row(i), query = t0 + c;
-          if (query < key || query >= s.T) p[n][i] = 0.0f;
-        }
-      }
-    probs_times_tile<E, D, kQueryStep>(dv, p, dO, c0, first_live);
-
-    float ds[kQueryStep / 8][4];
-    strip_times_tile_t<E, D, kQueryStep>(ds, v, strip, dO, c0, first_live);
-#pragma unroll
-    for (int n = 0; n < kQueryStep / 8; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) ds[n][i] = p[n][i] * (ds[n][i] - tile_D[c0 + frag_col(n, i)]);
-    probs_times_tile<E, D, kQueryStep>(dk, ds, q, c0, first_live);
-  }
-}
-
-template <typename E, int D>
-__global__ void __launch_bounds__(kThreads, kKeyGradsBlocks<D>)
-    flash_key_grads_kernel(E* dqkv, const E* qkv, const E* dout, const float* lse, const float* D_rows, Dims s,
-                           int query_tiles, bool add) {
-  LAB_DYNAMIC_SHARED(unsigned char, shared);
-  SharedPieces pieces(shared);
-  E* k = pieces.take<E>(kTile * kLdTile<D>);
-  E* v = pieces.take<E>(kTile * kLdTile<D>);
-  const TilePair<E, D> q = take_pair<E, D>(pieces), dO = take_pair<E, D>(pieces);
-  float* rows = pieces.take<float>(4 * kTile);  // two buffers of a query tile's lse, then its D
-
-  const int bh = blockIdx.x, b = bh / s.NH, h = bh % s.NH;
-  const int s0 = static_cast<int>(blockIdx.y) * kTile;  // the first key tiles see the most queries: they start first
-  const int strip = threadIdx.x / kWarpSize * kStrip;
-  const int64_t ld = s.ld_qkv();
-  const int64_t head = s.head_offset(b, h, ld);
-  const E* dout_head = dout + s.head_offset(b, h, s.C);
-  const float scale_log2 = s.scale * kLog2e;
-  const int first_tile = s0 / kTile;  // the diagonal: earlier queries see none of these keys
-
-  // Batch 0: the block's K and V tiles and the first query tile's Q and dO.
-  issue_tile<D>(k, qkv + head + s.C, s0, s, ld);
-  issue_tile<D>(v, qkv + head + 2 * s.C, s0, s, ld);
-  issue_tile<D>(q[first_tile], qkv + head, s0, s, ld);
-  issue_tile<D>(dO[first_tile], dout_head, s0, s, s.C);
-  issue_query_rows(rows + (first_tile % 2) * 2 * kTile, lse, D_rows, bh, s0, s);
-  __pipeline_commit();
-  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
-
-  for (int qt = first_tile; qt < query_tiles; ++qt) {
-    const int t0 = qt * kTile;
-    const bool next = qt + 1 < query_tiles;
-    if (next) {  // into the buffers of tile qt - 1, which every warp finished before the last barrier
-      issue_tile<D>(q[qt + 1], qkv + head, t0 + kTile, s, ld);
-      issue_tile<D>(dO[qt + 1], dout_head, t0 + kTile, s, s.C);
-      issue_query_rows(rows + ((qt + 1) % 2) * 2 * kTile, lse, D_rows, bh, t0 + kTile, s);
-      __pipeline_commit();
-    }
-    wait_for_current_tile(next);
-    __syncthreads();  // every thread's copies of tile qt have landed
-    const float* tile_lse = rows + (qt % 2) * 2 * kTile;
-    const float* tile_D = tile_lse + kTile;
-    if (qt == first_tile || t0 + kTile > s.T)
-      key_grads_query_tile<true, E, D>(dk, dv, k, v, q[qt], dO[qt], tile_lse, tile_D, strip, s0 + strip, t0,
-                                       qt == first_tile ? strip : 0, s, scale_log2);
-    else
-      key_grads_query_tile<false, E, D>(dk, dv, k, v, q[qt], dO[qt], tile_lse, tile_D, strip, s0 + strip, t0, 0, s,
-                                        scale_log2);
-    __syncthreads();  // every warp is done with tile qt's buffers
-  }
-  add_fragments<D>(dqkv + head + s.C, ld, s0 + strip, dk, s.scale, s, add);
-  add_fragments<D>(dqkv + head + 2 * s.C, ld, s0 + strip, dv, 1.0f, s, add);
-}
-
-// ---------------------------------------------------------------- backward: dQ
-
-// One key tile of the dQ kernel for the warp's 16 queries: S = Q K^T and dP = dO V^T, dS = P (dP - D),
-// dQ += dS K (scaled once at the end). kMasked: the diagonal tile, as in the forward.
-template <bool kMasked, typename E, int D>
-__device__ inline void query_grads_key_tile(float dq[D / 8][4], const E* q, const E* dO, const E* k, const E* v,
-                                            int strip, int query0, int s0, const float row_lse[2], const float row_D[2],
-                                            const Dims& s, float scale_log2) {
-  float p[kKeyGroups][4], ds[kKeyGroups][4];
-  strip_times_tile_t<E, D, kTile>(p, q, strip, k, 0, 0);
-  strip_times_tile_t<E, D, kTile>(ds, dO, strip, v, 0, 0);
-#pragma unroll
-  for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float prob = exp2f(fmaf(p[n][i], scale_log2, -row_lse[i / 2]));
-      if (kMasked) {
-        const int t = query0 + frag_row(i), key = s0 + frag_col(n, i);
-        if (key > t || t >= s.T) prob = 0.0f;
-      }
-      ds[n][i] = prob * (ds[n][i] - row_D[i / 2]);
-    }
-  probs_times_tile<E, D, kTile>(dq, ds, k, 0, 0);
-}
-
-template <typename E, int D>
-__global__ void __launch_bounds__(kThreads, kQueryGradsBlocks<D>)
-    flash_query_grads_kernel(E* dqkv, const E* qkv, const E* dout, const float* lse, const float* D_rows, Dims s,
-                             int query_tiles, bool add) {
-  LAB_DYNAMIC_SHARED(unsigned char, shared);
-  SharedPieces pieces(shared);
-  E* q = pieces.take<E>(kTile * kLdTile<D>);
-  E* dO = pieces.take<E>(kTile * kLdTile<D>);
-  const TilePair<E, D> k = take_pair<E, D>(pieces), v = take_pair<E, D>(pieces);
-
-  const int bh = blockIdx.x, b = bh / s.NH, h = bh % s.NH;
-  const int t0 = (query_tiles - 1 - static_cast<int>(blockIdx.y)) * kTile;  // the longest tiles first
-  const int strip = threadIdx.x / kWarpSize * kStrip;
-  const int64_t ld = s.ld_qkv();
-  const int64_t head = s.head_offset(b, h, ld);
-  const float scale_log2 = s.scale * kLog2e;
-  const int last_key_tile = (min(t0 + kTile, s.T) - 1) / kTile;  // the diagonal
-
-  // Batch 0: the block's Q and dO tiles and key tile 0.
-  issue_tile<D>(q, qkv + head, t0, s, ld);
-  issue_tile<D>(dO, dout + s.head_offset(b, h, s.C), t0, s, s.C);
-  issue_tile<D>(k[0], qkv + head + s.C, 0, s, ld);
-  issue_tile<D>(v[0], qkv + head + 2 * s.C, 0, s, ld);
-  __pipeline_commit();
-  float row_lse[2], row_D[2];  // rows g and g + 8 of the strip; lse in base 2
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int t = t0 + strip + frag_row(2 * r);
-    row_lse[r] = t < s.T ? lse[static_cast<int64_t>(bh) * s.T + t] * kLog2e : 0.0f;
-    row_D[r] = t < s.T ? D_rows[static_cast<int64_t>(bh) * s.T + t] : 0.0f;
-  }
-  float dq[D / 8][4] = {};
-
-  for (int kt = 0; kt <= last_key_tile; ++kt) {
-    const bool next = kt < last_key_tile;
-    if (next) {
-      issue_tile<D>(k[kt + 1], qkv + head + s.C, (kt + 1) * kTile, s, ld);
-      issue_tile<D>(v[kt + 1], qkv + head + 2 * s.C, (kt + 1) * kTile, s, ld);
-      __pipeline_commit();
-    }
-    wait_for_current_tile(next);
-    __syncthreads();  // every thread's copies of tile kt have landed
-    if (kt == last_key_tile)
-      query_grads_key_tile<true, E, D>(dq, q, dO, k[kt], v[kt], strip, t0 + strip, kt * kTile, row_lse, row_D, s,
-                                       scale_log2);
-    else
-      query_grads_key_tile<false, E, D>(dq, q, dO, k[kt], v[kt], strip, t0 + strip, kt * kTile, row_lse, row_D, s,
-                                        scale_log2);
-    __syncthreads();  // every warp is done with tile kt's buffers
-  }
-  add_fragments<D>(dqkv + head, ld, t0 + strip, dq, s.scale, s, add);
-}
 
 // ---------------------------------------------------------------- f32: the materialised fallback
 
@@ -344,18 +156,7 @@ void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tens
   }
   if (passes == FlashBackward::OnePass)
     return flash_attention_backward_one_pass(dqkv, dout, qkv, out, lse, n_head, dqkv_write);
-  dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {
-    using E = decltype(element);
-    const Tensor D_rows = flash_row_dots<E>(dout, out, lse, s, scope.stream());
-    constexpr int D = decltype(width)::value;
-    // Each element of dK and dV is stored by the one block of its key tile, each of dQ by its query tile's: with
-    // Overwrite, stored without reading dqkv.
-    const bool add = dqkv_write == GradWrite::Add;
-    launch_backward_tiles<E>("flash_key_grads_kernel", flash_key_grads_kernel<E, D>, backward_shared_bytes<D>(), dqkv,
-                             dout, qkv, lse, D_rows, s, scope.stream(), add);
-    launch_backward_tiles<E>("flash_query_grads_kernel", flash_query_grads_kernel<E, D>, backward_shared_bytes<D>(),
-                             dqkv, dout, qkv, lse, D_rows, s, scope.stream(), add);
-  });
+  launch_flash_backward<1>(dqkv, dout, qkv, out, lse, s, scope.stream(), dqkv_write == GradWrite::Add);
 }
 
 }  // namespace lab::ops::cuda

@@ -62,34 +62,6 @@ constexpr size_t forward_shared_bytes() {
   return (R + 4) * piece_bytes<uint16_t>(kTile * kLdTile<D>);
 }
 
-// acc[r] += P[r] B for the warp's R strips: P[r] [16, K] as f32 C fragments (rounded to E: two n8 tiles make one
-// k16 A fragment), B rows 0 .. K-1 of a [.., D] tile whose rows are k (O += P V). probs_times_tile for R strips:
-// each B fragment loaded once for all of them.
-template <typename E, int D, int K, int R>
-__device__ inline void strip_probs_times_tile(float acc[R][D / 8][4], const float p[R][K / 8][4], const E* b_tile) {
-#pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk) {
-    uint32_t a[R][4];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      a[r][0] = mma::pack<E>(p[r][2 * kk][0], p[r][2 * kk][1]);
-      a[r][1] = mma::pack<E>(p[r][2 * kk][2], p[r][2 * kk][3]);
-      a[r][2] = mma::pack<E>(p[r][2 * kk + 1][0], p[r][2 * kk + 1][1]);
-      a[r][3] = mma::pack<E>(p[r][2 * kk + 1][2], p[r][2 * kk + 1][3]);
-    }
-#pragma unroll
-    for (int nn = 0; nn < D / 16; ++nn) {
-      uint32_t b[4];
-      load_b_rows_k<D>(b, b_tile, kk * 16, nn * 16);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        mma::mma_accumulate<E>(acc[r][2 * nn], a[r], b);
-        mma::mma_accumulate<E>(acc[r][2 * nn + 1], a[r], b + 2);
-      }
-    }
-  }
-}
-
 // One key tile of the forward for the warp's R strips of 16 queries (strip r: queries query0 + 16 r ..): S = Q K^T,
 // the online softmax, O += P V. kMasked: a tile where some key lies past some query of the warp (or past T); a
 // tile that every query of the warp sees whole skips the mask's index arithmetic.
@@ -171,7 +143,7 @@ __device__ inline void forward_key_tile(float o[R][D / 8][4], float m[R][2], flo
   }
 
   // O += P V, P from the score registers.
-  strip_probs_times_tile<E, D, kTile, R>(o, sc, v);
+  strips_probs_times_tile<E, D, kTile, R>(o, sc, v);
 }
 
 template <typename E, int D, int R>

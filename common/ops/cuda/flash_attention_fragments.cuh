@@ -89,6 +89,69 @@ __device__ inline void probs_times_tile(float acc[D / 8][4], const float p[K / 8
   }
 }
 
+// The same two products for R strips of 16 rows a warp (strip r: rows row0 + 16 r of a_tile; acc[r], p[r]), each
+// B fragment loaded once for all R strips: the shared-memory bytes read a product fall from 256 to 256 / R, plus
+// the strips' own A fragments where they come from shared memory. With kSkip, strip r skips the n16 (k16) groups
+// whose 16 columns (rows of b_tile) all lie before live + 16 r, which may be negative (nothing skipped); a B
+// fragment no strip needs is not loaded. R = 1 skips what the one-strip versions above skip with live.
+template <typename E, int D, int N, int R, bool kSkip>
+__device__ inline void strips_times_tile_t(float acc[R][N / 8][4], const E* a_tile, int row0, const E* b_tile, int col0,
+                                           int live) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int n = 0; n < N / 8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][n][i] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[R][4];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (!kSkip || col0 + N > live + r * kStrip) load_a<D>(a[r], a_tile, row0 + r * kStrip, kk * 16);
+#pragma unroll
+    for (int nn = 0; nn < N / 16; ++nn) {
+      if (kSkip && col0 + nn * 16 + 16 <= live) continue;
+      uint32_t b[4];
+      load_b_rows_n<D>(b, b_tile, col0 + nn * 16, kk * 16);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (kSkip && col0 + nn * 16 + 16 <= live + r * kStrip) continue;
+        mma::mma_accumulate<E>(acc[r][2 * nn], a[r], b);
+        mma::mma_accumulate<E>(acc[r][2 * nn + 1], a[r], b + 2);
+      }
+    }
+  }
+}
+
+template <typename E, int D, int K, int R, bool kSkip = false>
+__device__ inline void strips_probs_times_tile(float acc[R][D / 8][4], const float p[R][K / 8][4], const E* b_tile,
+                                               int k0 = 0, int live = 0) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    if (kSkip && k0 + kk * 16 + 16 <= live) continue;
+    uint32_t a[R][4];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      a[r][0] = mma::pack<E>(p[r][2 * kk][0], p[r][2 * kk][1]);
+      a[r][1] = mma::pack<E>(p[r][2 * kk][2], p[r][2 * kk][3]);
+      a[r][2] = mma::pack<E>(p[r][2 * kk + 1][0], p[r][2 * kk + 1][1]);
+      a[r][3] = mma::pack<E>(p[r][2 * kk + 1][2], p[r][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int nn = 0; nn < D / 16; ++nn) {
+      uint32_t b[4];
+      load_b_rows_k<D>(b, b_tile, k0 + kk * 16, nn * 16);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (kSkip && k0 + kk * 16 + 16 <= live + r * kStrip) continue;
+        mma::mma_accumulate<E>(acc[r][2 * nn], a[r], b);
+        mma::mma_accumulate<E>(acc[r][2 * nn + 1], a[r], b + 2);
+      }
+    }
+  }
+}
+
 // Where a lane's C-fragment values sit: register i of n8 tile n holds row g + 8 (i / 2), column 8 n + 2 t + i % 2.
 __device__ inline int frag_row(int i) {
   return threadIdx.x % kWarpSize / 4 + (i / 2) * 8;

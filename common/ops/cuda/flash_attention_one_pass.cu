@@ -3,7 +3,7 @@
 // lab, where it is timed beside the two passes of flash_attention.cu (v7).
 //
 // The two-pass backward walks the key tiles for dK and dV, then walks the query tiles a second time for dQ,
-// recomputing S and dP: 7 tile products per pair of tiles. Here the pass is flash_attention.cu's dK/dV kernel,
+// recomputing S and dP: 7 tile products per pair of tiles. Here the pass is the two passes' dK/dV kernel (R = 1),
 // unchanged in what it computes and how: one block of 4 warps per 64-key tile, the query tiles from the diagonal to
 // the end streamed by cp.async into two buffers, each warp owning 16 keys with P^T, dS^T, dK and dV in registers, a
 // step of queries at a time (32 at head size 128, 16 at 64: below). What it adds, at every step:
@@ -19,7 +19,7 @@
 // 5 tile products per pair instead of 7. The dQ fragments live from step 3 to step 4 only, after the step's P^T and
 // dS^T fragments are dead, and are accumulated 16 or 32 columns at a time. Even so, the addresses and the longer
 // loop body cost a few registers across the whole loop, and at head size 64, where the two-pass dK/dV kernel
-// already takes all 168 registers that 3 blocks per SM leave it, steps of 32 spilled; steps of 16 halve P^T and
+// took all 168 registers that 3 blocks per SM leave it (163 since), steps of 32 spilled; steps of 16 halve P^T and
 // dS^T and fit, at the price of loading the warp's K and V fragments twice as often and of 4 barriers per query
 // tile instead of 2. Two dS^T buffers, used in turn, make one barrier a step enough: a warp refills a buffer only
 // after the next step's barrier, which every warp reaches after reading it.
@@ -34,7 +34,7 @@
 //
 // Resources at sm_90 (nvcc 13 -O3, ptxas -v; no spills, no local memory), registers per thread and dynamic shared
 // memory per block of 128 threads, head size 64 | 128 (scripts/kernel_resources.py):
-//   dK, dV, dQ    168 | 244 registers, 61 | 113 KiB   (the two-pass dK/dV kernel: 168 | 243, 55 | 103 KiB)
+//   dK, dV, dQ    168 | 244 registers, 61 | 113 KiB   (the two-pass dK/dV kernel: 163 | 244, 55 | 103 KiB)
 // 3 blocks per SM at head size 64, 2 at 128, as the two-pass kernels (at 128 the two blocks' shared memory, with
 // the 1 KiB the runtime reserves in each, fills the SM's 228 KiB exactly).
 #include <cuda_bf16.h>
@@ -148,9 +148,9 @@ __device__ inline void add_step_dq(float* dq_head, const uint32_t* step_ds, cons
 
 // ---------------------------------------------------------------- dK, dV and dQ in one pass
 
-// One query tile for the warp's 16 keys, in steps of kStep queries: flash_attention.cu's key_grads_query_tile (S^T = K
-// Q^T, P^T from the saved lse, dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q), plus dS^T into the
-// step's buffer, a barrier, and the warp's quarter of the step's dQ. A warp whose keys no query of a step sees
+// One query tile for the warp's 16 keys, in steps of kStep queries: flash_attention_backward.cuh's key_grads_query_tile
+// (S^T = K Q^T, P^T from the saved lse, dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q), plus dS^T
+// into the step's buffer, a barrier, and the warp's quarter of the step's dQ. A warp whose keys no query of a step sees
 // (kMasked, on the diagonal) skips the step's products as there, but not the barrier nor its quarter of dQ.
 template <bool kMasked, typename E, int D>
 __device__ inline void grads_query_tile(float dk[D / 8][4], float dv[D / 8][4], float* dq_head, uint32_t* ds_steps,
@@ -223,9 +223,7 @@ __global__ void __launch_bounds__(kThreads, kGradsBlocks<D>)
   // Batch 0: the block's K and V tiles and the first query tile's Q and dO.
   issue_tile<D>(k, qkv + head + s.C, s0, s, ld);
   issue_tile<D>(v, qkv + head + 2 * s.C, s0, s, ld);
-  issue_tile<D>(q[first_tile], qkv + head, s0, s, ld);
-  issue_tile<D>(dO[first_tile], dout_head, s0, s, s.C);
-  issue_query_rows(rows + (first_tile % 2) * 2 * kTile, lse, D_rows, bh, s0, s);
+  issue_query_tile<D>(q, dO, rows, qkv + head, dout_head, lse, D_rows, bh, first_tile, s, ld);
   __pipeline_commit();
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
 
@@ -236,9 +234,7 @@ __global__ void __launch_bounds__(kThreads, kGradsBlocks<D>)
     // here the barrier of tile qt - 1's last step comes after every warp's last read of them (the dQ products after it
     // read only K and dS^T).
     if (next) {
-      issue_tile<D>(q[qt + 1], qkv + head, t0 + kTile, s, ld);
-      issue_tile<D>(dO[qt + 1], dout_head, t0 + kTile, s, s.C);
-      issue_query_rows(rows + ((qt + 1) % 2) * 2 * kTile, lse, D_rows, bh, t0 + kTile, s);
+      issue_query_tile<D>(q, dO, rows, qkv + head, dout_head, lse, D_rows, bh, qt + 1, s, ld);
       __pipeline_commit();
     }
     wait_for_current_tile(next);

@@ -67,4 +67,17 @@ __device__ inline void issue_query_rows(float* rows, const float* lse, const flo
   __pipeline_memcpy_async(rows + threadIdx.x, t < s.T ? src + t : src, 4, t < s.T ? 0 : 4);
 }
 
+// Queues the copies of query tile qt of one head for the kernels that stream query tiles past their keys (dK/dV):
+// its Q and dO rows into buffers q[qt] and dO[qt], its lse and D rows into buffer qt % 2 of `rows` (two of 128
+// floats). All threads; the caller commits the batch.
+template <int D, typename E>
+__device__ void issue_query_tile(const TilePair<E, D>& q, const TilePair<E, D>& dO, float* rows, const E* q_head,
+                                 const E* dout_head, const float* lse, const float* D_rows, int bh, int qt,
+                                 const Dims& s, int64_t ld) {
+  const int t0 = qt * kTile;
+  issue_tile<D>(q[qt], q_head, t0, s, ld);
+  issue_tile<D>(dO[qt], dout_head, t0, s, s.C);
+  issue_query_rows(rows + (qt % 2) * 2 * kTile, lse, D_rows, bh, t0, s);
+}
+
 }  // namespace lab::ops::cuda::flash
