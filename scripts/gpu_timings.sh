@@ -8,7 +8,8 @@
 #   3. the per-kernel profile of the all-rungs step at the largest of those batches (gpt2_step_bench --profile, without
 #      CUDA graphs, which a profile refuses), with the two-pass flash backward and with the one-pass one;
 #   4. chapter 9's attention lab, backward: v7 (the two passes) beside v9 (one pass, dQ by atomics), GPT-2's 12 heads
-#      of 64 and 6 heads of 128, and at 12 heads of 64 v12 (two strips of rows a warp, 128-row tiles); forward: v7 (a
+#      of 64 and 6 heads of 128, and at 12 heads of 64 v12 and v13 (two strips of rows a warp, 128-row tiles; the
+#      dK/dV kernel in steps of 32 or 16 queries); forward: v7 (a
 #      strip of 16 queries a warp) beside v11 (two strips, 128-query tiles), 12 heads of 64;
 #   5. chapter 6's classifier lab in bf16 at 8192 rows (B = 8, T = 1024): v5 beside v6.
 # The steps run in that order, each under a time limit; a step that would not fit what is left of the budget is
@@ -147,7 +148,7 @@ step profile_two_passes 40 "$bin/gpt2_step_bench" "${rungs[@]}" --attention flas
   --profile --json "$out/profile_two_passes.json"
 step profile_one_pass 40 "$bin/gpt2_step_bench" "${rungs[@]}" --attention flash-one-pass --batch "$last_batch" \
   --steps 3 --profile --json "$out/profile_one_pass.json"
-step attention_hs64 60 "$bin/ch09_attention_lab" --pass backward --version 7,9,12 --cpu-ceiling false \
+step attention_hs64 60 "$bin/ch09_attention_lab" --pass backward --version 7,9,12,13 --cpu-ceiling false \
   "${lab_size[@]}" --json "$out/attention_hs64.json"
 step attention_hs128 60 "$bin/ch09_attention_lab" --pass backward --heads 6 --head-size 128 --version 7,9 \
   --cpu-ceiling false "${lab_size[@]}" --json "$out/attention_hs128.json"

@@ -119,7 +119,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashGpu, ::testing::ValuesIn(kCases),
 // The attention lab's GPU versions (the materialised op, the WMMA flash kernels, in the backward the one-pass
 // backward with dQ by atomics, the v6 kernels that load each tile before multiplying it, the core's, the 16-bit
 // batched op, in the backward the one pass with dQ by atomics on the core's kernels, the core's forward kernel with
-// 128-query tiles, the core's backward kernels on 128-row tiles), bf16 and f16, against its fp64
+// 128-query tiles, the core's backward kernels on 128-row tiles, in steps of 32 and 16 queries), bf16 and f16, against
+// its fp64
 // reference.
 TEST(AttentionLabGpu, GpuVersionsPass) {
   LAB_REQUIRE_GPU();
@@ -129,9 +130,9 @@ TEST(AttentionLabGpu, GpuVersionsPass) {
     for (const ch09::LabPass pass : {ch09::LabPass::Forward, ch09::LabPass::Backward}) {
       const kernel_lab::KernelLab lab = ch09::make_attention_lab({shape, dtype, test_seed()}, pass);
       const std::vector<int> gpu = test::versions_on(lab, DeviceType::CUDA);
-      ASSERT_EQ(gpu.size(), 9u)
-          << "materialised, flash through WMMA, dQ by atomics, flash in registers, the core's, "
-             "batched in 16 bits, dQ by atomics in registers, 128-query tiles, 128-row tiles in the backward";
+      ASSERT_EQ(gpu.size(), 10u) << "materialised, flash through WMMA, dQ by atomics, flash in registers, the core's, "
+                                    "batched in 16 bits, dQ by atomics in registers, 128-query tiles, 128-row tiles in "
+                                    "the backward, the same in steps of 16 queries";
       for (const int n : gpu) EXPECT_TRUE(test::version_passes(lab, n));
     }
   }
@@ -178,11 +179,11 @@ TEST(FlashGpuWideStrips, ForwardGivesTheBitsOfOneStripAWarp) {
 }
 
 // The lab's v12, the core's backward kernels with two strips of 16 rows a warp (128-key tiles for dK and dV,
-// 128-query tiles for dQ), gives the bits of the core's one strip a warp: per key and per query the same tiles,
-// products and their order. From the same forward's out and lse, adding into the same random dqkv, at T = 1, T
-// inside one 128-row tile with its upper warps' rows all past T (65, 70), T past one or two 128-row tiles by a row
-// or less than a tile (129, 200, 257), head sizes 64 and narrower (32, 8), scores of std 64, f16; at head size 128
-// v12 keeps one strip (the same kernels).
+// 128-query tiles for dQ), and v13, v12 with steps of 16 queries in the dK/dV kernel, give the bits of the core's one
+// strip a warp: per key and per query the same tiles, products and their order. From the same forward's out and lse,
+// adding into the same random dqkv, at T = 1, T inside one 128-row tile with its upper warps' rows all past T (65, 70),
+// T past one or two 128-row tiles by a row or less than a tile (129, 200, 257), head sizes 64 and narrower (32, 8),
+// scores of std 64, f16; at head size 128 v12 keeps one strip (the same kernels).
 TEST(FlashGpuWideStrips, BackwardGivesTheBitsOfOneStripAWarp) {
   LAB_REQUIRE_GPU();
   Rng rng(test_seed());
@@ -210,6 +211,7 @@ TEST(FlashGpuWideStrips, BackwardGivesTheBitsOfOneStripAWarp) {
           ops::flash_attention_backward(dqkv, d, q, o, l, nh);
         });
     EXPECT_EQ(backward(ch09::attention_lab::flash_wide_strips_backward), core);
+    EXPECT_EQ(backward(ch09::attention_lab::flash_wide_strips_short_steps_backward), core) << "steps of 16 (v13)";
   }
 }
 

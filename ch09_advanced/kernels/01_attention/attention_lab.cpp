@@ -66,7 +66,7 @@ Tensor nan_like(const Tensor& t) {
 // products (v5). FlashRegisters: the lab's copy of the core's kernels before they overlapped their loads (v6).
 // FlashWideStrips: the core's forward kernel with two strips of queries a warp, 128-query tiles, and the core's
 // backward (v11). FlashWideKeyStrips: v11's forward, and the core's backward kernels with two strips of rows a warp,
-// 128-row tiles (v12).
+// 128-row tiles (v12). FlashWideShortSteps: v12 with its dK/dV kernel in steps of 16 queries (v13).
 enum class Algorithm {
   Materialized,
   Batched,
@@ -76,7 +76,8 @@ enum class Algorithm {
   FlashAtomicDq,
   FlashRegisters,
   FlashWideStrips,
-  FlashWideKeyStrips
+  FlashWideKeyStrips,
+  FlashWideShortSteps
 };
 
 // The materialised algorithms keep the T x T probabilities for the backward; the flash ones the row log-sum-exp.
@@ -101,12 +102,14 @@ void run_forward(const VersionTensors& t, Algorithm algorithm, int n_head) {
     case Algorithm::FlashWmma: return attention_lab::flash_wmma_forward(t.out, t.saved, t.qkv, n_head);
     case Algorithm::FlashRegisters: return attention_lab::flash_registers_forward(t.out, t.saved, t.qkv, n_head);
     case Algorithm::FlashWideStrips:
-    case Algorithm::FlashWideKeyStrips: return attention_lab::flash_wide_strips_forward(t.out, t.saved, t.qkv, n_head);
+    case Algorithm::FlashWideKeyStrips:
+    case Algorithm::FlashWideShortSteps: return attention_lab::flash_wide_strips_forward(t.out, t.saved, t.qkv, n_head);
 #else
     case Algorithm::FlashWmma:
     case Algorithm::FlashRegisters:
     case Algorithm::FlashWideStrips:
     case Algorithm::FlashWideKeyStrips:
+    case Algorithm::FlashWideShortSteps:
       fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
 #endif
   }
@@ -130,11 +133,14 @@ void run_backward(const VersionTensors& t, Algorithm algorithm, int n_head) {
       return attention_lab::flash_registers_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
     case Algorithm::FlashWideKeyStrips:
       return attention_lab::flash_wide_strips_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
+    case Algorithm::FlashWideShortSteps:
+      return attention_lab::flash_wide_strips_short_steps_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
 #else
     case Algorithm::FlashWmma:
     case Algorithm::FlashAtomicDq:
     case Algorithm::FlashRegisters:
     case Algorithm::FlashWideKeyStrips:
+    case Algorithm::FlashWideShortSteps:
       fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
 #endif
   }
@@ -280,7 +286,7 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
   al.add("CPU flash", "64 x 64 tiles, online softmax: no T x T buffer, masked tiles skipped", Algorithm::Flash,
          DType::F32, Device::cpu());
 
-  // The GPU versions, v3 to v9 (and v11 and v12, after v10): left out, with their numbers kept, where no GPU is
+  // The GPU versions, v3 to v9 (and v11 to v13, after v10): left out, with their numbers kept, where no GPU is
   // visible.
   struct GpuVersion {
     const char* name;
@@ -349,6 +355,11 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
                       "keys (dK, dV), each K/V fragment both strips of queries (dQ); head size 64 (128 keeps one strip)"
                     : "a backward version: its forward is v11's",
            Algorithm::FlashWideKeyStrips, false});
+  add_gpu({"CUDA flash, 128-row tiles in the backward, steps of 16 queries",
+           backward ? "v12 with its dK/dV kernel in steps of 16 queries, not 32: 244 registers a thread, not 255, the "
+                      "warp's K and V fragments read twice as often (head size 64; at 128 v12 itself)"
+                    : "a backward version: its forward is v11's",
+           Algorithm::FlashWideShortSteps, false});
   return lab;
 }
 

@@ -35,6 +35,8 @@
 //                         with two strips of 16 rows a warp, each Q or dO fragment (dK, dV) or K or V fragment
 //                         (dQ) loaded from shared memory feeding both; head size 64 (128 keeps one strip); v7's
 //                         bits; v11's forward
+//   v13 (backward only)   v12 with its dK/dV kernel in steps of 16 queries instead of 32 (244 registers a thread,
+//                         not 255; the warp's K and V fragments read twice as often); v7's bits; v11's forward
 // The GPU versions are left out (listed, neither validated nor timed) where no GPU is visible, so that every
 // version keeps its number on every machine.
 //

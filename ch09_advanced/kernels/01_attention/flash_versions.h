@@ -12,6 +12,8 @@
 //   v12 (flash_wide_strips.cu)     the core's backward kernels with two strips of 16 rows a warp: 128-key tiles
 //                                  (dK, dV), 128-query tiles (dQ) (common/ops/cuda/flash_attention_backward.cuh);
 //                                  head size 128 keeps one; v11's forward.
+//   v13 (flash_wide_strips.cu)     v12 with the dK/dV kernel in steps of 16 queries instead of 32: fewer
+//                                  registers (242, not 255), the K and V fragments read twice as often.
 // v7 is the core's op itself (common/ops/cuda/flash_attention.cu: v6 with the next tile copied by cp.async while
 // the current one is multiplied, and the causal mask on the diagonal tiles only); v8 is the core's batched op; v9
 // is the core's one-pass backward (common/ops/cuda/flash_attention_one_pass.cu: v5's one pass with dQ by f32
@@ -33,6 +35,8 @@ void flash_registers_backward(const Tensor& dqkv, const Tensor& dout, const Tens
 void flash_wide_strips_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
 void flash_wide_strips_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                                 const Tensor& lse, int n_head);
+void flash_wide_strips_short_steps_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                            const Tensor& out, const Tensor& lse, int n_head);
 
 void flash_backward_atomic_dq(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                               const Tensor& lse, int n_head);

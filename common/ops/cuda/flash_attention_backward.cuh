@@ -49,9 +49,10 @@ template <int D, int R>
 inline constexpr int kBackwardStrips = D == 64 ? R : 1;
 
 // Queries per step of the dK/dV kernel: the f32 fragments of P^T and dS^T for a step's queries live next to the dK
-// and dV accumulators. 32 (64 would not fit the registers at head size 128). With two strips at head size 64 that
-// is 128 f32 of accumulators and 64 of fragments: ptxas fits it in 255 registers without a spill; steps of 16 took
-// 242, for 256 bytes of shared memory a product instead of 192 (the warp's K and V fragments read twice as often).
+// and dV accumulators. 32 by default (64 would not fit the registers at head size 128). With two strips at head size
+// 64 that is 128 f32 of accumulators and 64 of fragments: ptxas fits it in 255 registers without a spill; steps of
+// 16 (the lab's v13) take 244, for 256 bytes of shared memory a product instead of 192 (the warp's K and V fragments
+// read twice as often).
 inline constexpr int kKeyGradsStep = 32;
 
 // Keys per step of the dQ kernel: a whole 64-key tile with one strip; with two, the S, dP and dS fragments of 64
@@ -90,11 +91,10 @@ constexpr size_t query_grads_shared_bytes() {
 // dP^T = V dO^T; dS^T = P^T (dP^T - D); dK += dS^T Q (scaled once at the end). kMasked: a tile where some query
 // precedes some key of the warp, or that runs past T; strip r skips the query groups before live + 16 r (live: the
 // warp's first key less the tile's first query, negative where the tile lies past it).
-template <bool kMasked, typename E, int D, int R>
+template <bool kMasked, typename E, int D, int R, int kStep>
 __device__ inline void key_grads_query_tile(float dk[R][D / 8][4], float dv[R][D / 8][4], const E* k, const E* v,
                                             const E* q, const E* dO, const float* tile_lse, const float* tile_D,
                                             int strip, int key0, int t0, int live, const Dims& s, float scale_log2) {
-  constexpr int kStep = kKeyGradsStep;
 #pragma unroll 1
   for (int c0 = 0; c0 < kTile; c0 += kStep) {
     if (kMasked && c0 + kStep <= live) continue;
@@ -127,7 +127,7 @@ __device__ inline void key_grads_query_tile(float dk[R][D / 8][4], float dv[R][D
   }
 }
 
-template <typename E, int D, int R>
+template <typename E, int D, int R, int kStep = kKeyGradsStep>
 __global__ void __launch_bounds__(kThreads, kKeyGradsBlocks<D, R>)
     flash_key_grads_kernel(E* dqkv, const E* qkv, const E* dout, const float* lse, const float* D_rows, Dims s,
                            int query_tiles, bool add) {
@@ -174,11 +174,11 @@ __global__ void __launch_bounds__(kThreads, kKeyGradsBlocks<D, R>)
     if (t0 + kTile <= key0) {
       // every query of the tile precedes every key of the warp (R > 1 only)
     } else if (t0 < warp_last_key || t0 + kTile > s.T) {
-      key_grads_query_tile<true, E, D, R>(dk, dv, k, v, q[qt], dO[qt], tile_lse, tile_D, strip, key0, t0, key0 - t0, s,
-                                          scale_log2);
+      key_grads_query_tile<true, E, D, R, kStep>(dk, dv, k, v, q[qt], dO[qt], tile_lse, tile_D, strip, key0, t0,
+                                                 key0 - t0, s, scale_log2);
     } else {
-      key_grads_query_tile<false, E, D, R>(dk, dv, k, v, q[qt], dO[qt], tile_lse, tile_D, strip, key0, t0, 0, s,
-                                           scale_log2);
+      key_grads_query_tile<false, E, D, R, kStep>(dk, dv, k, v, q[qt], dO[qt], tile_lse, tile_D, strip, key0, t0, 0, s,
+                                                  scale_log2);
     }
     __syncthreads();  // every warp is done with tile qt's buffers
   }
@@ -288,11 +288,12 @@ __global__ void __launch_bounds__(kThreads, kQueryGradsBlocks<D, R>)
 
 // ---------------------------------------------------------------- launch
 
-// The D pre-pass, then the dK/dV and dQ kernels with R strips a warp (kBackwardStrips: 1 at head width 128), for qkv's
-// 16-bit dtype and head size, queued on `stream`. Each element of dK and dV is stored by the one block of its key tile,
-// each of dQ by its query tile's: with add = false (GradWrite::Overwrite), stored without reading dqkv. The caller has
-// checked the shapes (ops::flash_attention_backward's rules).
-template <int R>
+// The D pre-pass, then the dK/dV kernel (with two strips, in steps of kKeyStep queries) and the dQ kernel with R
+// strips a warp (kBackwardStrips: 1 at head width 128), for qkv's 16-bit dtype and head size, queued on `stream`. Each
+// element of dK and dV is stored by the one block of its key tile, each of dQ by its query tile's: with add = false
+// (GradWrite::Overwrite), stored without reading dqkv. The caller has checked the shapes
+// (ops::flash_attention_backward's rules).
+template <int R, int kKeyStep = kKeyGradsStep>
 void launch_flash_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                            const Tensor& lse, const Dims& s, cudaStream_t stream, bool add) {
   dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {
@@ -306,7 +307,8 @@ void launch_flash_backward(const Tensor& dqkv, const Tensor& dout, const Tensor&
                    D_rows.data<float>(), s, static_cast<int>(query_tiles), add);
     };
     // The dK/dV kernel streams query tiles of 64; the dQ kernel's blocks own query tiles of 64 R.
-    launch("flash_key_grads_kernel", flash_key_grads_kernel<E, D, kR>, key_grads_shared_bytes<D, kR>(),
+    constexpr int kStep = kR == 1 ? kKeyGradsStep : kKeyStep;  // one strip keeps the default step
+    launch("flash_key_grads_kernel", flash_key_grads_kernel<E, D, kR, kStep>, key_grads_shared_bytes<D, kR>(),
            ceil_div(s.T, kTile));
     launch("flash_query_grads_kernel", flash_query_grads_kernel<E, D, kR>, query_grads_shared_bytes<D, kR>(),
            ceil_div(s.T, kR * kTile));
