@@ -9,8 +9,8 @@
 #      CUDA graphs, which a profile refuses), with the two-pass flash backward and with the one-pass one;
 #   4. chapter 9's attention lab, backward: v7 (the two passes) beside v9 (one pass, dQ by atomics), GPT-2's 12 heads
 #      of 64 and 6 heads of 128, and at 12 heads of 64 v12 and v13 (two strips of rows a warp, 128-row tiles; the
-#      dK/dV kernel in steps of 32 or 16 queries); forward: v7 (a
-#      strip of 16 queries a warp) beside v11 (two strips, 128-query tiles), 12 heads of 64;
+#      dK/dV kernel in steps of 32 or 16 queries); forward: v7 (a strip of 16 queries a warp) beside v11 (two strips,
+#      128-query tiles), 12 heads of 64;
 #   5. chapter 6's classifier lab in bf16 at 8192 rows (B = 8, T = 1024): v5 beside v6.
 # The steps run in that order, each under a time limit; a step that would not fit what is left of the budget is
 # skipped and named. Everything lands in OUT_DIR: one log per step, the benches' JSONs, and summary.md (the machine,

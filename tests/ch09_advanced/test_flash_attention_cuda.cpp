@@ -119,9 +119,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashGpu, ::testing::ValuesIn(kCases),
 // The attention lab's GPU versions (the materialised op, the WMMA flash kernels, in the backward the one-pass
 // backward with dQ by atomics, the v6 kernels that load each tile before multiplying it, the core's, the 16-bit
 // batched op, in the backward the one pass with dQ by atomics on the core's kernels, the core's forward kernel with
-// 128-query tiles, the core's backward kernels on 128-row tiles, in steps of 32 and 16 queries), bf16 and f16, against
-// its fp64
-// reference.
+// 128-query tiles, the core's backward kernels on 128-row tiles, in steps of 32 and 16 queries), bf16 and f16,
+// against its fp64 reference.
 TEST(AttentionLabGpu, GpuVersionsPass) {
   LAB_REQUIRE_GPU();
   for (const auto& [shape, dtype] : {std::pair{ch09::AttentionShape{1, 70, 2, 64}, DType::BF16},

@@ -5,10 +5,11 @@
 // v7's kernels with two strips a warp, the dK/dV kernel on 128-key tiles (each Q or dO fragment feeding both strips
 // of keys) and the dQ kernel on 128-query tiles (each K or V fragment feeding both strips of queries)
 // (common/ops/cuda/flash_attention_backward.cuh); its forward is v11's. v13: v12 with the dK/dV kernel in steps of
-// 16 queries instead of 32 (242 registers a thread instead of 255, the warp's K and V fragments read twice as often).
+// 16 queries instead of 32 (244 registers a thread instead of 255, the warp's K and V fragments read twice as often).
 #include "ch09_advanced/kernels/01_attention/flash_versions.h"
 #include "common/ops/cuda/flash_attention_backward.cuh"
 #include "common/ops/cuda/flash_attention_forward.cuh"
+#include "common/ops/cuda/flash_attention_fragments.cuh"
 #include "common/ops/cuda/flash_attention_tiles.cuh"
 #include "common/ops/cuda/launch.cuh"
 
@@ -21,20 +22,28 @@ void flash_wide_strips_forward(const Tensor& out, const Tensor& lse, const Tenso
   ops::cuda::flash::launch_flash_forward<2>("flash_forward_kernel", out, lse, qkv, s, scope.stream());
 }
 
-void flash_wide_strips_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                const Tensor& lse, int n_head) {
+namespace {
+
+// The backward with two strips a warp, the dK/dV kernel in steps of kKeyStep queries, added into dqkv.
+template <int kKeyStep>
+void wide_strips_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                          const Tensor& lse, int n_head) {
   if (qkv.dim(0) == 0 || qkv.dim(1) == 0 || qkv.dim(2) == 0) return;
   const ops::cuda::flash::Dims s = ops::cuda::flash::dims_of(qkv, n_head);
   ops::cuda::LaunchScope scope(qkv);
-  ops::cuda::flash::launch_flash_backward<2>(dqkv, dout, qkv, out, lse, s, scope.stream(), /*add=*/true);
+  ops::cuda::flash::launch_flash_backward<2, kKeyStep>(dqkv, dout, qkv, out, lse, s, scope.stream(), /*add=*/true);
+}
+
+}  // namespace
+
+void flash_wide_strips_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                                const Tensor& lse, int n_head) {
+  wide_strips_backward<ops::cuda::flash::kQueryStep>(dqkv, dout, qkv, out, lse, n_head);
 }
 
 void flash_wide_strips_short_steps_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                                             const Tensor& out, const Tensor& lse, int n_head) {
-  if (qkv.dim(0) == 0 || qkv.dim(1) == 0 || qkv.dim(2) == 0) return;
-  const ops::cuda::flash::Dims s = ops::cuda::flash::dims_of(qkv, n_head);
-  ops::cuda::LaunchScope scope(qkv);
-  ops::cuda::flash::launch_flash_backward<2, 16>(dqkv, dout, qkv, out, lse, s, scope.stream(), /*add=*/true);
+  wide_strips_backward<16>(dqkv, dout, qkv, out, lse, n_head);
 }
 
 }  // namespace lab::ch09::attention_lab

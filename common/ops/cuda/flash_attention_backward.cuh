@@ -48,13 +48,6 @@ namespace lab::ops::cuda::flash {
 template <int D, int R>
 inline constexpr int kBackwardStrips = D == 64 ? R : 1;
 
-// Queries per step of the dK/dV kernel: the f32 fragments of P^T and dS^T for a step's queries live next to the dK
-// and dV accumulators. 32 by default (64 would not fit the registers at head size 128). With two strips at head size
-// 64 that is 128 f32 of accumulators and 64 of fragments: ptxas fits it in 255 registers without a spill; steps of
-// 16 (the lab's v13) take 244, for 256 bytes of shared memory a product instead of 192 (the warp's K and V fragments
-// read twice as often).
-inline constexpr int kKeyGradsStep = 32;
-
 // Keys per step of the dQ kernel: a whole 64-key tile with one strip; with two, the S, dP and dS fragments of 64
 // keys for both strips would sit next to their dQ accumulators (192 f32 a thread at head size 64: ptxas spilled 48
 // bytes), so 32.
@@ -127,7 +120,12 @@ __device__ inline void key_grads_query_tile(float dk[R][D / 8][4], float dv[R][D
   }
 }
 
-template <typename E, int D, int R, int kStep = kKeyGradsStep>
+// Queries per step of the dK/dV kernel: kQueryStep (flash_attention_fragments.cuh), 32 by default; the f32 fragments
+// of P^T and dS^T for a step's queries live next to the dK and dV accumulators (64 would not fit the registers at
+// head size 128). With two strips at head size 64 that is 128 f32 of accumulators and 64 of fragments: ptxas fits
+// it in 255 registers without a spill; steps of 16 (the lab's v13) take 244, for 256 bytes of shared memory a
+// product instead of 192 (the warp's K and V fragments read twice as often).
+template <typename E, int D, int R, int kStep = kQueryStep>
 __global__ void __launch_bounds__(kThreads, kKeyGradsBlocks<D, R>)
     flash_key_grads_kernel(E* dqkv, const E* qkv, const E* dout, const float* lse, const float* D_rows, Dims s,
                            int query_tiles, bool add) {
@@ -293,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, kQueryGradsBlocks<D, R>)
 // element of dK and dV is stored by the one block of its key tile, each of dQ by its query tile's: with add = false
 // (GradWrite::Overwrite), stored without reading dqkv. The caller has checked the shapes
 // (ops::flash_attention_backward's rules).
-template <int R, int kKeyStep = kKeyGradsStep>
+template <int R, int kKeyStep = kQueryStep>
 void launch_flash_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                            const Tensor& lse, const Dims& s, cudaStream_t stream, bool add) {
   dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {
@@ -307,7 +305,7 @@ void launch_flash_backward(const Tensor& dqkv, const Tensor& dout, const Tensor&
                    D_rows.data<float>(), s, static_cast<int>(query_tiles), add);
     };
     // The dK/dV kernel streams query tiles of 64; the dQ kernel's blocks own query tiles of 64 R.
-    constexpr int kStep = kR == 1 ? kKeyGradsStep : kKeyStep;  // one strip keeps the default step
+    constexpr int kStep = kR == 1 ? kQueryStep : kKeyStep;  // one strip keeps the default step
     launch("flash_key_grads_kernel", flash_key_grads_kernel<E, D, kR, kStep>, key_grads_shared_bytes<D, kR>(),
            ceil_div(s.T, kTile));
     launch("flash_query_grads_kernel", flash_query_grads_kernel<E, D, kR>, query_grads_shared_bytes<D, kR>(),
