@@ -6,7 +6,7 @@
 namespace lab::ch09 {
 
 std::vector<std::string> attention_names() {
-  return {"materialized", "batched", "flash", "flash-one-pass"};
+  return {"materialized", "batched", "flash", "flash-one-pass", "flash-tuned"};
 }
 
 Attention parse_attention(const std::string& name) {
@@ -14,7 +14,9 @@ Attention parse_attention(const std::string& name) {
   if (name == "batched") return Attention::Batched;
   if (name == "flash") return Attention::Flash;
   if (name == "flash-one-pass") return Attention::FlashOnePass;
-  fail(ErrorKind::InvalidArgument, "attention '", name, "' is not one of materialized|batched|flash|flash-one-pass");
+  if (name == "flash-tuned") return Attention::FlashTuned;
+  fail(ErrorKind::InvalidArgument, "attention '", name,
+       "' is not one of materialized|batched|flash|flash-one-pass|flash-tuned");
 }
 
 const char* attention_name(Attention attention) {
@@ -22,13 +24,14 @@ const char* attention_name(Attention attention) {
     case Attention::Batched: return "batched";
     case Attention::Flash: return "flash";
     case Attention::FlashOnePass: return "flash-one-pass";
+    case Attention::FlashTuned: return "flash-tuned";
     case Attention::Materialized: break;
   }
   return "materialized";
 }
 
 bool is_flash(Attention attention) {
-  return attention == Attention::Flash || attention == Attention::FlashOnePass;
+  return attention == Attention::Flash || attention == Attention::FlashOnePass || attention == Attention::FlashTuned;
 }
 
 void use_attention(ModelOptions& options, Attention attention, DType storage) {
@@ -37,8 +40,9 @@ void use_attention(ModelOptions& options, Attention attention, DType storage) {
   if (is_flash(attention)) {
     const ops::FlashBackward passes =
         attention == Attention::FlashOnePass ? ops::FlashBackward::OnePass : ops::FlashBackward::TwoPasses;
-    options.attention = [storage, passes](Tape& tape, const Var& qkv, int n_head) {
-      return ag::flash_attention(tape, qkv, n_head, storage, passes);
+    const ops::FlashTiles tiles = attention == Attention::FlashTuned ? ops::FlashTiles::Timed : ops::FlashTiles::Rows64;
+    options.attention = [storage, passes, tiles](Tape& tape, const Var& qkv, int n_head) {
+      return ag::flash_attention(tape, qkv, n_head, storage, passes, tiles);
     };
   }
   if (attention == Attention::Batched && storage != DType::F32)  // in f32 it is the core's attention itself
@@ -54,6 +58,8 @@ ch07::AttentionKept attention_kept(Attention attention, DType storage, DType act
 }
 
 std::string attention_note(Attention attention, Device device, DType storage) {
+  if (attention == Attention::FlashTuned && !device.is_cuda())
+    return "--attention flash-tuned: on the CPU it is flash itself (one set of loops, nothing to time)";
   if (storage != DType::F32) {
     if (attention == Attention::FlashOnePass && device.is_cuda())
       return "--attention flash-one-pass: on a GPU dQ is summed by f32 atomics, whose order varies: the losses of two "

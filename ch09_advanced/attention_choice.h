@@ -1,5 +1,5 @@
-// --attention materialized|batched|flash|flash-one-pass: which attention a GPT-2 runs. Chapter 9's rungs on top of
-// chapter 6's.
+// --attention materialized|batched|flash|flash-one-pass|flash-tuned: which attention a GPT-2 runs. Chapter 9's rungs on
+// top of chapter 6's.
 //
 //   materialized  the core's attention (common/ops/attention.h): the scores and probabilities [B, heads, T, T]
 //                 are written to memory, and the probabilities stay on the tape for backward. The reference.
@@ -22,6 +22,17 @@
 //                 flash. When not to use it: where runs must repeat bit for bit on a GPU (a resumed run's losses
 //                 then match the uninterrupted run's only to rounding), and wherever chapter 9's attention lab,
 //                 or the step bench beside flash, finds it slower on the GPU at hand.
+//   flash-tuned   flash attention whose CUDA kernels are the fastest of its three kernel sets on the GPU at hand
+//                 (ops::FlashTiles::Timed): 64-row tiles (the lab's v7, flash's), 128-row tiles with two strips of
+//                 16 rows a warp (v11 forward, v12 backward) and those with the dK/dV kernel in steps of 16 queries
+//                 (v13), each timed at its shape's first call, forward and backward apart. What changes from flash:
+//                 which kernels run, not a bit of the results (every set gives v7's bits: tested); the first step
+//                 times the sets (a few runs of each layer shape's attention, one host synchronisation each), and
+//                 `ops::flash_tile_choices` says what it chose. Where it chooses: bf16/fp16 heads of at most 64 on
+//                 a GPU; on the CPU, and for heads of 128 (one set), it is flash itself. When not to use it: where a
+//                 run must launch the same kernels every time (the choice follows timings, which vary), or when its
+//                 first step must not synchronise; and under CUDA graphs a shape first seen during capture runs
+//                 flash's kernels (the graphed step's eager first step times them first).
 //
 // The storage flash attention runs in is the run's matmul precision: bf16 or fp16 under mixed precision (qkv
 // rounded for the call, as the 16-bit linears round their inputs), fp32 otherwise. When not to use it: an fp32
@@ -30,7 +41,7 @@
 // are small and the tiled loops are no faster. Results are the materialised path's to rounding (not bitwise:
 // the online softmax sums in another order).
 //
-// Both flash choices share everything but the backward's dQ; below, "flash" means either.
+// The flash choices share everything but the backward's dQ and which kernels compute it; below, "flash" means any.
 //
 // With --recompute selective (chapter 7), which recomputes the materialised probabilities, flash attention is
 // kept as it is: it stores no probabilities to drop. Install the attention before the recompute policy.
@@ -45,13 +56,13 @@
 
 namespace lab::ch09 {
 
-enum class Attention { Materialized, Batched, Flash, FlashOnePass };
+enum class Attention { Materialized, Batched, Flash, FlashOnePass, FlashTuned };
 
-std::vector<std::string> attention_names();          // "materialized", "batched", "flash", "flash-one-pass"
+std::vector<std::string> attention_names();  // "materialized", "batched", "flash", "flash-one-pass", "flash-tuned"
 Attention parse_attention(const std::string& name);  // InvalidArgument naming the choices
 const char* attention_name(Attention attention);
 
-// Flash or FlashOnePass.
+// Flash, FlashOnePass or FlashTuned.
 bool is_flash(Attention attention);
 
 // Sets options.attention for `attention`, flash attention running in `storage` (the matmul dtype: f32, bf16 or
@@ -63,8 +74,9 @@ void use_attention(ModelOptions& options, Attention attention, DType storage);
 ch07::AttentionKept attention_kept(Attention attention, DType storage, DType activations = DType::F32);
 
 // One line for the user when the choice will not do what its name promises on `device` in `storage` (flash in
-// f32 on a GPU runs the materialised kernels inside; batched in f32 is the materialised attention), or when its
-// results will not repeat bit for bit (flash-one-pass's atomics on a GPU); empty otherwise.
+// f32 on a GPU runs the materialised kernels inside; batched in f32 is the materialised attention; flash-tuned on
+// the CPU is flash), or when its results will not repeat bit for bit (flash-one-pass's atomics on a GPU); empty
+// otherwise.
 std::string attention_note(Attention attention, Device device, DType storage);
 
 }  // namespace lab::ch09

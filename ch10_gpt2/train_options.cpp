@@ -91,7 +91,9 @@ void TrainOptions::register_flags(Flags& f) {
                "materialized: the T x T probabilities kept for backward; batched: the same in the --dtype's 16-bit "
                "storage (tensor cores, probabilities in 16 bits); flash: chapter 9's flash attention, one log-sum-exp "
                "per row kept instead (memory grows as T, not T^2), in the --dtype's matmul storage; flash-one-pass: "
-               "the same with its backward in one pass (dQ by f32 atomics on a GPU: the last bits vary run to run)");
+               "the same with its backward in one pass (dQ by f32 atomics on a GPU: the last bits vary run to run); "
+               "flash-tuned: flash with the fastest of its kernel sets on the GPU (the same bits), timed at the first "
+               "step");
   f.add_choice("activations", &activations, activations_names(),
                "fp32: mixed precision rounds only the matmuls' operands; 16bit: the activations between the ops in "
                "the --dtype's 16-bit type end to end, half the bytes, no conversion between ops (needs --dtype bf16 "

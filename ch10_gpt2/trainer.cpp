@@ -36,6 +36,7 @@
 #endif
 #include "common/io/files.h"
 #include "common/nn/gpt2_weights.h"
+#include "common/ops/flash_attention.h"
 #include "common/train/training_loop.h"
 
 namespace lab {
@@ -525,6 +526,8 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
   std::optional<MemoryStats> after_first_step;
   const auto after_step = [&](int64_t step, const TrainStepResult& r) {
     if (options_.memory_report && step == start_step_) after_first_step = memory_stats(device());
+    if (step == start_step_ && leader())  // --attention flash-tuned timed its kernel sets in the first step
+      for (const std::string& line : ops::flash_tile_choices()) std::printf("flash-tuned: %s\n", line.c_str());
     if (profile) {
       profile->close();
       if (leader()) print_profile(*profile, step + 1);

@@ -6,6 +6,8 @@
 #   ours all rungs   gpt2_step_bench --dtype bf16 --kernels fused --activations 16bit --attention flash
 #                    --cuda-graphs (every speed rung of the book)
 #   ours one-pass    the same with --attention flash-one-pass: flash attention's backward in one pass, dQ by atomics
+#   ours tuned       the same with --attention flash-tuned: flash attention's fastest kernel set on this GPU (64- or
+#                    128-row tiles; the same bits), timed at the first step
 #   ours + recompute the same with --recompute selective: the GELU outputs recomputed in backward, as llm.c does by
 #                    default (its -r 1), so that the memory column compares like with like
 #   ours + ln        the same with --recompute selective-ln: the LayerNorms' outputs recomputed too (llm.c's -r 2)
@@ -121,6 +123,7 @@ all_rungs="--kernels fused --activations 16bit --attention flash"
 columns=("ours bf16|$bench --dtype bf16"
   "ours all rungs|$bench --dtype bf16 $all_rungs"
   "ours one-pass|$bench --dtype bf16 ${all_rungs/--attention flash/--attention flash-one-pass}"
+  "ours tuned|$bench --dtype bf16 ${all_rungs/--attention flash/--attention flash-tuned}"
   "ours + recompute|$bench --dtype bf16 $all_rungs --recompute selective"
   "ours + ln|$bench --dtype bf16 $all_rungs --recompute selective-ln"
   "PyTorch eager|$python $repo/tools/compare/pytorch_gpt2_step.py --dtype bf16")

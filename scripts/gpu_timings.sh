@@ -3,8 +3,8 @@
 # one time budget (default 540 s: it fits a 10-minute command with the build):
 #   1. builds gpt2_step_bench, ch09_attention_lab and ch06_classifier_lab for this GPU (as gpu_bench.sh does);
 #   2. scripts/gpu_bench.sh at B = 8 and 32 (--batches): our step with bf16 alone, with every rung, with the one-pass
-#      flash backward, with selective recompute, with the LayerNorms recomputed too, and PyTorch eager and
-#      torch.compile beside it;
+#      flash backward, with flash attention's kernel sets timed (--attention flash-tuned), with selective recompute,
+#      with the LayerNorms recomputed too, and PyTorch eager and torch.compile beside it;
 #   3. the per-kernel profile of the all-rungs step at the largest of those batches (gpt2_step_bench --profile, without
 #      CUDA graphs, which a profile refuses), with the two-pass flash backward and with the one-pass one;
 #   4. chapter 9's attention lab, backward: v7 (the two passes) beside v9 (one pass, dQ by atomics), GPT-2's 12 heads
@@ -142,7 +142,7 @@ last_batch=${batches##* }
 model=d12 seq=1024 lab_size=()
 [ "$quick" -eq 1 ] && model=tiny seq=64 batches=2 last_batch=2 lab_size=(--quick)
 rungs=(--model "$model" --device cuda --seq "$seq" --dtype bf16 --kernels fused --activations 16bit)
-step step_bench 170 bash "$repo/scripts/gpu_bench.sh" --skip-build --build-dir "$build_dir" --batches "$batches" \
+step step_bench 200 bash "$repo/scripts/gpu_bench.sh" --skip-build --build-dir "$build_dir" --batches "$batches" \
   --model "$model" --seq "$seq" --steps 10 --timeout 150 --python "$python" --out "$out/step_bench.md"
 step profile_two_passes 40 "$bin/gpt2_step_bench" "${rungs[@]}" --attention flash --batch "$last_batch" --steps 3 \
   --profile --json "$out/profile_two_passes.json"

@@ -16,10 +16,10 @@
 // torch (pytorch_rows.h; by default for ch10, with --pytorch for the others); the command line's model, device, batch,
 // sequence length and steps are the workload every rung shares. `ch06`: fp32 -> tf32 (GPU) -> bf16 -> fused kernels ->
 // twice the batch (ch06_single_gpu/step_staircase.h). `ch09`: bf16 + fused with materialised attention -> batched ->
-// flash attention -> CUDA graphs on a GPU (ch09_advanced/step_staircase.h). `ch10`: every rung of the book in one
-// staircase, fp32 -> tf32 -> bf16 -> fused -> 16-bit activations -> batched -> flash -> CUDA graphs -> the largest
-// batch that fits the earlier rungs' highest peak -> 4 micro-batches of it accumulated per step
-// (ch10_gpt2/step_staircase.h).
+// flash attention -> CUDA graphs, tuned flash kernels on a GPU -> the one-pass backward
+// (ch09_advanced/step_staircase.h). `ch10`: every rung of the book in one staircase, fp32 -> tf32 -> bf16 -> fused ->
+// 16-bit activations -> batched -> flash -> tuned flash kernels -> CUDA graphs -> the largest batch that fits the
+// earlier rungs' highest peak -> 4 micro-batches of it accumulated per step (ch10_gpt2/step_staircase.h).
 //
 //   gpt2_step_bench --model d12 --device cpu --batch 4 --seq 64 --steps 10 --json result.json
 //   gpt2_step_bench --staircase ch06 --model small --device cpu --batch 8 --seq 128 --steps 5
@@ -41,6 +41,7 @@
 #include "common/core/parallel.h"
 #include "common/core/step_profile.h"
 #include "common/ops/cpu/gemm.h"
+#include "common/ops/flash_attention.h"
 #include "common/train/math_mode.h"
 #include "common/util/flags.h"
 #include "common/util/main.h"
@@ -271,6 +272,7 @@ int run(int argc, char** argv) {
   });
   if (!floor) rss = peak_resident_bytes();
   while (floor && floor->samples() < gemm_repeats) floor->sample();
+  for (const std::string& line : ops::flash_tile_choices()) std::printf("flash-tuned: %s\n", line.c_str());
   const std::vector<double>&step_s = samples.step, &fwd_s = samples.forward, &bwd_s = samples.backward,
         &opt_s = samples.optimizer;
   const bench::Summary step = bench::summarize(step_s);

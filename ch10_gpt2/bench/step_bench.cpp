@@ -23,7 +23,8 @@ void StepBenchSettings::register_flags(Flags& flags) {
                    "reference: the core's kernels; fused: chapter 6's fused kernels (ch06_single_gpu/fused_model.h)");
   flags.add_choice("attention", &attention, ch09::attention_names(),
                    "materialized: the T x T probabilities; batched: the same in 16-bit storage; flash: chapter 9's "
-                   "flash attention; flash-one-pass: its backward in one pass (ch09_advanced/attention_choice.h)");
+                   "flash attention; flash-one-pass: its backward in one pass; flash-tuned: its fastest kernel set "
+                   "(ch09_advanced/attention_choice.h)");
   flags.add_choice("recompute", &recompute, ch07::recompute_policy_names(),
                    "activation recompute: none, selective (attention probabilities and GELU), block (whole blocks)");
   flags.add_choice("lm-head", &lm_head, ch07::lm_head_names(),

@@ -247,25 +247,27 @@ Var attention(Tape& tape, const Var& qkv, int n_head) {
   return out;
 }
 
-Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage, ops::FlashBackward passes) {
+Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage, ops::FlashBackward passes,
+                    ops::FlashTiles tiles) {
   const MemoryOpScope op("attention");
   const Tensor& q = qkv.value();
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2) / 3;
   Var out(new_activation({B, T, C}, q), tape.recording() && qkv.requires_grad());
   const Tensor lse = empty_as({B, n_head, T}, DType::F32, q.device(), MemCategory::Activations);
   forward_in_storage(out.value(), q, storage, [&](const Tensor& out_s, const Tensor& q_s) {
-    ops::flash_attention_forward(out_s, lse, q_s, n_head);
+    ops::flash_attention_forward(out_s, lse, q_s, n_head, tiles);
   });
   if (out.requires_grad())
-    tape.record("flash attention", {q, out.value(), lse},
-                [=] {
-                  backward_in_storage(qkv, out, storage, true,
-                                      [&](const Tensor& dqkv, ops::GradWrite write, const Tensor& x, const Tensor& dout,
-                                          const Tensor& o) {
-                                        ops::flash_attention_backward(dqkv, dout, x, o, lse, n_head, write, passes);
-                                      });
-                },
-                {qkv});
+    tape.record(
+        "flash attention", {q, out.value(), lse},
+        [=] {
+          backward_in_storage(
+              qkv, out, storage, true,
+              [&](const Tensor& dqkv, ops::GradWrite write, const Tensor& x, const Tensor& dout, const Tensor& o) {
+                ops::flash_attention_backward(dqkv, dout, x, o, lse, n_head, write, passes, tiles);
+              });
+        },
+        {qkv});
   return out;
 }
 

@@ -45,9 +45,10 @@ Var attention(Tape& tape, const Var& qkv, int n_head);
 // gradient is widened and added). Only the log-sum-exp is kept: backward rounds qkv and the output, which the
 // tape keeps anyway as the neighbouring linears' input and output, again. CUDA with f32 storage runs the
 // materialised kernels inside the op (their probabilities live for the call only). `passes`: how its backward sums
-// dQ (ops::FlashBackward).
+// dQ (ops::FlashBackward); `tiles`: which CUDA kernels compute it (ops::FlashTiles, the same bits whichever).
 Var flash_attention(Tape& tape, const Var& qkv, int n_head, DType storage,
-                    ops::FlashBackward passes = ops::FlashBackward::TwoPasses);
+                    ops::FlashBackward passes = ops::FlashBackward::TwoPasses,
+                    ops::FlashTiles tiles = ops::FlashTiles::Rows64);
 // The same function by batched attention (common/ops/batched_attention.h): the probabilities materialised as the
 // core's attention does, but in `storage` (bf16/f16: 16-bit products on tensor cores, the probabilities kept in
 // 16 bits, half the bytes); qkv rounded for the call and the output widened back, as flash_attention does. With

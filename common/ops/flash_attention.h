@@ -37,6 +37,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "common/core/tensor.h"
 #include "common/ops/grad_write.h"
@@ -50,20 +52,50 @@ inline constexpr int64_t kFlashKeyTile = 64;
 // How the backward sums dQ (see above).
 enum class FlashBackward { TwoPasses, OnePass };
 
-void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
+// Which CUDA kernels compute it, for bf16/f16 heads of 64 (the CPU has one set of loops, and heads of 128 one set
+// of kernels: two strips a warp would not fit the registers there). Every set gives the same bits, forward and
+// backward: the tile height changes how many rows a block owns and how often a fragment read from shared memory
+// is reused, not any value's sums or their order (test_flash_attention_cuda, FlashGpuTiles).
+//   Rows64          64-row tiles, one strip of 16 rows a warp (chapter 9's attention lab, v7)
+//   Rows128         128-row tiles, two strips a warp: the forward on 128-query tiles (v11), the dK/dV kernel on
+//                   128-key tiles and the dQ kernel on 128-query tiles (v12)
+//   Rows128Steps16  Rows128 with the dK/dV kernel stepping through 16 queries at a time instead of 32 (v13)
+//   Timed           the fastest of the three on this GPU, timed at each shape's first call (below)
+// Timed: the first call at a (pass, dtype, batch, heads, T, head size) on a device queues each set once to load it
+// and three times between two CUDA events, waits for the stream (one host synchronisation), keeps the fastest for
+// every later call at that shape, and runs it. The timed runs write `out` and `lse`, or with GradWrite::Overwrite
+// `dqkv`, which the chosen set then writes again; a backward that adds into dqkv times into a workspace of its
+// shape instead. Under stream capture (a CUDA graph), where nothing can be timed, a shape not yet timed runs
+// Rows64. The one-pass backward has its own kernels and ignores the choice.
+enum class FlashTiles { Rows64, Rows128, Rows128Steps16, Timed };
+
+void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head,
+                             FlashTiles tiles = FlashTiles::Rows64);
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                               const Tensor& lse, int n_head, GradWrite dqkv_write = GradWrite::Add,
-                              FlashBackward passes = FlashBackward::TwoPasses);
+                              FlashBackward passes = FlashBackward::TwoPasses, FlashTiles tiles = FlashTiles::Rows64);
+
+// "rows 64", "rows 128", "rows 128, steps of 16", "timed".
+const char* flash_tiles_name(FlashTiles tiles);
+
+// One line per shape that FlashTiles::Timed has timed in this process so far, in the order they were timed: the
+// pass and shape, the set chosen, and every set's time, e.g.
+//   "flash backward bf16 B 8 x 12 heads x T 1024 x 64: rows 128 (0.301 ms); rows 64 0.342, rows 128 0.301, ..."
+// Empty without CUDA, or before the first timed call.
+std::vector<std::string> flash_tile_choices();
 
 namespace cpu {
-void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
+void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head, FlashTiles tiles);
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head, GradWrite dqkv_write, FlashBackward passes);
+                              const Tensor& lse, int n_head, GradWrite dqkv_write, FlashBackward passes,
+                              FlashTiles tiles);
 }  // namespace cpu
 namespace cuda {
-void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
+void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head, FlashTiles tiles);
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head, GradWrite dqkv_write, FlashBackward passes);
+                              const Tensor& lse, int n_head, GradWrite dqkv_write, FlashBackward passes,
+                              FlashTiles tiles);
+std::vector<std::string> flash_tile_choices();
 }  // namespace cuda
 
 }  // namespace lab::ops

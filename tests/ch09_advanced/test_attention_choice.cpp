@@ -199,7 +199,7 @@ TEST(AttentionChoice, NamesAndErrors) {
   for (const std::string& name : ch09::attention_names())
     EXPECT_EQ(ch09::attention_name(ch09::parse_attention(name)), name);
   testing::expect_error([] { ch09::parse_attention("fast"); }, ErrorKind::InvalidArgument,
-                        {"'fast'", "materialized|batched|flash|flash-one-pass"});
+                        {"'fast'", "materialized|batched|flash|flash-one-pass|flash-tuned"});
   ModelOptions options;
   testing::expect_error([&] { ch09::use_attention(options, ch09::Attention::Flash, DType::I32); },
                         ErrorKind::InvalidArgument, {"--attention"});
@@ -216,6 +216,11 @@ TEST(AttentionChoice, NamesAndErrors) {
   EXPECT_NE(ch09::attention_note(ch09::Attention::FlashOnePass, Device::cuda(0), DType::BF16).find("atomics"),
             std::string::npos);
   EXPECT_TRUE(ch09::attention_note(ch09::Attention::FlashOnePass, Device::cpu(), DType::BF16).empty());
+  // flash-tuned times CUDA kernels: on the CPU it says it is flash; in 16 bits on a GPU there is nothing to say.
+  EXPECT_NE(ch09::attention_note(ch09::Attention::FlashTuned, Device::cpu(), DType::BF16).find("flash itself"),
+            std::string::npos);
+  EXPECT_TRUE(ch09::attention_note(ch09::Attention::FlashTuned, Device::cuda(0), DType::BF16).empty());
+  EXPECT_FALSE(ch09::attention_note(ch09::Attention::FlashTuned, Device::cuda(0), DType::F32).empty());
   EXPECT_TRUE(ch09::attention_note(ch09::Attention::Materialized, Device::cuda(0), DType::F32).empty());
   EXPECT_FALSE(ch09::attention_note(ch09::Attention::Batched, Device::cpu(), DType::F32).empty());
   EXPECT_TRUE(ch09::attention_note(ch09::Attention::Batched, Device::cpu(), DType::BF16).empty());

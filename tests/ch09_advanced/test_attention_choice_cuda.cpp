@@ -1,12 +1,18 @@
 // Chapter 9's --attention rung on CUDA (label cuda: runs in the emulation build, skips without a GPU):
 // ag::flash_attention in bf16 storage, the tensor-core kernels, against the core's attention on the CPU (values
 // and qkv gradients), and a tiny GPT-2 in bf16 mixed precision trained a few steps with flash attention beside
-// the materialised run on the same device, keeping fewer activation bytes.
+// the materialised run on the same device, keeping fewer activation bytes; with the one-pass backward, and with the
+// kernel sets chosen by timing (flash-tuned: flash's bits).
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
 
 #include "ch09_advanced/attention_choice.h"
 #include "common/autograd/functions.h"
 #include "common/core/device.h"
+#include "common/ops/flash_attention.h"
 #include "tests/ch09_advanced/attention_choice_run.h"
 #include "tests/support/test_support.h"
 
@@ -65,6 +71,22 @@ TEST(AttentionChoiceCuda, ATinyGpt2InBf16TrainsWithFlashOnePassAsWithFlash) {
   for (size_t s = 0; s < flash.losses.size(); ++s)
     EXPECT_NEAR(one_pass.losses[s], flash.losses[s], 1e-2) << "step " << s;
   EXPECT_LT(one_pass.losses.back(), one_pass.losses.front());
+}
+
+// --attention flash-tuned: the fastest of flash attention's kernel sets on this GPU, which give flash's bits: the same
+// model, 3 bf16 steps, the same losses bit for bit; the tiny model's heads of 16 have sets to choose from, so its
+// first step timed them and reports the choice for its shape.
+TEST(AttentionChoiceCuda, ATinyGpt2InBf16TrainsWithFlashTunedAsWithFlashBitForBit) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
+  const test::TrainingRun flash = test::train_tiny_gpt2(ch09::Attention::Flash, DType::BF16, Device::cuda(), 3);
+  const test::TrainingRun tuned = test::train_tiny_gpt2(ch09::Attention::FlashTuned, DType::BF16, Device::cuda(), 3);
+  EXPECT_EQ(tuned.losses, flash.losses);
+  const std::vector<std::string> choices = ops::flash_tile_choices();
+  const auto timed = [&](const std::string& pass) {
+    return std::any_of(choices.begin(), choices.end(),
+                       [&](const std::string& line) { return line.rfind("flash " + pass + " bf16 ", 0) == 0; });
+  };
+  EXPECT_TRUE(timed("forward") && timed("backward")) << choices.size() << " choices reported";
 }
 
 }  // namespace

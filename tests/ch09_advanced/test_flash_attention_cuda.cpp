@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "ch09_advanced/kernels/01_attention/attention_lab.h"
-#include "ch09_advanced/kernels/01_attention/flash_versions.h"
 #include "common/core/memory.h"
+#include "common/cuda/caching_allocator.h"
+#include "common/cuda/graph.h"
+#include "common/cuda/stream.h"
 #include "common/lab/compare.h"
 #include "common/ops/flash_attention.h"
 #include "tests/ch06_single_gpu/lab_versions.h"
@@ -145,53 +147,51 @@ std::vector<uint32_t> bits_of(const Tensor& t) {
   return bits;
 }
 
-// The lab's v11, the core's forward kernel with two strips of 16 queries a warp (128-query tiles), gives the bits of
-// the core's one strip a warp: per query the same key tiles, products and softmax steps in the same order. At T = 1,
-// T past one or two 128-query tiles by a row or less than a tile (129, 200, 257: a warp whose queries all lie
-// past T; the upper strips of a tile that see one key tile more than the lower), head sizes 64 and the narrower
-// ones padded to it (32, 8), scores of std 64, f16; at head size 128 v11 keeps one strip (the same kernel).
-TEST(FlashGpuWideStrips, ForwardGivesTheBitsOfOneStripAWarp) {
+// The kernel sets of ops::FlashTiles give the bits of Rows64 (the lab's v7). Rows128 (v11 forward, v12 backward):
+// two strips of 16 rows a warp, 128-query tiles forward, 128-key tiles for dK and dV and 128-query tiles for dQ;
+// Rows128Steps16 (v13) with the dK/dV kernel in steps of 16 queries; per query and per key the same tiles, products
+// and softmax steps in the same order. Timed, whichever it picks. At T = 1, T inside one 128-row tile with its upper
+// warps' rows all past T (65, 70), T past one or two 128-row tiles by a row or less than a tile (129, 200, 257),
+// head sizes 64 and the narrower ones padded to it (32, 8), scores of std 64, f16; at head size 128 every set is one
+// strip (the same kernels). The backward from the same forward's out and lse, adding into the same random dqkv
+// (Timed then times into a workspace) and writing over NaNs (Timed times into dqkv itself).
+const std::pair<FlashCase, DType> kTileCases[] = {
+    {FlashCase{1, 1, 1, 64}, DType::BF16},        {FlashCase{1, 65, 2, 64}, DType::BF16},
+    {FlashCase{2, 129, 2, 64}, DType::BF16},      {FlashCase{1, 200, 3, 32}, DType::BF16},
+    {FlashCase{1, 257, 1, 64, 8.0f}, DType::F16}, {FlashCase{1, 70, 2, 8}, DType::BF16},
+    {FlashCase{1, 130, 1, 128}, DType::BF16}};
+const ops::FlashTiles kOtherTiles[] = {ops::FlashTiles::Rows128, ops::FlashTiles::Rows128Steps16,
+                                       ops::FlashTiles::Timed};
+
+TEST(FlashGpuTiles, ForwardGivesTheBitsOfRows64) {
   LAB_REQUIRE_GPU();
   Rng rng(test_seed());
-  for (const auto& [shape, element] :
-       {std::pair{FlashCase{1, 1, 1, 64}, DType::BF16}, std::pair{FlashCase{2, 129, 2, 64}, DType::BF16},
-        std::pair{FlashCase{1, 200, 3, 32}, DType::BF16}, std::pair{FlashCase{1, 257, 1, 64, 8.0f}, DType::F16},
-        std::pair{FlashCase{1, 190, 2, 8}, DType::BF16}, std::pair{FlashCase{1, 130, 1, 128}, DType::BF16}}) {
+  for (const auto& [shape, element] : kTileCases) {
     const FlashCase c = shape;  // copies: a lambda may not capture a structured binding on every compiler (clang 16)
     const DType dtype = element;
     SCOPED_TRACE(c.name() + "_" + dtype_name(dtype));
     const FlashInputs in = test::random_flash_inputs(c, rng);
     const Tensor qkv = in.qkv.to_dtype(dtype).to(kGpu);
-    const auto forward = [&](void (*run)(const Tensor&, const Tensor&, const Tensor&, int)) {
+    const auto forward = [&](ops::FlashTiles tiles) {
       const Tensor out = poisoned({c.B, c.T, c.NH * c.HS}, Device::cpu()).to_dtype(dtype).to(kGpu);
       const Tensor lse = poisoned({c.B, c.NH, c.T}, kGpu);
-      run(out, lse, qkv, static_cast<int>(c.NH));
+      ops::flash_attention_forward(out, lse, qkv, static_cast<int>(c.NH), tiles);
       return std::pair{bits_of(out), bits_of(lse)};
     };
-    const auto [core_out, core_lse] = forward([](const Tensor& out, const Tensor& lse, const Tensor& q, int n_head) {
-      ops::flash_attention_forward(out, lse, q, n_head);
-    });
-    const auto [wide_out, wide_lse] = forward(ch09::attention_lab::flash_wide_strips_forward);
-    EXPECT_EQ(wide_out, core_out);
-    EXPECT_EQ(wide_lse, core_lse);
+    const auto [rows64_out, rows64_lse] = forward(ops::FlashTiles::Rows64);
+    for (const ops::FlashTiles tiles : kOtherTiles) {
+      const auto [out, lse] = forward(tiles);
+      EXPECT_EQ(out, rows64_out) << ops::flash_tiles_name(tiles);
+      EXPECT_EQ(lse, rows64_lse) << ops::flash_tiles_name(tiles);
+    }
   }
 }
 
-// The lab's v12, the core's backward kernels with two strips of 16 rows a warp (128-key tiles for dK and dV,
-// 128-query tiles for dQ), and v13, v12 with steps of 16 queries in the dK/dV kernel, give the bits of the core's one
-// strip a warp: per key and per query the same tiles, products and their order. From the same forward's out and lse,
-// adding into the same random dqkv, at T = 1, T inside one 128-row tile with its upper warps' rows all past T (65, 70),
-// T past one or two 128-row tiles by a row or less than a tile (129, 200, 257), head sizes 64 and narrower (32, 8),
-// scores of std 64, f16; at head size 128 v12 keeps one strip (the same kernels).
-TEST(FlashGpuWideStrips, BackwardGivesTheBitsOfOneStripAWarp) {
+TEST(FlashGpuTiles, BackwardGivesTheBitsOfRows64) {
   LAB_REQUIRE_GPU();
   Rng rng(test_seed());
-  for (const auto& [shape, element] :
-       {std::pair{FlashCase{1, 1, 1, 64}, DType::BF16}, std::pair{FlashCase{1, 65, 2, 64}, DType::BF16},
-        std::pair{FlashCase{2, 129, 2, 64}, DType::BF16}, std::pair{FlashCase{1, 200, 3, 32}, DType::BF16},
-        std::pair{FlashCase{1, 257, 1, 64, 8.0f}, DType::F16}, std::pair{FlashCase{1, 70, 2, 8}, DType::BF16},
-        std::pair{FlashCase{1, 130, 1, 128}, DType::BF16}}) {
-    const FlashCase c = shape;  // copies: a lambda may not capture a structured binding on every compiler (clang 16)
+  for (const auto& [shape, element] : kTileCases) {
+    const FlashCase c = shape;  // copies, as above
     const DType dtype = element;
     SCOPED_TRACE(c.name() + "_" + dtype_name(dtype));
     const FlashInputs in = test::random_flash_inputs(c, rng);
@@ -199,19 +199,106 @@ TEST(FlashGpuWideStrips, BackwardGivesTheBitsOfOneStripAWarp) {
     const Tensor out = Tensor::empty({c.B, c.T, c.NH * c.HS}, dtype, kGpu);
     const Tensor lse = Tensor::empty({c.B, c.NH, c.T}, DType::F32, kGpu);
     ops::flash_attention_forward(out, lse, qkv, static_cast<int>(c.NH));
-    const auto backward =
-        [&](void (*run)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int)) {
-          const Tensor dqkv = in.dqkv_before.to_dtype(dtype).to(kGpu);
-          run(dqkv, dout, qkv, out, lse, static_cast<int>(c.NH));
-          return bits_of(dqkv);
-        };
-    const std::vector<uint32_t> core =
-        backward([](const Tensor& dqkv, const Tensor& d, const Tensor& q, const Tensor& o, const Tensor& l, int nh) {
-          ops::flash_attention_backward(dqkv, d, q, o, l, nh);
-        });
-    EXPECT_EQ(backward(ch09::attention_lab::flash_wide_strips_backward), core);
-    EXPECT_EQ(backward(ch09::attention_lab::flash_wide_strips_short_steps_backward), core) << "steps of 16 (v13)";
+    const auto backward = [&](ops::FlashTiles tiles, ops::GradWrite write) {
+      const Tensor dqkv = write == ops::GradWrite::Add ? in.dqkv_before.to_dtype(dtype).to(kGpu)
+                                                       : poisoned(qkv.shape(), Device::cpu()).to_dtype(dtype).to(kGpu);
+      ops::flash_attention_backward(dqkv, dout, qkv, out, lse, static_cast<int>(c.NH), write,
+                                    ops::FlashBackward::TwoPasses, tiles);
+      return bits_of(dqkv);
+    };
+    for (const ops::GradWrite write : {ops::GradWrite::Add, ops::GradWrite::Overwrite}) {
+      SCOPED_TRACE(write == ops::GradWrite::Add ? "add" : "overwrite");
+      const std::vector<uint32_t> rows64 = backward(ops::FlashTiles::Rows64, write);
+      for (const ops::FlashTiles tiles : kOtherTiles)
+        EXPECT_EQ(backward(tiles, write), rows64) << ops::flash_tiles_name(tiles);
+    }
   }
+}
+
+// The lines of flash_tile_choices() that name `shape` (shape_line's text).
+std::vector<std::string> choices_naming(const std::string& shape) {
+  std::vector<std::string> lines;
+  for (const std::string& line : ops::flash_tile_choices())
+    if (line.find(shape) != std::string::npos) lines.push_back(line);
+  return lines;
+}
+
+// Timed times a shape once, forward and backward apart, and reports each choice with every set's time; a shape
+// of heads wider than 64 (one set) is not timed. The shapes are this test's own (no other test uses B = 3, T = 77).
+TEST(FlashGpuTiles, TimedChoosesOncePerShapeAndPassAndSaysWhat) {
+  LAB_REQUIRE_GPU();
+  Rng rng(test_seed());
+  for (const int64_t hs : {int64_t{64}, int64_t{128}}) {
+    const FlashCase c{3, 77, 2, hs};
+    const FlashInputs in = test::random_flash_inputs(c, rng);
+    const Tensor qkv = in.qkv.to_dtype(DType::BF16).to(kGpu), dout = in.dout.to_dtype(DType::BF16).to(kGpu);
+    const Tensor out = Tensor::empty({c.B, c.T, c.NH * c.HS}, DType::BF16, kGpu);
+    const Tensor lse = Tensor::empty({c.B, c.NH, c.T}, DType::F32, kGpu);
+    const Tensor dqkv = Tensor::zeros(qkv.shape(), DType::BF16, kGpu);
+    for (int call = 0; call < 2; ++call) {
+      ops::flash_attention_forward(out, lse, qkv, 2, ops::FlashTiles::Timed);
+      ops::flash_attention_backward(dqkv, dout, qkv, out, lse, 2, ops::GradWrite::Overwrite,
+                                    ops::FlashBackward::TwoPasses, ops::FlashTiles::Timed);
+    }
+    const std::string shape = cat("bf16 B 3 x 2 heads x T 77, head size ", hs, ": ");
+    const std::vector<std::string> forward = choices_naming("flash forward " + shape),
+                                   backward = choices_naming("flash backward " + shape);
+    if (hs > 64) {
+      EXPECT_TRUE(forward.empty() && backward.empty()) << "one set at head size 128: nothing to time";
+      continue;
+    }
+    ASSERT_EQ(forward.size(), 1u) << "timed once, however many calls";
+    ASSERT_EQ(backward.size(), 1u);
+    for (const char* name : {"rows 64: ", "rows 128: "}) {
+      EXPECT_NE(forward[0].find(name), std::string::npos) << forward[0];
+      EXPECT_NE(backward[0].find(name), std::string::npos) << backward[0];
+    }
+    EXPECT_EQ(forward[0].find("steps of 16"), std::string::npos) << "the forward has two sets: " << forward[0];
+    EXPECT_NE(backward[0].find("rows 128, steps of 16: "), std::string::npos) << backward[0];
+  }
+}
+
+// Under stream capture nothing can be timed: a shape not yet timed runs Rows64, queues no synchronisation (a
+// synchronising call would fail the capture, on a GPU and in the emulator alike) and is not reported, and the graph's
+// replay gives Rows64's bits. The shape is this test's own (B = 2, T = 91).
+TEST(FlashGpuTiles, TimedUnderCaptureRunsRows64WithoutTiming) {
+  LAB_REQUIRE_GPU();
+  Rng rng(test_seed());
+  const FlashCase c{2, 91, 2, 64};
+  const FlashInputs in = test::random_flash_inputs(c, rng);
+  const Tensor qkv = in.qkv.to_dtype(DType::BF16).to(kGpu), dout = in.dout.to_dtype(DType::BF16).to(kGpu);
+  struct Buffers {
+    Tensor out, lse, dqkv;
+  };
+  const auto buffers = [&] {
+    return Buffers{Tensor::zeros({c.B, c.T, c.NH * c.HS}, DType::BF16, kGpu),
+                   Tensor::zeros({c.B, c.NH, c.T}, DType::F32, kGpu), Tensor::zeros(qkv.shape(), DType::BF16, kGpu)};
+  };
+  const auto run = [&](const Buffers& b, ops::FlashTiles tiles) {
+    ops::flash_attention_forward(b.out, b.lse, qkv, 2, tiles);
+    ops::flash_attention_backward(b.dqkv, dout, qkv, b.out, b.lse, 2, ops::GradWrite::Overwrite,
+                                  ops::FlashBackward::TwoPasses, tiles);
+  };
+  const Buffers eager = buffers(), graphed = buffers();
+  run(eager, ops::FlashTiles::Rows64);
+  // The backward's workspace (its D rows) comes from a private pool that a warm-up run filled, as the graphed step's.
+  const int pool = cuda::create_private_pool(kGpu.index);
+  {
+    const cuda::Stream stream;
+    const cuda::StreamGuard on(stream);
+    const cuda::PoolScope in_pool(kGpu.index, pool);
+    run(graphed, ops::FlashTiles::Rows64);
+    cuda::Graph graph;
+    graph.capture(stream, [&] { run(graphed, ops::FlashTiles::Timed); });
+    EXPECT_TRUE(choices_naming("B 2 x 2 heads x T 91,").empty()) << "a shape timed under capture";
+    for (const Tensor* t : {&graphed.out, &graphed.lse, &graphed.dqkv}) t->zero_();  // what the warm-up wrote
+    graph.launch(stream);
+    stream.synchronize();
+  }
+  cuda::release_private_pool(kGpu.index, pool);
+  EXPECT_EQ(bits_of(graphed.out), bits_of(eager.out));
+  EXPECT_EQ(bits_of(graphed.lse), bits_of(eager.lse));
+  EXPECT_EQ(bits_of(graphed.dqkv), bits_of(eager.dqkv));
 }
 
 // The backward adds into dqkv: from random values it ends at those values plus the gradient from zero (each sum

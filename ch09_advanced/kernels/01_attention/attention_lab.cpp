@@ -64,9 +64,10 @@ Tensor nan_like(const Tensor& t) {
 // the CPU v10; on CUDA v9, dQ by atomics on the core's register kernels). FlashWmma: the lab's WMMA kernels (v4).
 // FlashAtomicDq: the core's flash forward, and the lab's one-pass backward with dQ by atomics on v4's WMMA
 // products (v5). FlashRegisters: the lab's copy of the core's kernels before they overlapped their loads (v6).
-// FlashWideStrips: the core's forward kernel with two strips of queries a warp, 128-query tiles, and the core's
-// backward (v11). FlashWideKeyStrips: v11's forward, and the core's backward kernels with two strips of rows a warp,
-// 128-row tiles (v12). FlashWideShortSteps: v12 with its dK/dV kernel in steps of 16 queries (v13).
+// FlashWideStrips: the core's op with its forward on 128-query tiles, two strips of queries a warp
+// (ops::FlashTiles::Rows128), and its default backward (v11). FlashWideKeyStrips: v11's forward, and the core's
+// backward on 128-row tiles, two strips of rows a warp (Rows128: v12). FlashWideShortSteps: v12 with its dK/dV
+// kernel in steps of 16 queries (Rows128Steps16: v13).
 enum class Algorithm {
   Materialized,
   Batched,
@@ -98,19 +99,16 @@ void run_forward(const VersionTensors& t, Algorithm algorithm, int n_head) {
     case Algorithm::Flash:
     case Algorithm::FlashOnePass:
     case Algorithm::FlashAtomicDq: return ops::flash_attention_forward(t.out, t.saved, t.qkv, n_head);
-#ifdef LAB_WITH_CUDA
-    case Algorithm::FlashWmma: return attention_lab::flash_wmma_forward(t.out, t.saved, t.qkv, n_head);
-    case Algorithm::FlashRegisters: return attention_lab::flash_registers_forward(t.out, t.saved, t.qkv, n_head);
-    case Algorithm::FlashWideStrips:
-    case Algorithm::FlashWideKeyStrips:
-    case Algorithm::FlashWideShortSteps: return attention_lab::flash_wide_strips_forward(t.out, t.saved, t.qkv, n_head);
-#else
-    case Algorithm::FlashWmma:
-    case Algorithm::FlashRegisters:
     case Algorithm::FlashWideStrips:
     case Algorithm::FlashWideKeyStrips:
     case Algorithm::FlashWideShortSteps:
-      fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
+      return ops::flash_attention_forward(t.out, t.saved, t.qkv, n_head, ops::FlashTiles::Rows128);
+#ifdef LAB_WITH_CUDA
+    case Algorithm::FlashWmma: return attention_lab::flash_wmma_forward(t.out, t.saved, t.qkv, n_head);
+    case Algorithm::FlashRegisters: return attention_lab::flash_registers_forward(t.out, t.saved, t.qkv, n_head);
+#else
+    case Algorithm::FlashWmma:
+    case Algorithm::FlashRegisters: fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
 #endif
   }
 }
@@ -125,23 +123,22 @@ void run_backward(const VersionTensors& t, Algorithm algorithm, int n_head) {
     case Algorithm::FlashOnePass:
       return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head, ops::GradWrite::Add,
                                            ops::FlashBackward::OnePass);
+    case Algorithm::FlashWideKeyStrips:
+      return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head, ops::GradWrite::Add,
+                                           ops::FlashBackward::TwoPasses, ops::FlashTiles::Rows128);
+    case Algorithm::FlashWideShortSteps:
+      return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head, ops::GradWrite::Add,
+                                           ops::FlashBackward::TwoPasses, ops::FlashTiles::Rows128Steps16);
 #ifdef LAB_WITH_CUDA
     case Algorithm::FlashWmma: return attention_lab::flash_wmma_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
     case Algorithm::FlashAtomicDq:
       return attention_lab::flash_backward_atomic_dq(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
     case Algorithm::FlashRegisters:
       return attention_lab::flash_registers_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
-    case Algorithm::FlashWideKeyStrips:
-      return attention_lab::flash_wide_strips_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
-    case Algorithm::FlashWideShortSteps:
-      return attention_lab::flash_wide_strips_short_steps_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
 #else
     case Algorithm::FlashWmma:
     case Algorithm::FlashAtomicDq:
-    case Algorithm::FlashRegisters:
-    case Algorithm::FlashWideKeyStrips:
-    case Algorithm::FlashWideShortSteps:
-      fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
+    case Algorithm::FlashRegisters: fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
 #endif
   }
 }

@@ -28,15 +28,17 @@
 //                         v7's kernels, each step's dS K by mma.sync added into f32 dQ
 //   v10 (backward only)   CPU flash, one pass: the core's CPU op with FlashBackward::OnePass, one task per head
 //                         walking its key tiles and summing dQ as it goes (v2's forward; v2's bits, fewer products)
-//   v11 (forward only)    CUDA flash, 128-query tiles (flash_wide_strips.cu): v7's forward kernel with two strips of
-//                         16 queries a warp, each K/V fragment loaded from shared memory feeding both; head size
-//                         64 (128 keeps one strip); v7's bits; in the backward lab v7's backward
-//   v12 (backward only)   CUDA flash, 128-row tiles in the backward (flash_wide_strips.cu): v7's backward kernels
-//                         with two strips of 16 rows a warp, each Q or dO fragment (dK, dV) or K or V fragment
-//                         (dQ) loaded from shared memory feeding both; head size 64 (128 keeps one strip); v7's
+//   v11 (forward only)    CUDA flash, 128-query tiles (the core's op with ops::FlashTiles::Rows128): v7's forward
+//                         kernel with two strips of 16 queries a warp, each K/V fragment loaded from shared memory
+//                         feeding both; head size 64 (128 keeps one strip); v7's bits; in the backward lab v7's
+//                         backward
+//   v12 (backward only)   CUDA flash, 128-row tiles in the backward (the core's op with FlashTiles::Rows128): v7's
+//                         backward kernels with two strips of 16 rows a warp, each Q or dO fragment (dK, dV) or K
+//                         or V fragment (dQ) loaded from shared memory feeding both; head size 64 (128 keeps one
+//                         strip); v7's bits; v11's forward
+//   v13 (backward only)   v12 with its dK/dV kernel in steps of 16 queries instead of 32 (FlashTiles::Rows128Steps16:
+//                         244 registers a thread, not 255; the warp's K and V fragments read twice as often); v7's
 //                         bits; v11's forward
-//   v13 (backward only)   v12 with its dK/dV kernel in steps of 16 queries instead of 32 (244 registers a thread,
-//                         not 255; the warp's K and V fragments read twice as often); v7's bits; v11's forward
 // The GPU versions are left out (listed, neither validated nor timed) where no GPU is visible, so that every
 // version keeps its number on every machine.
 //

@@ -7,17 +7,12 @@
 //                                  (common/ops/cuda/flash_attention.cu says why the core makes the other choice).
 //   v6 (flash_registers.cu)        mma.sync with the fragments in registers (FlashAttention-2's layout), each
 //                                  tile loaded and waited for before it is multiplied: the core's op before v7.
-//   v11 (flash_wide_strips.cu)     the core's forward kernel with 128-query tiles, two strips of 16 queries a
-//                                  warp (common/ops/cuda/flash_attention_forward.cuh); head size 128 keeps one.
-//   v12 (flash_wide_strips.cu)     the core's backward kernels with two strips of 16 rows a warp: 128-key tiles
-//                                  (dK, dV), 128-query tiles (dQ) (common/ops/cuda/flash_attention_backward.cuh);
-//                                  head size 128 keeps one; v11's forward.
-//   v13 (flash_wide_strips.cu)     v12 with the dK/dV kernel in steps of 16 queries instead of 32: fewer
-//                                  registers (242, not 255), the K and V fragments read twice as often.
 // v7 is the core's op itself (common/ops/cuda/flash_attention.cu: v6 with the next tile copied by cp.async while
 // the current one is multiplied, and the causal mask on the diagonal tiles only); v8 is the core's batched op; v9
 // is the core's one-pass backward (common/ops/cuda/flash_attention_one_pass.cu: v5's one pass with dQ by f32
-// atomics, on v7's kernels), the trainer's --attention flash-one-pass.
+// atomics, on v7's kernels), the trainer's --attention flash-one-pass; v11, v12 and v13 are the core's op with its
+// 128-row kernel sets (ops::FlashTiles::Rows128 and Rows128Steps16: common/ops/cuda/flash_attention_forward.cuh and
+// flash_attention_backward.cuh).
 #pragma once
 
 #include "common/core/tensor.h"
@@ -31,12 +26,6 @@ void flash_wmma_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& q
 void flash_registers_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
 void flash_registers_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                               const Tensor& lse, int n_head);
-
-void flash_wide_strips_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
-void flash_wide_strips_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                const Tensor& lse, int n_head);
-void flash_wide_strips_short_steps_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                                            const Tensor& out, const Tensor& lse, int n_head);
 
 void flash_backward_atomic_dq(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                               const Tensor& lse, int n_head);

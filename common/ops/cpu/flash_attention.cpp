@@ -350,7 +350,9 @@ void query_tile_grads(const Dims& d, const typename S::type* qkv, const typename
 
 }  // namespace
 
-void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head) {
+// One set of loops: `tiles` chooses among CUDA kernels only.
+void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head,
+                             FlashTiles /*tiles*/) {
   const Dims d = dims_of(qkv, n_head);
   if (d.B == 0 || d.T == 0 || d.C == 0) return;
   with_storage(qkv.dtype(), [&](auto storage) {
@@ -361,7 +363,8 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
 }
 
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head, GradWrite dqkv_write, FlashBackward passes) {
+                              const Tensor& lse, int n_head, GradWrite dqkv_write, FlashBackward passes,
+                              FlashTiles /*tiles*/) {
   const Dims d = dims_of(qkv, n_head);
   if (d.B == 0 || d.T == 0 || d.C == 0) return;
   const MemoryScope scope(MemCategory::Workspace);

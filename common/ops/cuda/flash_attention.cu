@@ -27,7 +27,7 @@
 //                  log-sum-exp. Blocks are numbered so that the longest tiles (the last queries see every key)
 //                  start first and the short ones fill in at the end of the grid, as FlashAttention-2 orders them.
 //                  The kernel is flash_attention_forward.cuh's with one strip of 16 queries a warp (its R = 1;
-//                  chapter 9's lab runs R = 2, 128-query tiles, as v11).
+//                  FlashTiles::Rows128 runs R = 2, 128-query tiles: chapter 9's lab's v11).
 //   D pre-pass     D = rowsum(dO * O), one warp per row.
 //   dK, dV         one block per key tile; query tiles from the diagonal to the end streamed, 32 queries at a
 //                  time (64 queries of f32 P^T and dS^T next to the dK and dV accumulators would not fit the
@@ -36,7 +36,12 @@
 //                  by ldmatrix .trans).
 //   dQ             one block per query tile, key tiles 0 .. the diagonal: S, P, dP and dS again, dQ += dS K.
 //                  Both are flash_attention_backward.cuh's kernels with one strip of 16 rows a warp (their R = 1;
-//                  chapter 9's lab runs R = 2, 128-row tiles, as v12).
+//                  FlashTiles::Rows128 runs R = 2, 128-row tiles, as the lab's v12, and Rows128Steps16 that with
+//                  the dK/dV kernel in steps of 16 queries, v13).
+// Which set runs (ops::FlashTiles, common/ops/flash_attention.h): Rows64 by default; Timed times the sets at each
+// shape's first call and keeps the fastest (common/cuda/time_candidates.h), which is safe because every set gives
+// the same bits. Which one wins depends on the GPU: with two strips each fragment read from shared memory feeds
+// twice the products, but the backward kernels take 231-255 registers a thread and run 2 blocks per SM, not 3.
 // dQ by a separate pass, not by atomics from the dK/dV blocks: the dK/dV blocks would have to add into an f32
 // copy of dQ (16-bit atomics round at every add) that then needs its own conversion pass anyway, and the result
 // would depend on the order in which blocks arrive. The separate pass recomputes S and dP (7 tile products per
@@ -68,8 +73,16 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "common/core/memory.h"
+#include "common/cuda/time_candidates.h"
 #include "common/ops/attention.h"
 #include "common/ops/cuda/flash_attention_backward.cuh"
 #include "common/ops/cuda/flash_attention_forward.cuh"
@@ -123,11 +136,97 @@ Tensor probabilities_workspace(const Tensor& qkv, int n_head) {
   return Tensor::empty({qkv.dim(0), n_head, qkv.dim(1), qkv.dim(1)}, DType::F32, qkv.device());
 }
 
-// ---------------------------------------------------------------- launchers
+// ---------------------------------------------------------------- the kernel sets (ops::FlashTiles)
+
+void forward_with(FlashTiles tiles, const Tensor& out, const Tensor& lse, const Tensor& qkv, const Dims& s,
+                  cudaStream_t stream) {
+  if (tiles == FlashTiles::Rows64 || s.hs > 64)  // heads wider than 64 have one strip a warp in every set
+    launch_flash_forward<1>("flash_forward_kernel", out, lse, qkv, s, stream);
+  else
+    launch_flash_forward<2>("flash_forward_kernel_rows128", out, lse, qkv, s, stream);
+}
+
+void backward_with(FlashTiles tiles, const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                   const Tensor& lse, const Dims& s, cudaStream_t stream, bool add) {
+  if (s.hs > 64)  // one strip a warp in every set
+    launch_flash_backward<1>(dqkv, dout, qkv, out, lse, s, stream, add);
+  else if (tiles == FlashTiles::Rows128)
+    launch_flash_backward<2>(dqkv, dout, qkv, out, lse, s, stream, add);
+  else if (tiles == FlashTiles::Rows128Steps16)
+    launch_flash_backward<2, 16>(dqkv, dout, qkv, out, lse, s, stream, add);
+  else
+    launch_flash_backward<1>(dqkv, dout, qkv, out, lse, s, stream, add);
+}
+
+// ---------------------------------------------------------------- FlashTiles::Timed
+
+// (backward?, dtype, B, heads, T, head size, device): the shape a choice holds for.
+using ShapeKey = std::tuple<bool, DType, int64_t, int, int, int, int>;
+
+// The sets timed so far, and the report of each choice (ops::flash_tile_choices). Shared by every thread: ranks
+// may be threads of one process.
+struct TileChoices {
+  std::mutex mutex;
+  std::map<ShapeKey, FlashTiles> chosen;
+  std::vector<std::string> report;
+};
+
+TileChoices& tile_choices() {
+  static TileChoices choices;
+  return choices;
+}
+
+std::string milliseconds(float ms) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.4f ms", static_cast<double>(ms));
+  return text;
+}
+
+std::string shape_line(bool backward, const Tensor& qkv, const Dims& s) {
+  return cat("flash ", backward ? "backward " : "forward ", dtype_name(qkv.dtype()), " B ", qkv.dim(0), " x ", s.NH,
+             " heads x T ", s.T, ", head size ", s.hs);
+}
+
+// The set that `tiles` names for this call; for Timed, the one chosen at this shape, timing the sets first when
+// none is (`run` queues one set's work). Heads wider than 64 have one set, and a stream under capture cannot be
+// timed: both run Rows64.
+FlashTiles resolve_tiles(FlashTiles tiles, bool backward, const Tensor& qkv, const Dims& s, cudaStream_t stream,
+                         const std::function<void(FlashTiles)>& run) {
+  if (tiles != FlashTiles::Timed) return tiles;
+  if (s.hs > 64) return FlashTiles::Rows64;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  const ShapeKey key{backward, qkv.dtype(), qkv.dim(0), s.NH, s.T, s.hs, device};
+  TileChoices& choices = tile_choices();
+  {
+    const std::lock_guard<std::mutex> lock(choices.mutex);
+    if (const auto found = choices.chosen.find(key); found != choices.chosen.end()) return found->second;
+  }
+  if (lab::cuda::capturing(stream)) return FlashTiles::Rows64;
+  std::vector<FlashTiles> sets = {FlashTiles::Rows64, FlashTiles::Rows128};
+  if (backward) sets.push_back(FlashTiles::Rows128Steps16);
+  std::vector<std::function<void()>> candidates;
+  for (const FlashTiles set : sets) candidates.push_back([&run, set] { run(set); });
+  const lab::cuda::TimedCandidates timed = lab::cuda::time_candidates(stream, candidates);
+  std::string line = cat(shape_line(backward, qkv, s), ": ", flash_tiles_name(sets[timed.fastest]), " (");
+  for (size_t i = 0; i < sets.size(); ++i)
+    line += cat(i == 0 ? "" : " | ", flash_tiles_name(sets[i]), ": ", milliseconds(timed.ms[i]));
+  line += ")";
+  const std::lock_guard<std::mutex> lock(choices.mutex);
+  const auto [kept, inserted] = choices.chosen.emplace(key, sets[timed.fastest]);  // another thread's may be first
+  if (inserted) choices.report.push_back(line);
+  return kept->second;
+}
 
 }  // namespace
 
-void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head) {
+std::vector<std::string> flash_tile_choices() {
+  TileChoices& choices = tile_choices();
+  const std::lock_guard<std::mutex> lock(choices.mutex);
+  return choices.report;
+}
+
+void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head, FlashTiles tiles) {
   if (qkv.dim(0) == 0 || qkv.dim(1) == 0 || qkv.dim(2) == 0) return;
   const Dims s = dims_of(qkv, n_head);
   LaunchScope scope(qkv);
@@ -139,11 +238,16 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
                lse.data<float>(), att.data<float>(), qkv.data<float>(), rows, s);
     return;
   }
-  launch_flash_forward<1>("flash_forward_kernel", out, lse, qkv, s, scope.stream());
+  // Every set writes the same out and lse: the timed runs may write them.
+  const FlashTiles set = resolve_tiles(tiles, false, qkv, s, scope.stream(), [&](FlashTiles candidate) {
+    forward_with(candidate, out, lse, qkv, s, scope.stream());
+  });
+  forward_with(set, out, lse, qkv, s, scope.stream());
 }
 
 void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                              const Tensor& lse, int n_head, GradWrite dqkv_write, FlashBackward passes) {
+                              const Tensor& lse, int n_head, GradWrite dqkv_write, FlashBackward passes,
+                              FlashTiles tiles) {
   if (qkv.dim(0) == 0 || qkv.dim(1) == 0 || qkv.dim(2) == 0) return;
   const Dims s = dims_of(qkv, n_head);
   LaunchScope scope(qkv);
@@ -156,7 +260,18 @@ void flash_attention_backward(const Tensor& dqkv, const Tensor& dout, const Tens
   }
   if (passes == FlashBackward::OnePass)
     return flash_attention_backward_one_pass(dqkv, dout, qkv, out, lse, n_head, dqkv_write);
-  launch_flash_backward<1>(dqkv, dout, qkv, out, lse, s, scope.stream(), dqkv_write == GradWrite::Add);
+  const bool add = dqkv_write == GradWrite::Add;
+  // The timed runs overwrite: dqkv itself, which the chosen set then writes again, or a workspace where the call
+  // adds into dqkv.
+  Tensor timed_into;
+  const FlashTiles set = resolve_tiles(tiles, true, qkv, s, scope.stream(), [&](FlashTiles candidate) {
+    if (add && !timed_into.defined()) {
+      const MemoryScope workspace(MemCategory::Workspace);
+      timed_into = Tensor::empty(dqkv.shape(), dqkv.dtype(), dqkv.device());
+    }
+    backward_with(candidate, add ? timed_into : dqkv, dout, qkv, out, lse, s, scope.stream(), false);
+  });
+  backward_with(set, dqkv, dout, qkv, out, lse, s, scope.stream(), add);
 }
 
 }  // namespace lab::ops::cuda

@@ -306,10 +306,13 @@ void launch_flash_backward(const Tensor& dqkv, const Tensor& dout, const Tensor&
     };
     // The dK/dV kernel streams query tiles of 64; the dQ kernel's blocks own query tiles of 64 R.
     constexpr int kStep = kR == 1 ? kQueryStep : kKeyStep;  // one strip keeps the default step
-    launch("flash_key_grads_kernel", flash_key_grads_kernel<E, D, kR, kStep>, key_grads_shared_bytes<D, kR>(),
+    const char* key_grads_name = kR == 1               ? "flash_key_grads_kernel"
+                                 : kStep == kQueryStep ? "flash_key_grads_kernel_rows128"
+                                                       : "flash_key_grads_kernel_rows128_short_steps";
+    launch(key_grads_name, flash_key_grads_kernel<E, D, kR, kStep>, key_grads_shared_bytes<D, kR>(),
            ceil_div(s.T, kTile));
-    launch("flash_query_grads_kernel", flash_query_grads_kernel<E, D, kR>, query_grads_shared_bytes<D, kR>(),
-           ceil_div(s.T, kR * kTile));
+    launch(kR == 1 ? "flash_query_grads_kernel" : "flash_query_grads_kernel_rows128",
+           flash_query_grads_kernel<E, D, kR>, query_grads_shared_bytes<D, kR>(), ceil_div(s.T, kR * kTile));
   });
 }
 
