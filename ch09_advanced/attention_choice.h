@@ -32,7 +32,8 @@
 //                 a GPU; on the CPU, and for heads of 128 (one set), it is flash itself. When not to use it: where a
 //                 run must launch the same kernels every time (the choice follows timings, which vary), or when its
 //                 first step must not synchronise; and under CUDA graphs a shape first seen during capture runs
-//                 flash's kernels (the graphed step's eager first step times them first).
+//                 flash's kernels (the graphed step's eager first step times them first). A profile of the first
+//                 step (`--profile 1`) counts the timed runs among its launches.
 //
 // The storage flash attention runs in is the run's matmul precision: bf16 or fp16 under mixed precision (qkv
 // rounded for the call, as the 16-bit linears round their inputs), fp32 otherwise. When not to use it: an fp32
