@@ -526,8 +526,6 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
   std::optional<MemoryStats> after_first_step;
   const auto after_step = [&](int64_t step, const TrainStepResult& r) {
     if (options_.memory_report && step == start_step_) after_first_step = memory_stats(device());
-    if (step == start_step_ && leader())  // --attention flash-tuned timed its kernel sets in the first step
-      for (const std::string& line : ops::flash_tile_choices()) std::printf("flash-tuned: %s\n", line.c_str());
     if (profile) {
       profile->close();
       if (leader()) print_profile(*profile, step + 1);
@@ -538,6 +536,8 @@ TrainSummary Trainer::run(const std::function<int()>& stop_signal) {
       if (leader()) snapshot.write(options_.memory_snapshot);
     }
     log_step(step, r);
+    if (step == start_step_ && leader())  // --attention flash-tuned timed its kernel sets in the first step
+      for (const std::string& line : ops::flash_tile_choices()) std::printf("flash-tuned: %s\n", line.c_str());
     summary.last_loss = r.loss;
     summary.steps = step + 1;
     const bool last = step + 1 == options_.steps;
