@@ -140,7 +140,7 @@ Tensor probabilities_workspace(const Tensor& qkv, int n_head) {
 
 void forward_with(FlashTiles tiles, const Tensor& out, const Tensor& lse, const Tensor& qkv, const Dims& s,
                   cudaStream_t stream) {
-  if (tiles == FlashTiles::Rows64 || s.hs > 64)  // heads wider than 64 have one strip a warp in every set
+  if (tiles == FlashTiles::Rows64)
     launch_flash_forward<1>("flash_forward_kernel", out, lse, qkv, s, stream);
   else
     launch_flash_forward<2>("flash_forward_kernel_rows128", out, lse, qkv, s, stream);
@@ -148,9 +148,7 @@ void forward_with(FlashTiles tiles, const Tensor& out, const Tensor& lse, const 
 
 void backward_with(FlashTiles tiles, const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                    const Tensor& lse, const Dims& s, cudaStream_t stream, bool add) {
-  if (s.hs > 64)  // one strip a warp in every set
-    launch_flash_backward<1>(dqkv, dout, qkv, out, lse, s, stream, add);
-  else if (tiles == FlashTiles::Rows128)
+  if (tiles == FlashTiles::Rows128)
     launch_flash_backward<2>(dqkv, dout, qkv, out, lse, s, stream, add);
   else if (tiles == FlashTiles::Rows128Steps16)
     launch_flash_backward<2, 16>(dqkv, dout, qkv, out, lse, s, stream, add);
@@ -188,12 +186,13 @@ std::string shape_line(bool backward, const Tensor& qkv, const Dims& s) {
 }
 
 // The set that `tiles` names for this call; for Timed, the one chosen at this shape, timing the sets first when
-// none is (`run` queues one set's work). Heads wider than 64 have one set, and a stream under capture cannot be
-// timed: both run Rows64.
+// none is (`run` queues one set's work on the current stream, `stream`). Heads wider than 64 have one set (one
+// strip a warp: two would not fit the registers), so every choice is Rows64 there; a stream under capture cannot
+// be timed, and a shape not yet timed runs Rows64.
 FlashTiles resolve_tiles(FlashTiles tiles, bool backward, const Tensor& qkv, const Dims& s, cudaStream_t stream,
                          const std::function<void(FlashTiles)>& run) {
-  if (tiles != FlashTiles::Timed) return tiles;
   if (s.hs > 64) return FlashTiles::Rows64;
+  if (tiles != FlashTiles::Timed) return tiles;
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   const ShapeKey key{backward, qkv.dtype(), qkv.dim(0), s.NH, s.T, s.hs, device};
@@ -207,7 +206,7 @@ FlashTiles resolve_tiles(FlashTiles tiles, bool backward, const Tensor& qkv, con
   if (backward) sets.push_back(FlashTiles::Rows128Steps16);
   std::vector<std::function<void()>> candidates;
   for (const FlashTiles set : sets) candidates.push_back([&run, set] { run(set); });
-  const lab::cuda::TimedCandidates timed = lab::cuda::time_candidates(stream, candidates);
+  const lab::cuda::TimedCandidates timed = lab::cuda::time_candidates(candidates);
   std::string line = cat(shape_line(backward, qkv, s), ": ", flash_tiles_name(sets[timed.fastest]), " (");
   for (size_t i = 0; i < sets.size(); ++i)
     line += cat(i == 0 ? "" : " | ", flash_tiles_name(sets[i]), ": ", milliseconds(timed.ms[i]));
