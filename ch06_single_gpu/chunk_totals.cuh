@@ -25,10 +25,12 @@ namespace lab::ch06::cuda {
 
 inline constexpr int kTotalRows = 16;  // threads that share one column
 
-// The kSums outputs, each of C floats, that the totals are added into.
+// The kSums outputs, each of C floats, that the totals are added into (or written over with add false: a training
+// step's first contribution to a parameter's gradient, ops::GradWrite::Overwrite).
 template <int kSums>
 struct ChunkTotalsOutputs {
   float* sums[kSums];
+  bool add = true;
 };
 
 template <int kSums>
@@ -42,7 +44,7 @@ __global__ void __launch_bounds__(ops::cuda::kWarpSize* kTotalRows)
       for (int64_t j = threadIdx.y; j < chunks; j += kTotalRows) sum += partials[(k * chunks + j) * C + c];
     }
     sum = ops::cuda::column_sum<kTotalRows>(sum, scratch);
-    if (threadIdx.y == 0 && c < C) out.sums[k][c] += sum;
+    if (threadIdx.y == 0 && c < C) out.sums[k][c] = out.add ? out.sums[k][c] + sum : sum;
   }
 }
 

@@ -38,33 +38,35 @@ Var fused_mlp(Tape& tape, const MLP& mlp, const Var& x, const ModelOptions& opti
   // Selective recompute keeps GELU's input only; backward computes hidden = gelu(pre_gelu) again.
   const bool recompute = options.recompute_gelu;
   const Tensor kept_hidden = recompute ? Tensor() : hidden;
-  tape.record(
-      recompute ? "fused_mlp (gelu recomputed)" : "fused_mlp",
-      recompute ? std::vector<Tensor>{xv, pre_gelu} : std::vector<Tensor>{xv, hidden, pre_gelu},
-      [=, out = out.without_value()] {
-        const Tensor& dout = out.grad();
-        Tensor hidden_again = kept_hidden;
-        if (!hidden_again.defined()) {
-          hidden_again = new_activation(pre_gelu.shape(), pre_gelu);
-          ops::gelu_forward(hidden_again, pre_gelu);
-        }
-        // c_proj's weight and bias gradients; its input's gradient is never stored (next).
-        ops::linear_backward(Tensor(), w_proj_var.grad_or_none(), b_proj.defined() ? b_proj.grad_or_none() : Tensor(),
-                             dout, matmul_operand(hidden_again, operands), w_proj);
-        hidden_again = Tensor();  // read by that product only
-        // GELU's input gradient in one GEMM: (dout @ c_proj's weight) * gelu'(pre_gelu), written once.
-        Tensor dpre;
-        {
-          MemoryScope scope(MemCategory::Workspace);
-          dpre = Tensor::empty({rows, hidden_width}, pre_gelu.dtype(), pre_gelu.device());
-        }
-        matmul_epilogue(dpre, pre_gelu.reshape({rows, hidden_width}), matmul_operand(dout, operands).reshape({rows, C}),
-                        w_proj, /*b_transposed=*/false, Tensor(), Epilogue::GeluGrad);
-        const ag::GradientTarget dx = ag::gradient_target(x);
-        ops::linear_backward(dx.grad, w_fc_var.grad_or_none(), b_fc.defined() ? b_fc.grad_or_none() : Tensor(), dpre,
-                             matmul_operand(xv, operands), w_fc, dx.write);
-      },
-      {x, w_fc_var, b_fc, w_proj_var, b_proj});
+  tape.record(recompute ? "fused_mlp (gelu recomputed)" : "fused_mlp",
+              recompute ? std::vector<Tensor>{xv, pre_gelu} : std::vector<Tensor>{xv, hidden, pre_gelu},
+              [=, out = out.without_value()] {
+                const Tensor& dout = out.grad();
+                Tensor hidden_again = kept_hidden;
+                if (!hidden_again.defined()) {
+                  hidden_again = new_activation(pre_gelu.shape(), pre_gelu);
+                  ops::gelu_forward(hidden_again, pre_gelu);
+                }
+                // c_proj's weight and bias gradients; its input's gradient is never stored (next).
+                const ag::ParameterGradients dproj = ag::parameter_gradients(w_proj_var, b_proj);
+                ops::linear_backward(Tensor(), dproj.weight, dproj.bias, dout, matmul_operand(hidden_again, operands),
+                                     w_proj, ops::GradWrite::Add, dproj.write);
+                hidden_again = Tensor();  // read by that product only
+                // GELU's input gradient in one GEMM: (dout @ c_proj's weight) * gelu'(pre_gelu), written once.
+                Tensor dpre;
+                {
+                  MemoryScope scope(MemCategory::Workspace);
+                  dpre = Tensor::empty({rows, hidden_width}, pre_gelu.dtype(), pre_gelu.device());
+                }
+                matmul_epilogue(dpre, pre_gelu.reshape({rows, hidden_width}),
+                                matmul_operand(dout, operands).reshape({rows, C}), w_proj, /*b_transposed=*/false,
+                                Tensor(), Epilogue::GeluGrad);
+                const ag::GradientTarget dx = ag::gradient_target(x);
+                const ag::ParameterGradients dfc = ag::parameter_gradients(w_fc_var, b_fc);
+                ops::linear_backward(dx.grad, dfc.weight, dfc.bias, dpre, matmul_operand(xv, operands), w_fc, dx.write,
+                                     dfc.write);
+              },
+              {x, w_fc_var, b_fc, w_proj_var, b_proj});
   return out;
 }
 
@@ -89,23 +91,23 @@ ResidualNorm residual_layernorm(Tape& tape, const Var& a, const Var& b, const La
   // does): both take its buffer, b (the attention branch, read by nothing else) before a's other reader, ln_1, adds
   // into it in its own backward. Nothing is zero-filled or copied.
   const bool through = av.dtype() != DType::F32;
-  tape.record("residual+layernorm", {residual.value(), mean, rstd},
-              [a = a.without_value(), b = b.without_value(), residual, normalized, w, bias, mean, rstd, through] {
-                if (!through) {
-                  fused_residual_layernorm_backward(a.grad_or_none(), b.grad_or_none(), w.grad_or_none(),
-                                                    bias.grad_or_none(), residual.grad(), normalized.grad(),
-                                                    residual.value(), w.value(), mean, rstd);
-                  return;
-                }
-                const ag::GradientTarget dsum = ag::gradient_target(residual);
-                const ag::GradientPassThrough plan =
-                    ag::pass_gradient_through(dsum.grad, a, b, ag::BranchGradient::SharesStream);
-                fused_residual_layernorm_backward_through(dsum.grad, dsum.write, plan.copy, w.grad_or_none(),
-                                                          bias.grad_or_none(), normalized.grad(), residual.value(),
-                                                          w.value(), mean, rstd);
-                plan.add_remaining(dsum.grad);
-              },
-              {a, b, w, bias});
+  tape.record(
+      "residual+layernorm", {residual.value(), mean, rstd},
+      [a = a.without_value(), b = b.without_value(), residual, normalized, w, bias, mean, rstd, through] {
+        const ag::ParameterGradients dp = ag::parameter_gradients(w, bias);
+        if (!through) {
+          fused_residual_layernorm_backward(a.grad_or_none(), b.grad_or_none(), dp.weight, dp.bias, residual.grad(),
+                                            normalized.grad(), residual.value(), w.value(), mean, rstd, dp.write);
+          return;
+        }
+        const ag::GradientTarget dsum = ag::gradient_target(residual);
+        const ag::GradientPassThrough plan =
+            ag::pass_gradient_through(dsum.grad, a, b, ag::BranchGradient::SharesStream);
+        fused_residual_layernorm_backward_through(dsum.grad, dsum.write, plan.copy, dp.weight, dp.bias,
+                                                  normalized.grad(), residual.value(), w.value(), mean, rstd, dp.write);
+        plan.add_remaining(dsum.grad);
+      },
+      {a, b, w, bias});
   return out;
 }
 

@@ -5,7 +5,8 @@
 //
 //   forward:   residual = a + b;  out = layernorm(residual) * weight + bias;  mean, rstd saved   (eps 1e-5)
 //   backward:  g = dresidual + d out/d residual . dout     (the LayerNorm input gradient, as ops::layernorm)
-//              da += g;  db += g;  dweight += sum_n dout * xhat;  dbias += sum_n dout      (all accumulate)
+//              da += g;  db += g;  dweight += sum_n dout * xhat;  dbias += sum_n dout      (all accumulate;
+//              dparams_write Overwrite: dweight = and dbias =, a training step's first contribution to them)
 //
 // `dresidual` is the gradient that reached `residual` from its other reader (the next residual add); it may
 // be undefined (zero). da or db may be undefined (not wanted), and either may be dresidual itself: every
@@ -33,39 +34,42 @@ void fused_residual_layernorm_forward(const Tensor& residual, const Tensor& out,
                                       const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias);
 void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const Tensor& dweight, const Tensor& dbias,
                                        const Tensor& dresidual, const Tensor& dout, const Tensor& residual,
-                                       const Tensor& weight, const Tensor& mean, const Tensor& rstd);
+                                       const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                                       ops::GradWrite dparams_write = ops::GradWrite::Add);
 // The backward in the form the autograd function runs it with 16-bit activations (ag::pass_gradient_through hands
 // the sum's gradient to the add's inputs; in the fused block both share it, so dcopy is undefined there, while a
 // caller whose second input needs its own buffer passes it as dcopy): dsum, the sum's gradient, gets the
 // LayerNorm's input gradient added (dsum_write Add: dsum holds the gradient from the sum's other reader) or written
 // over it (Overwrite: a new buffer, not read); dcopy, when defined, receives dsum's new values from the same pass;
-// dweight and dbias accumulate. Any float dtype of the activations.
+// dweight and dbias as dparams_write says. Any float dtype of the activations.
 void fused_residual_layernorm_backward_through(const Tensor& dsum, ops::GradWrite dsum_write, const Tensor& dcopy,
                                                const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                                                const Tensor& residual, const Tensor& weight, const Tensor& mean,
-                                               const Tensor& rstd);
+                                               const Tensor& rstd, ops::GradWrite dparams_write = ops::GradWrite::Add);
 
 namespace cpu {
 void fused_residual_layernorm_forward(const Tensor& residual, const Tensor& out, const Tensor& mean, const Tensor& rstd,
                                       const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias);
 void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const Tensor& dweight, const Tensor& dbias,
                                        const Tensor& dresidual, const Tensor& dout, const Tensor& residual,
-                                       const Tensor& weight, const Tensor& mean, const Tensor& rstd);
+                                       const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                                       ops::GradWrite dparams_write);
 void fused_residual_layernorm_backward_through(const Tensor& dsum, ops::GradWrite dsum_write, const Tensor& dcopy,
                                                const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                                                const Tensor& residual, const Tensor& weight, const Tensor& mean,
-                                               const Tensor& rstd);
+                                               const Tensor& rstd, ops::GradWrite dparams_write);
 }  // namespace cpu
 namespace cuda {
 void fused_residual_layernorm_forward(const Tensor& residual, const Tensor& out, const Tensor& mean, const Tensor& rstd,
                                       const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias);
 void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const Tensor& dweight, const Tensor& dbias,
                                        const Tensor& dresidual, const Tensor& dout, const Tensor& residual,
-                                       const Tensor& weight, const Tensor& mean, const Tensor& rstd);
+                                       const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                                       ops::GradWrite dparams_write);
 void fused_residual_layernorm_backward_through(const Tensor& dsum, ops::GradWrite dsum_write, const Tensor& dcopy,
                                                const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                                                const Tensor& residual, const Tensor& weight, const Tensor& mean,
-                                               const Tensor& rstd);
+                                               const Tensor& rstd, ops::GradWrite dparams_write);
 }  // namespace cuda
 
 }  // namespace lab::ch06

@@ -60,6 +60,22 @@ inline GradientTarget gradient_target(const Var& x) {
   return {x.bind_new_grad(MemCategory::Activations), ops::GradWrite::Overwrite};
 }
 
+// Where a backward step writes the gradients of a layer's parameters, a weight `w` and its bias `b` (either may be
+// undefined or not require a gradient: its tensor is then undefined), and how. When every one of them is stale
+// (Var::mark_grad_stale: no contribution yet this training step), their buffers, to be written over, every element:
+// ops take one GradWrite for both. Else their gradients, to add to (a stale one among them zero-filled by grad()).
+struct ParameterGradients {
+  Tensor weight, bias;
+  ops::GradWrite write = ops::GradWrite::Add;
+};
+inline ParameterGradients parameter_gradients(const Var& w, const Var& b = Var()) {
+  const bool want_w = w.defined() && w.requires_grad(), want_b = b.defined() && b.requires_grad();
+  if ((want_w || want_b) && (!want_w || w.grad_stale()) && (!want_b || b.grad_stale()))
+    return {want_w ? w.take_stale_grad() : Tensor(), want_b ? b.take_stale_grad() : Tensor(),
+            ops::GradWrite::Overwrite};
+  return {want_w ? w.grad() : Tensor(), want_b ? b.grad() : Tensor(), ops::GradWrite::Add};
+}
+
 // How a residual add's backward hands g, its output's gradient, to its inputs a and b unchanged (ag::residual, and
 // chapter 6's fused residual + LayerNorm). An input that already holds a gradient gets g added (add_remaining). One
 // whose gradient starts here gets g as it is, without the zero-filled buffer that grad() would allocate for the add:

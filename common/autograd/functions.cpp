@@ -46,8 +46,9 @@ Var linear(Tape& tape, const Var& x, const Var& w, const Var& b) {
     tape.record("linear", {x.value()},
                 [x, w, b, out = out.without_value()] {
                   const GradientTarget dx = gradient_target(x);
-                  ops::linear_backward(dx.grad, w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(), out.grad(),
-                                       x.value(), w.value(), dx.write);
+                  const ParameterGradients dp = parameter_gradients(w, b);
+                  ops::linear_backward(dx.grad, dp.weight, dp.bias, out.grad(), x.value(), w.value(), dx.write,
+                                       dp.write);
                 },
                 {x, w, b});
   return out;
@@ -70,8 +71,9 @@ Var layernorm(Tape& tape, const Var& x, const Var& w, const Var& b) {
     tape.record("layernorm", {xv, mean, rstd},
                 [x, w, b, mean, rstd, out = out.without_value()] {
                   const GradientTarget dx = gradient_target(x);
-                  ops::layernorm_backward(dx.grad, w.grad(), b.grad(), out.grad(), x.value(), w.value(), mean, rstd,
-                                          dx.write);
+                  const ParameterGradients dp = parameter_gradients(w, b);
+                  ops::layernorm_backward(dx.grad, dp.weight, dp.bias, out.grad(), x.value(), w.value(), mean, rstd,
+                                          dx.write, dp.write);
                 },
                 {x, w, b});
   return out;

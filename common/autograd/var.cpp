@@ -45,6 +45,9 @@ const Tensor& Var::grad() const {
   if (!node_->grad.defined()) {
     MemoryScope scope(node_->parameter ? MemCategory::Grads : MemCategory::Activations);
     node_->grad = Tensor::zeros(node_->shape, node_->dtype, node_->device);
+  } else if (node_->grad_stale) {
+    node_->grad.zero_();
+    node_->grad_stale = false;
   }
   return node_->grad;
 }
@@ -56,16 +59,33 @@ Tensor Var::grad_or_none() const {
 void Var::bind_grad(Tensor g) const {
   LAB_CHECK(requires_grad(), InvalidArgument, "bind_grad on a Var that does not require a gradient");
   node_->grad = std::move(g);
+  node_->grad_stale = false;
 }
 
 bool Var::grad_unallocated() const {
   return requires_grad() && !node_->parameter && !node_->grad.defined();
 }
 
+void Var::mark_grad_stale() const {
+  LAB_CHECK(node_ && node_->parameter, InvalidArgument, "mark_grad_stale on a Var that is not a parameter");
+  node_->grad_stale = node_->requires_grad && node_->grad.defined();
+}
+
+bool Var::grad_stale() const {
+  return node_ && node_->grad_stale;
+}
+
+const Tensor& Var::take_stale_grad() const {
+  LAB_CHECK(grad_stale(), InvalidArgument, "take_stale_grad on a Var whose gradient is not stale");
+  node_->grad_stale = false;
+  return node_->grad;
+}
+
 Tensor Var::bind_new_grad(MemCategory category) const {
   LAB_CHECK(requires_grad(), InvalidArgument, "bind_new_grad on a Var that does not require a gradient");
   MemoryScope scope(category);
   node_->grad = Tensor::empty(node_->shape, node_->dtype, node_->device);
+  node_->grad_stale = false;
   return node_->grad;
 }
 

@@ -15,6 +15,13 @@
 // it: the linear projections' outputs, which the residual add consumes, are not kept for backward. The tape holds
 // the Vars it counts pending steps for the same way.
 //
+// A parameter's gradient lives from step to step in the model's flat buffer, which a training step need not
+// zero-fill: it marks every parameter's gradient stale (mark_grad_stale, ParameterStore::start_new_gradients), and
+// the first backward step of the step that contributes to it writes over it (ag::parameter_gradients: a weight
+// gradient's GEMM with beta = 0, a bias's or LayerNorm's column sums stored rather than added); a later contribution
+// adds. Whoever reads a stale gradient through grad() gets it zero-filled first, so every other consumer adds into
+// zeros as before.
+//
 // A gradient hook tells whoever needs it that a Var's gradient is final for this backward pass: data
 // parallelism starts all-reducing a bucket of gradients as soon as all of them are final, while backward goes
 // on (chapter 8). The tape counts, for every Var, the recorded backward steps that will still add to its
@@ -49,7 +56,8 @@ class Var {
   // model, and bind_value must reach every copy). value() of such a handle throws.
   Var without_value() const;
   bool requires_grad() const;
-  // The gradient, allocated as zeros on first use; throws if this Var does not require a gradient.
+  // The gradient, allocated as zeros on first use (zero-filled if stale); throws if this Var does not require a
+  // gradient.
   const Tensor& grad() const;
   // The gradient if requires_grad, else an undefined Tensor: what backward ops pass as "maybe skip".
   Tensor grad_or_none() const;
@@ -61,6 +69,13 @@ class Var {
   // True for an activation (not a parameter) that requires a gradient and has none allocated or bound yet: no
   // backward step has added to it.
   bool grad_unallocated() const;
+  // A parameter's bound gradient holds an earlier step's values (see the top): the next contribution writes over it
+  // (take_stale_grad) or, read through grad(), it is zero-filled first. bind_grad clears the mark. A parameter
+  // without a bound gradient is left as it is (its next grad() allocates zeros).
+  void mark_grad_stale() const;
+  bool grad_stale() const;
+  // The stale gradient, no longer marked: for a backward step that writes every element of it.
+  const Tensor& take_stale_grad() const;
   // Binds a new, uninitialised gradient buffer of the value's shape, dtype and device (charged to `category`) and
   // returns it: for a backward step that writes every element of its input's first gradient (ag::gradient_target).
   Tensor bind_new_grad(MemCategory category) const;
@@ -88,6 +103,7 @@ class Var {
     mutable Tensor grad;
     bool requires_grad = true;
     bool parameter = false;
+    bool grad_stale = false;
     int pending_gradient_steps = 0;
     std::function<void()> gradient_hook;
   };

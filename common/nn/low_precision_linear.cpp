@@ -41,9 +41,10 @@ Var low_precision_linear(Tape& tape, const Var& x, const Var& weight, const Tens
     tape.record("linear", {x.value()},
                 [x, weight, weight_16bit, bias, out = out.without_value()] {
                   const ag::GradientTarget dx = ag::gradient_target(x);
-                  ops::linear_backward(dx.grad, weight.grad_or_none(), bias.defined() ? bias.grad_or_none() : Tensor(),
-                                       out.grad(), matmul_operand(x.value(), weight_16bit.dtype()), weight_16bit,
-                                       dx.write);
+                  const ag::ParameterGradients dp = ag::parameter_gradients(weight, bias);
+                  ops::linear_backward(dx.grad, dp.weight, dp.bias, out.grad(),
+                                       matmul_operand(x.value(), weight_16bit.dtype()), weight_16bit, dx.write,
+                                       dp.write);
                 },
                 {x, weight, bias});
   return out;

@@ -61,8 +61,9 @@ Var gelu_linear_recomputing_gelu(Tape& tape, const Var& pre, const Linear& linea
                   ops::gelu_forward(gelu_out, h);
                   // The GELU output's gradient: this product is its only contribution, written over a new buffer.
                   const Tensor dgelu = pre.requires_grad() ? ag::new_activation(h.shape(), h) : Tensor();
-                  ops::linear_backward(dgelu, w.grad_or_none(), b.defined() ? b.grad_or_none() : Tensor(), out.grad(),
-                                       matmul_operand(gelu_out, operands), weight, ops::GradWrite::Overwrite);
+                  const ag::ParameterGradients dp = ag::parameter_gradients(w, b);
+                  ops::linear_backward(dgelu, dp.weight, dp.bias, out.grad(), matmul_operand(gelu_out, operands),
+                                       weight, ops::GradWrite::Overwrite, dp.write);
                   gelu_out = Tensor();  // GELU's backward reads its input, not its output
                   if (const ag::GradientTarget dpre = ag::gradient_target(pre); dpre.grad.defined())
                     ops::gelu_backward(dpre.grad, h, dgelu, dpre.write);

@@ -36,7 +36,8 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
 }
 
 void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
-                        const Tensor& w, const Tensor& mean, const Tensor& rstd, GradWrite dx_write) {
+                        const Tensor& w, const Tensor& mean, const Tensor& rstd, GradWrite dx_write,
+                        GradWrite dparams_write) {
   check_layernorm(x, w, mean, rstd, "layernorm_backward");
   check_same_float_dtype({&x, &dout, &dx}, "layernorm_backward");
   check_fp32(dw, "dw", "layernorm_backward");
@@ -46,7 +47,7 @@ void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, co
   dw.check_shape(w.shape(), "layernorm dw");
   db.check_shape(w.shape(), "layernorm db");
   check_same_device({&dx, &dw, &db, &dout, &x, &w, &mean, &rstd}, "layernorm_backward");
-  LAB_DISPATCH(x.device(), layernorm_backward, dx, dw, db, dout, x, w, mean, rstd, dx_write);
+  LAB_DISPATCH(x.device(), layernorm_backward, dx, dw, db, dout, x, w, mean, rstd, dx_write, dparams_write);
 }
 
 }  // namespace lab::ops

@@ -36,7 +36,7 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write) {
+                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write, GradWrite dparams_write) {
   check_linear(inp, weight, dout, dbias, "linear_backward");
   LAB_CHECK(dout.dtype() == DType::F32 || dout.dtype() == inp.dtype(), InvalidArgument, "linear_backward: dout is ",
             dtype_name(dout.dtype()), "; with ", dtype_name(inp.dtype()), " inputs it must be f32 or ",
@@ -52,7 +52,7 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
     dweight.check_shape(weight.shape(), "linear dweight");
   }
   check_same_device({&dinp, &dweight, &dbias, &dout, &inp, &weight}, "linear_backward");
-  LAB_DISPATCH(dout.device(), linear_backward, dinp, dweight, dbias, dout, inp, weight, dinp_write);
+  LAB_DISPATCH(dout.device(), linear_backward, dinp, dweight, dbias, dout, inp, weight, dinp_write, dparams_write);
 }
 
 void linear_weight_grad_rows(const Tensor& dweight_rows, const Tensor& dout, const Tensor& inp, int64_t row_begin) {

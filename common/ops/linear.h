@@ -2,9 +2,10 @@
 //   forward:  out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC]           (bias may be undefined)
 //   backward: dinp[N,C] += dout @ weight;  dweight[OC,C] += dout^T @ inp;  dbias[OC] += sum_n dout[n,:]
 // Any leading dims of inp/out are flattened into N. Backward outputs that are undefined Tensors are skipped.
-// All accumulate (+=), so gradients of shared weights (GPT-2's tied LM head) simply add up; dinp alone may be
-// written over instead (`dinp_write` Overwrite: dinp = dout @ weight, its old contents never read), for the first
-// gradient of an input (grad_write.h).
+// All accumulate (+=), so gradients of shared weights (GPT-2's tied LM head) simply add up; each may be written over
+// instead, for the first gradient of an input (grad_write.h): dinp by `dinp_write` Overwrite (dinp = dout @ weight,
+// its old contents never read), dweight and dbias together by `dparams_write` Overwrite (a training step's first
+// contribution to the layer's parameters: ag::parameter_gradients).
 //
 // Low precision (chapter 6's mixed precision): inp and weight may both be bf16 or both f16; bias, dout and the
 // gradients stay f32, and out is f32 or the inputs' 16-bit type. The products then read 16-bit inputs and
@@ -28,7 +29,8 @@ namespace lab::ops {
 
 void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias);
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write = GradWrite::Add);
+                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write = GradWrite::Add,
+                     GradWrite dparams_write = GradWrite::Add);
 // Rows [row_begin, row_begin + R) of the weight's gradient alone, fp32 (dweight_rows [R, C]):
 //   dweight_rows += dout[:, row_begin : row_begin + R]^T @ inp
 // what linear_backward adds to those rows, for a caller that reduces a large weight's gradient piece by piece
@@ -38,13 +40,13 @@ void linear_weight_grad_rows(const Tensor& dweight_rows, const Tensor& dout, con
 namespace cpu {
 void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias);
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write);
+                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write, GradWrite dparams_write);
 void linear_weight_grad_rows(const Tensor& dweight_rows, const Tensor& dout, const Tensor& inp, int64_t row_begin);
 }  // namespace cpu
 namespace cuda {
 void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias);
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write);
+                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write, GradWrite dparams_write);
 void linear_weight_grad_rows(const Tensor& dweight_rows, const Tensor& dout, const Tensor& inp, int64_t row_begin);
 }  // namespace cuda
 

@@ -74,6 +74,7 @@ void TrainStep::enqueue(const BatchSource& next_batch, double lr) {
   zero_grads();
   step_scalars_.zero_();
   run_micro_batches(next_batch, pending_);
+  model_.parameters().zero_unwritten_grads();
   reduce_gradients();
   compute_gradient_norm();
   // Loss scaling: an inf/NaN norm marks the update's gradient scale NaN, and the update then leaves everything as it
@@ -119,7 +120,8 @@ std::string TrainStep::capture_blocker() const {
 }
 
 void TrainStep::zero_grads() {
-  model_.parameters().zero_grad();
+  model_.parameters()
+      .start_new_gradients();  // on CUDA no zero-fill: each parameter's first contribution writes over it
 }
 
 void TrainStep::run_micro_batches(const BatchSource& next_batch, TrainStepResult& result) {

@@ -1,11 +1,15 @@
-// One training step of GPT-2: zero the gradients, forward and backward over the step's micro-batches
+// One training step of GPT-2: start new gradients, forward and backward over the step's micro-batches
 // (gradient accumulation), the global gradient norm, clipping, and the AdamW update. The trainer (chapter 10)
 // and every benchmark that times a step use this one class.
 //
 // enqueue() calls its parts in a fixed order; each part is a virtual function, so a chapter changes the part its
 // optimization is about and inherits the rest:
 //
-//   zero_grads()         ch07 ZeRO-2/3: each rank zeroes only its shard of the gradients.
+//   zero_grads()         starts the step's gradients: on CUDA the flat buffer's are marked stale, not zero-filled,
+//                        and each parameter's first contribution writes over it (ParameterStore::start_new_gradients;
+//                        the CPU zero-fills the buffer); after the micro-batches, what nothing wrote is zero-filled
+//                        (zero_unwritten_grads). ch07
+//                        ZeRO-2/3: each rank zeroes only its shard of the gradients.
 //   run_micro_batches()  the loop over micro-batches (accumulation). ch08 pipeline parallelism replaces the
 //                        whole loop with its schedule (GPipe: all forwards, then all backwards; 1F1B).
 //   forward_backward()   one micro-batch's forward and backward. ch06 fp16 multiplies the loss's gradient

@@ -16,10 +16,11 @@ constexpr int64_t kPaddedVocab = 128, kMaxT = 16, kWidth = 32;
 
 }  // namespace
 
-ZeroFills expected_zero_fills(int64_t layers) {
+ZeroFills expected_zero_fills(int64_t layers, Device device) {
+  if (device.is_cuda()) return {2, 4 * kMaxT * kWidth + 3 * 4};  // wpe's f32 gradient and the step's three f32 scalars
   const int64_t block_parameters = 12 * kWidth * kWidth + 13 * kWidth;
   const int64_t parameters = kPaddedVocab * kWidth + kMaxT * kWidth + 2 * kWidth + layers * block_parameters;
-  return {2, 4 * parameters + 3 * 4};
+  return {2, 4 * parameters + 3 * 4};  // the whole f32 gradient buffer and the step's scalars
 }
 
 StepCounts count_one_step(Device device, int64_t layers, DType dtype, ModelOptions options) {

@@ -17,8 +17,8 @@ TEST(StepProfileCounts, OpsPerStepOnTheCpu) {
     const test::StepCounts counts = test::count_one_step(Device::cpu(), layers);
     EXPECT_EQ(counts.ops, 10 + 18 * layers) << layers << " blocks:\n" << counts.op_table;
     EXPECT_EQ(counts.kernels, 0);
-    EXPECT_EQ(counts.zero_fills.count, test::expected_zero_fills(layers).count) << layers << " blocks";
-    EXPECT_EQ(counts.zero_fills.bytes, test::expected_zero_fills(layers).bytes) << layers << " blocks";
+    EXPECT_EQ(counts.zero_fills.count, test::expected_zero_fills(layers, Device::cpu()).count) << layers << " blocks";
+    EXPECT_EQ(counts.zero_fills.bytes, test::expected_zero_fills(layers, Device::cpu()).bytes) << layers << " blocks";
   }
 }
 

@@ -54,7 +54,8 @@ void fused_residual_layernorm_forward(const Tensor& residual, const Tensor& out,
 
 void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const Tensor& dweight, const Tensor& dbias,
                                        const Tensor& dresidual, const Tensor& dout, const Tensor& residual,
-                                       const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
+                                       const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                                       ops::GradWrite dparams_write) {
   const char* op = "fused_residual_layernorm_backward";
   check_common(residual, weight, mean, rstd, op);
   check_like(dout, residual, "fused_residual_layernorm dout");
@@ -66,13 +67,13 @@ void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const
   check_parameter_grads(dweight, dbias, weight, op);
   ops::check_same_device({&da, &db, &dweight, &dbias, &dresidual, &dout, &residual, &weight, &mean, &rstd}, op);
   LAB_DISPATCH(residual.device(), fused_residual_layernorm_backward, da, db, dweight, dbias, dresidual, dout, residual,
-               weight, mean, rstd);
+               weight, mean, rstd, dparams_write);
 }
 
 void fused_residual_layernorm_backward_through(const Tensor& dsum, ops::GradWrite dsum_write, const Tensor& dcopy,
                                                const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                                                const Tensor& residual, const Tensor& weight, const Tensor& mean,
-                                               const Tensor& rstd) {
+                                               const Tensor& rstd, ops::GradWrite dparams_write) {
   const char* op = "fused_residual_layernorm_backward_through";
   check_common(residual, weight, mean, rstd, op);
   check_like(dout, residual, "fused_residual_layernorm dout");
@@ -81,7 +82,7 @@ void fused_residual_layernorm_backward_through(const Tensor& dsum, ops::GradWrit
   check_parameter_grads(dweight, dbias, weight, op);
   ops::check_same_device({&dsum, &dcopy, &dweight, &dbias, &dout, &residual, &weight, &mean, &rstd}, op);
   LAB_DISPATCH(residual.device(), fused_residual_layernorm_backward_through, dsum, dsum_write, dcopy, dweight, dbias,
-               dout, residual, weight, mean, rstd);
+               dout, residual, weight, mean, rstd, dparams_write);
 }
 
 }  // namespace lab::ch06

@@ -130,7 +130,8 @@ void fused_residual_layernorm_forward(const Tensor& residual, const Tensor& out,
 
 void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const Tensor& dweight, const Tensor& dbias,
                                        const Tensor& dresidual, const Tensor& dout, const Tensor& residual,
-                                       const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
+                                       const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                                       ops::GradWrite dparams_write) {
   const int64_t C = residual.dim(-1);
   if (C == 0 || residual.numel() == 0) return;
   const int64_t N = residual.numel() / C;
@@ -143,7 +144,7 @@ void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const
     const Tensor total =
         dresidual.defined() ? dresidual.clone() : Tensor::empty(residual.shape(), DType::F32, residual.device());
     ops::cuda::layernorm_backward(total, dweight, dbias, dout, residual, weight, mean, rstd,
-                                  dresidual.defined() ? ops::GradWrite::Add : ops::GradWrite::Overwrite);
+                                  dresidual.defined() ? ops::GradWrite::Add : ops::GradWrite::Overwrite, dparams_write);
     ops::cuda::residual_backward(da, db, total);
     return;
   }
@@ -158,18 +159,18 @@ void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const
                dout.data<float>(), residual.data<float>(), weight.data<float>(), mean.data<float>(), rstd.data<float>(),
                N, C, split.rows_per_block);
   });
-  add_chunk_totals<2>({{dweight.data<float>(), dbias.data<float>()}}, partials.data<float>(), split.blocks, C,
-                      scope.stream());
+  add_chunk_totals<2>({{dweight.data<float>(), dbias.data<float>()}, dparams_write == ops::GradWrite::Add},
+                      partials.data<float>(), split.blocks, C, scope.stream());
 }
 
 void fused_residual_layernorm_backward_through(const Tensor& dsum, ops::GradWrite dsum_write, const Tensor& dcopy,
                                                const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                                                const Tensor& residual, const Tensor& weight, const Tensor& mean,
-                                               const Tensor& rstd) {
+                                               const Tensor& rstd, ops::GradWrite dparams_write) {
   if (ops::cuda::layernorm_backward_in_pieces(dsum, dcopy, dweight, dbias, dout, residual, weight, mean, rstd,
-                                              dsum_write))
+                                              dsum_write, dparams_write))
     return;
-  ops::cuda::layernorm_backward(dsum, dweight, dbias, dout, residual, weight, mean, rstd, dsum_write);
+  ops::cuda::layernorm_backward(dsum, dweight, dbias, dout, residual, weight, mean, rstd, dsum_write, dparams_write);
   if (dcopy.defined()) ops::cuda::residual_gradient_copy(dcopy, dsum);
 }
 

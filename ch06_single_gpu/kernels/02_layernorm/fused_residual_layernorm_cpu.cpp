@@ -74,7 +74,8 @@ void fused_residual_layernorm_forward(const Tensor& residual, const Tensor& out,
 
 void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const Tensor& dweight, const Tensor& dbias,
                                        const Tensor& dresidual, const Tensor& dout, const Tensor& residual,
-                                       const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
+                                       const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                                       ops::GradWrite dparams_write) {
   const int64_t C = residual.dim(-1);
   if (C == 0 || residual.numel() == 0) return;
   const int64_t N = residual.numel() / C;
@@ -140,6 +141,7 @@ void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const
 
   float* dwp = dweight.data<float>();
   float* dbiasp = dbias.data<float>();
+  const bool add_params = dparams_write == ops::GradWrite::Add;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < C; ++c) {
     float dw = 0.0f, dbias_c = 0.0f;
@@ -147,16 +149,16 @@ void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const
       dw += partials[static_cast<size_t>(k * 2 * C + c)];
       dbias_c += partials[static_cast<size_t>(k * 2 * C + C + c)];
     }
-    dwp[c] += dw;
-    dbiasp[c] += dbias_c;
+    dwp[c] = add_params ? dwp[c] + dw : dw;
+    dbiasp[c] = add_params ? dbiasp[c] + dbias_c : dbias_c;
   }
 }
 
 void fused_residual_layernorm_backward_through(const Tensor& dsum, ops::GradWrite dsum_write, const Tensor& dcopy,
                                                const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                                                const Tensor& residual, const Tensor& weight, const Tensor& mean,
-                                               const Tensor& rstd) {
-  ops::cpu::layernorm_backward(dsum, dweight, dbias, dout, residual, weight, mean, rstd, dsum_write);
+                                               const Tensor& rstd, ops::GradWrite dparams_write) {
+  ops::cpu::layernorm_backward(dsum, dweight, dbias, dout, residual, weight, mean, rstd, dsum_write, dparams_write);
   if (dcopy.defined()) ops::cpu::residual_gradient_copy(dcopy, dsum);
 }
 

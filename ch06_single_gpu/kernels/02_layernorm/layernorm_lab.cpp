@@ -128,7 +128,7 @@ BackwardTensors backward_tensors_on(const BackwardTensors& in, Device device) {
 
 void reference_backward(const BackwardTensors& t) {
   ops::cpu::layernorm_backward(t.dresidual_total, t.dweight, t.dbias, t.dout, t.residual, t.weight, t.mean, t.rstd,
-                               ops::GradWrite::Add);
+                               ops::GradWrite::Add, ops::GradWrite::Add);
   ops::cpu::residual_backward(t.da, t.db, t.dresidual_total);
 }
 
@@ -254,7 +254,7 @@ KernelLab backward_lab(const LayerNormProblem& p) {
     bl.add("one warp per row", "the core's: dx by a warp per row, column sums over the whole GPU (3 kernels)", gpu,
            [](const BackwardTensors& t) {
              ops::cuda::layernorm_backward(t.dresidual_total, t.dweight, t.dbias, t.dout, t.residual, t.weight, t.mean,
-                                           t.rstd, ops::GradWrite::Add);
+                                           t.rstd, ops::GradWrite::Add, ops::GradWrite::Add);
              ops::cuda::residual_backward(t.da, t.db, t.dresidual_total);
            });
     bl.add("row in registers, float4", "dweight/dbias summed inside the dx kernel: dout and x read once", gpu,

@@ -8,7 +8,8 @@
 
 namespace lab::ops::cpu {
 
-inline void add_column_sums(float* out, const float* rows, int64_t N, int64_t C) {
+// out[c] += sum_n rows[n, c], or = with add false (out is then not read).
+inline void add_column_sums(float* out, const float* rows, int64_t N, int64_t C, bool add = true) {
   constexpr int64_t kSlice = 256;  // columns per task: a slice's sums stay in registers and L1
   const int64_t slices = (C + kSlice - 1) / kSlice;
 #pragma omp parallel for schedule(static)
@@ -20,7 +21,7 @@ inline void add_column_sums(float* out, const float* rows, int64_t N, int64_t C)
 #pragma omp simd
       for (int64_t c = c0; c < c1; ++c) acc[c - c0] += row[c];
     }
-    for (int64_t c = c0; c < c1; ++c) out[c] += acc[c - c0];
+    for (int64_t c = c0; c < c1; ++c) out[c] = add ? out[c] + acc[c - c0] : acc[c - c0];
   }
 }
 

@@ -37,7 +37,7 @@ void forward(T* op, float* mp, float* rp, const T* xp, const float* wp, const fl
 
 template <typename T>
 void backward(T* dxp, float* dwp, float* dbp, const T* dp, const T* xp, const float* wp, const float* mp,
-              const float* rp, int64_t N, int64_t C, bool add) {
+              const float* rp, int64_t N, int64_t C, bool add, bool add_params) {
   // dx (+)= rstd * (g - mean(g) - xhat * mean(g * xhat)),  with g = dout * w
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
@@ -81,8 +81,8 @@ void backward(T* dxp, float* dwp, float* dbp, const T* dp, const T* xp, const fl
       }
     }
     for (int64_t c = c0; c < c1; ++c) {
-      dwp[c] += dw_acc[c - c0];
-      dbp[c] += db_acc[c - c0];
+      dwp[c] = add_params ? dwp[c] + dw_acc[c - c0] : dw_acc[c - c0];
+      dbp[c] = add_params ? dbp[c] + db_acc[c - c0] : db_acc[c - c0];
     }
   }
 }
@@ -99,12 +99,13 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
 }
 
 void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
-                        const Tensor& w, const Tensor& mean, const Tensor& rstd, GradWrite dx_write) {
+                        const Tensor& w, const Tensor& mean, const Tensor& rstd, GradWrite dx_write,
+                        GradWrite dparams_write) {
   const int64_t C = x.dim(-1), N = x.numel() / C;
   dispatch_float_dtype(x.dtype(), "layernorm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     backward(dx.data<T>(), dw.data<float>(), db.data<float>(), dout.data<T>(), x.data<T>(), w.data<float>(),
-             mean.data<float>(), rstd.data<float>(), N, C, dx_write == GradWrite::Add);
+             mean.data<float>(), rstd.data<float>(), N, C, dx_write == GradWrite::Add, dparams_write == GradWrite::Add);
   });
 }
 

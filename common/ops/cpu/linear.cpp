@@ -75,7 +75,7 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write) {
+                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write, GradWrite dparams_write) {
   const int64_t OC = weight.dim(0), C = weight.dim(1), N = inp.numel() / C;
   // dout as the products read it: a 16-bit dout widened, an f32 one rounded to the inputs' type.
   const Tensor product_dout = dout.dtype() == DType::F32 ? rounded_to(dout, inp.dtype()) : widened(dout);
@@ -91,12 +91,15 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
           C);
     if (dinp.dtype() != DType::F32) convert(dinp, sum);
   }
-  if (dweight.defined()) {  // dweight[OC,C] += dout^T[OC,N] @ inp[N,C]
-    GemmRecorder::note({true, false, OC, C, N, true});
-    sgemm(true, false, OC, C, N, 1.0f, pd, OC, widened(inp).data<float>(), C, 1.0f, dweight.data<float>(), C);
+  const bool add_params = dparams_write == GradWrite::Add;
+  if (dweight.defined()) {  // dweight[OC,C] += dout^T[OC,N] @ inp[N,C], or = with Overwrite
+    GemmRecorder::note({true, false, OC, C, N, add_params});
+    sgemm(true, false, OC, C, N, 1.0f, pd, OC, widened(inp).data<float>(), C, add_params ? 1.0f : 0.0f,
+          dweight.data<float>(), C);
   }
   if (dbias.defined())
-    add_column_sums(dbias.data<float>(), (dout.dtype() == DType::F32 ? dout : product_dout).data<float>(), N, OC);
+    add_column_sums(dbias.data<float>(), (dout.dtype() == DType::F32 ? dout : product_dout).data<float>(), N, OC,
+                    add_params);
 }
 
 void linear_weight_grad_rows(const Tensor& dweight_rows, const Tensor& dout, const Tensor& inp, int64_t row_begin) {

@@ -35,10 +35,12 @@
 
 namespace lab::ops::cuda {
 
-// The kSums outputs, each of C floats, that the totals are added into.
+// The kSums outputs, each of C floats, that the totals are added into (or, with add false, written over: an output
+// that is a training step's first contribution to a parameter's gradient, ops::GradWrite::Overwrite).
 template <int kSums>
 struct ColumnOutputs {
   float* sums[kSums];
+  bool add = true;
 };
 
 // ---------------------------------------------------------------- kernels
@@ -73,7 +75,7 @@ __global__ void column_totals_kernel(ColumnOutputs<kSums> out, const float* part
   }
   for (int k = 0; k < kSums; ++k) {
     const float total = column_sum<kColumnRows>(part[k], scratch);
-    if (threadIdx.y == 0 && c < C) out.sums[k][c] += total;
+    if (threadIdx.y == 0 && c < C) out.sums[k][c] = out.add ? out.sums[k][c] + total : total;
   }
 }
 
@@ -138,10 +140,12 @@ void add_column_sums(ColumnOutputs<kSums> out, const Terms& terms, int64_t N, in
   add_column_totals<kSums>(out, partials.data<float>(), split.row_chunks, C, stream);
 }
 
-// Adds the column sums of x [N > 0, C > 0] into out (C floats) when x's rows split into 16-byte pieces, on
-// `stream` of `device` (current, as inside a LaunchScope); returns false, with nothing queued, when they do not.
+// Adds the column sums of x [N > 0, C > 0] into out (C floats), or writes them with add false, when x's rows split
+// into 16-byte pieces, on `stream` of `device` (current, as inside a LaunchScope); returns false, with nothing queued,
+// when they do not.
 template <typename D>
-bool add_column_piece_sums(float* out, const D* x, int64_t N, int64_t C, Device device, cudaStream_t stream) {
+bool add_column_piece_sums(float* out, const D* x, int64_t N, int64_t C, Device device, cudaStream_t stream,
+                           bool add = true) {
   if (pieces_of<D>(C, x) == 0) return false;
   const ColumnSplit split = column_split(N, C, kColumnWidth * Piece<D>::kElements, kPieceColumnSumBlocks);
   MemoryScope workspace(MemCategory::Workspace);
@@ -149,7 +153,7 @@ bool add_column_piece_sums(float* out, const D* x, int64_t N, int64_t C, Device 
   const dim3 grid(static_cast<unsigned int>(split.column_blocks), static_cast<unsigned int>(split.row_chunks));
   LAB_LAUNCH(column_piece_partial_sums_kernel<D>, {grid, dim3(kColumnWidth, kColumnRows), 0, stream},
              partials.data<float>(), x, N, C, split.rows_per_chunk);
-  add_column_totals<1>({{out}}, partials.data<float>(), split.row_chunks, C, stream);
+  add_column_totals<1>({{out}, add}, partials.data<float>(), split.row_chunks, C, stream);
   return true;
 }
 

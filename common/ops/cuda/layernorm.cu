@@ -281,8 +281,8 @@ bool launch_forward_in_pieces(D* out, float* mean, float* rstd, const D* x, cons
 // allow it (pieces_per_lane); false, with nothing queued, otherwise. dx_copy may be null.
 template <typename D>
 bool launch_backward_in_pieces(D* dx, D* dx_copy, float* dw, float* db, const D* dout, const D* x, const float* w,
-                               const float* mean, const float* rstd, int64_t N, int64_t C, bool add, Device device,
-                               cudaStream_t stream) {
+                               const float* mean, const float* rstd, int64_t N, int64_t C, bool add, bool add_params,
+                               Device device, cudaStream_t stream) {
   // A row's pieces; with C a whole number of pieces and aligned starts, every row starts aligned too.
   const int64_t pieces = pieces_of<D>(C, dx, dx_copy, dout, x);
   const int64_t per_lane = pieces_per_lane(pieces);
@@ -301,7 +301,7 @@ bool launch_backward_in_pieces(D* dx, D* dx_copy, float* dw, float* db, const D*
     LAB_LAUNCH((layernorm_backward_pieces_kernel<D, kPieces>), config, dx, dx_copy, sums, dout, x, w, mean, rstd, N, n,
                rows, add);
   });
-  add_column_totals<2>({{dw, db}}, sums, split.row_chunks, C, stream);
+  add_column_totals<2>({{dw, db}, add_params}, sums, split.row_chunks, C, stream);
   return true;
 }
 
@@ -343,24 +343,25 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
 }
 
 void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dout, const Tensor& x,
-                        const Tensor& w, const Tensor& mean, const Tensor& rstd, GradWrite dx_write) {
+                        const Tensor& w, const Tensor& mean, const Tensor& rstd, GradWrite dx_write,
+                        GradWrite dparams_write) {
   const int64_t C = x.dim(-1);
   if (C == 0 || x.numel() == 0) return;
   const int64_t N = x.numel() / C;
-  const bool add = dx_write == GradWrite::Add;
+  const bool add = dx_write == GradWrite::Add, add_params = dparams_write == GradWrite::Add;
   LaunchScope scope(x);
   dispatch_float_dtype(x.dtype(), "layernorm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using D = typename DeviceType<T>::type;
     if (launch_backward_in_pieces(device_data<T>(dx), static_cast<D*>(nullptr), dw.data<float>(), db.data<float>(),
                                   device_data<T>(dout), device_data<T>(x), w.data<float>(), mean.data<float>(),
-                                  rstd.data<float>(), N, C, add, x.device(), scope.stream()))
+                                  rstd.data<float>(), N, C, add, add_params, x.device(), scope.stream()))
       return;
     LAB_LAUNCH(layernorm_backward_dx_kernel<D>, {grid_for(N, kRowsPerBlock), kBlockSize, 0, scope.stream()},
                device_data<T>(dx), device_data<T>(dout), device_data<T>(x), w.data<float>(), mean.data<float>(),
                rstd.data<float>(), N, C, add);
     add_column_sums<2>(
-        {{dw.data<float>(), db.data<float>()}},
+        {{dw.data<float>(), db.data<float>()}, add_params},
         WeightAndBiasTerms<D>{device_data<T>(dout), device_data<T>(x), mean.data<float>(), rstd.data<float>(), C}, N, C,
         x.device(), scope.stream());
   });
@@ -384,7 +385,7 @@ bool residual_layernorm_forward_in_pieces(const Tensor& sum, const Tensor& out, 
 
 bool layernorm_backward_in_pieces(const Tensor& dx, const Tensor& dx_copy, const Tensor& dw, const Tensor& db,
                                   const Tensor& dout, const Tensor& x, const Tensor& w, const Tensor& mean,
-                                  const Tensor& rstd, GradWrite dx_write) {
+                                  const Tensor& rstd, GradWrite dx_write, GradWrite dparams_write) {
   const int64_t C = x.dim(-1);
   if (C == 0 || x.numel() == 0) return true;
   const int64_t N = x.numel() / C;
@@ -395,7 +396,7 @@ bool layernorm_backward_in_pieces(const Tensor& dx, const Tensor& dx_copy, const
     launched = launch_backward_in_pieces(device_data<T>(dx), device_data_or_null<T>(dx_copy), dw.data<float>(),
                                          db.data<float>(), device_data<T>(dout), device_data<T>(x), w.data<float>(),
                                          mean.data<float>(), rstd.data<float>(), N, C, dx_write == GradWrite::Add,
-                                         x.device(), scope.stream());
+                                         dparams_write == GradWrite::Add, x.device(), scope.stream());
   });
   return launched;
 }

@@ -21,6 +21,6 @@ bool residual_layernorm_forward_in_pieces(const Tensor& sum, const Tensor& out, 
                                           const Tensor& a, const Tensor& b, const Tensor& w, const Tensor& bias);
 bool layernorm_backward_in_pieces(const Tensor& dx, const Tensor& dx_copy, const Tensor& dw, const Tensor& db,
                                   const Tensor& dout, const Tensor& x, const Tensor& w, const Tensor& mean,
-                                  const Tensor& rstd, GradWrite dx_write);
+                                  const Tensor& rstd, GradWrite dx_write, GradWrite dparams_write);
 
 }  // namespace lab::ops::cuda

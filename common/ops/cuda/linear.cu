@@ -102,17 +102,20 @@ void gemm(DType dtype, cublasOperation_t transa, cublasOperation_t transb, int m
 }
 
 // dW (fp32, [OC, C] as column-major C x OC) += the 16-bit product of linear_backward, with the bias gradient in its
-// epilogue (BGRADB) into `sums` (OC floats), which are then added into dbias; false, with nothing queued, when
-// cuBLASLt has no algorithm with that epilogue.
+// epilogue (BGRADB). The epilogue writes its sums, so with `add` they go to `sums` (OC floats), which a kernel then
+// adds into dbias; without, dW = the product and the epilogue writes dbias itself (`sums` unused). False, with
+// nothing queued, when cuBLASLt has no algorithm with that epilogue.
 bool weight_and_bias_gradient(DType dtype, int c, int oc, int n, const void* inp, const void* dout, float* dweight,
-                              float* dbias, float* sums, cudaStream_t stream) {
+                              float* dbias, float* sums, bool add, cudaStream_t stream) {
   const cudaDataType_t type = lt_data_type(dtype);
   static constexpr LtTimingNames kBiasGradient = {"cublasLt matmul+bgrad f32", "cublasLt matmul+bgrad tf32",
                                                   "cublasLt matmul+bgrad bf16", "cublasLt matmul+bgrad f16"};
   LtMatmul mm{CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, 1, "linear_backward", lt_timing(dtype, kBiasGradient)};
-  mm.bias_gradient = sums;
-  if (!try_cublaslt_matmul(mm, 1.0f, {inp, type, c}, {dout, type, oc}, 1.0f, {dweight, CUDA_R_32F, c}, stream))
+  mm.bias_gradient = add ? sums : dbias;
+  if (!try_cublaslt_matmul(mm, 1.0f, {inp, type, c}, {dout, type, oc}, add ? 1.0f : 0.0f, {dweight, CUDA_R_32F, c},
+                           stream))
     return false;
+  if (!add) return true;
   LAB_LAUNCH(add_bias_gradient_kernel, {grid_for(oc, kBlockSize), kBlockSize, 0, stream}, dbias, sums,
              static_cast<int64_t>(oc));
   return true;
@@ -145,7 +148,7 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write) {
+                     const Tensor& inp, const Tensor& weight, GradWrite dinp_write, GradWrite dparams_write) {
   const int64_t OC = weight.dim(0), C = weight.dim(1);
   LAB_CHECK(C > 0, InvalidArgument, "linear_backward: weight ", shape_str(weight.shape()), " has no input features");
   const int64_t N = inp.numel() / C;
@@ -165,25 +168,30 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
     gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, weight.raw(), c, product_dout.raw(), oc, beta, dinp.raw(),
          dinp.dtype(), c, scope.stream());
   }
+  // The parameters' gradients: added into, or (Overwrite) written over with beta 0, the epilogue's bias sums written
+  // straight into dbias and the column sums stored rather than added.
+  const bool add_params = dparams_write == GradWrite::Add;
   // With a 16-bit dout, the weight gradient's product gives the bias gradient too (see the header).
   bool bias_done = false;
   if (dweight.defined() && dbias.defined() && inp.dtype() != DType::F32 && dout.dtype() == inp.dtype()) {
     MemoryScope workspace(MemCategory::Workspace);
-    const Tensor sums = Tensor::empty({OC}, DType::F32, dout.device());
+    const Tensor sums = add_params ? Tensor::empty({OC}, DType::F32, dout.device()) : Tensor();
     bias_done = weight_and_bias_gradient(inp.dtype(), c, oc, n, inp.raw(), dout.raw(), dweight.data<float>(),
-                                         dbias.data<float>(), sums.data<float>(), scope.stream());
+                                         dbias.data<float>(), add_params ? sums.data<float>() : nullptr, add_params,
+                                         scope.stream());
   }
   if (dweight.defined() && !bias_done) {
-    gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, inp.raw(), c, product_dout.raw(), oc, 1.0f, dweight.raw(),
-         DType::F32, c, scope.stream());
+    gemm(inp.dtype(), CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, inp.raw(), c, product_dout.raw(), oc,
+         add_params ? 1.0f : 0.0f, dweight.raw(), DType::F32, c, scope.stream());
   }
   if (dbias.defined() && !bias_done) {
     dispatch_float_dtype(dout.dtype(), "linear_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
       using D = typename DeviceType<T>::type;
-      if (!add_column_piece_sums(dbias.data<float>(), device_data<T>(dout), N, OC, dout.device(), scope.stream()))
-        add_column_sums<1>({{dbias.data<float>()}}, BiasTerms<D>{device_data<T>(dout), OC}, N, OC, dout.device(),
-                           scope.stream());
+      if (!add_column_piece_sums(dbias.data<float>(), device_data<T>(dout), N, OC, dout.device(), scope.stream(),
+                                 add_params))
+        add_column_sums<1>({{dbias.data<float>()}, add_params}, BiasTerms<D>{device_data<T>(dout), OC}, N, OC,
+                           dout.device(), scope.stream());
     });
   }
 }

@@ -40,12 +40,14 @@ std::string GradientSet::name() const {
   std::string n = dresidual ? "dres" : "nodres";
   n += da ? (da_is_dresidual ? "_da_is_dres" : "_da") : "_noda";
   n += db ? "_db" : "_nodb";
+  if (params_written_over) n += "_params_over";
   return n;
 }
 
 std::vector<GradientSet> gradient_sets() {
-  return {{true, true, true, false},  {false, true, true, false},  {true, false, true, false},
-          {true, true, false, false}, {false, false, true, false}, {true, true, true, true}};
+  return {{true, true, true, false},       {false, true, true, false},       {true, false, true, false},
+          {true, true, false, false},      {false, false, true, false},      {true, true, true, true},
+          {true, true, true, false, true}, {false, false, true, false, true}};
 }
 
 FusedResults run_fused(const FusedInputs& in, const GradientSet& g, Device device) {
@@ -60,10 +62,11 @@ FusedResults run_fused(const FusedInputs& in, const GradientSet& g, Device devic
   const Tensor dresidual = g.dresidual ? in.dresidual.to(device) : Tensor();
   if (g.da) r.da = g.da_is_dresidual ? dresidual : in.da.to(device);
   if (g.db) r.db = in.db.to(device);
-  r.dweight = in.dweight.to(device);
-  r.dbias = in.dbias.to(device);
+  r.dweight = g.params_written_over ? poisoned({C}, device) : in.dweight.to(device);
+  r.dbias = g.params_written_over ? poisoned({C}, device) : in.dbias.to(device);
   ch06::fused_residual_layernorm_backward(r.da, r.db, r.dweight, r.dbias, dresidual, in.dout.to(device), r.residual,
-                                          in.weight.to(device), r.mean, r.rstd);
+                                          in.weight.to(device), r.mean, r.rstd,
+                                          g.params_written_over ? ops::GradWrite::Overwrite : ops::GradWrite::Add);
   return r;
 }
 
@@ -77,10 +80,10 @@ FusedResults run_unfused_reference(const FusedInputs& in, const GradientSet& g) 
   ops::cpu::residual_forward(r.residual, in.a, in.b);
   ops::cpu::layernorm_forward(r.out, r.mean, r.rstd, r.residual, in.weight, in.bias);
   const Tensor total = g.dresidual ? in.dresidual.clone() : Tensor::zeros({N, C}, DType::F32);
-  r.dweight = in.dweight.clone();
-  r.dbias = in.dbias.clone();
+  r.dweight = g.params_written_over ? Tensor::zeros({C}, DType::F32) : in.dweight.clone();
+  r.dbias = g.params_written_over ? Tensor::zeros({C}, DType::F32) : in.dbias.clone();
   ops::cpu::layernorm_backward(total, r.dweight, r.dbias, in.dout, r.residual, in.weight, r.mean, r.rstd,
-                               ops::GradWrite::Add);
+                               ops::GradWrite::Add, ops::GradWrite::Add);
   // da aliasing dresidual starts from dresidual's values, as the fused op's da then does.
   if (g.da) r.da = g.da_is_dresidual ? in.dresidual.clone() : in.da.clone();
   if (g.db) r.db = in.db.clone();

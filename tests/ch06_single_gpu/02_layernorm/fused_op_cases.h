@@ -26,12 +26,16 @@ struct GradientSet {
   bool da = true;
   bool db = true;
   bool da_is_dresidual = false;  // da passed as the dresidual tensor itself
+  // dweight and dbias written over (GradWrite::Overwrite, a training step's first contribution to them): they start
+  // as NaNs for the fused op, as zeros for the reference.
+  bool params_written_over = false;
   std::string name() const;
 };
 inline void PrintTo(const GradientSet& g, std::ostream* os) {
   *os << g.name();
 }
-// Every combination worth telling apart: all, none optional, each left out, da aliasing dresidual.
+// Every combination worth telling apart: all, none optional, each left out, da aliasing dresidual, the parameters'
+// gradients written over.
 std::vector<GradientSet> gradient_sets();
 
 // Forward, then backward from the forward's own residual, mean and rstd. Gradients not passed stay undefined.

@@ -217,6 +217,29 @@ TEST_P(LinearTest, BackwardWritesDinpOverWithoutReadingIt) {
   EXPECT_TRUE(all_close("linear dinp (written over)", dinp_gpu, from_zeros, tol));
 }
 
+// dparams_write Overwrite (a training step's first contribution to the layer's parameters): dweight and dbias written
+// over buffers of NaNs, which neither side may read; the reference is the CPU's accumulated from zeros.
+TEST_P(LinearTest, BackwardWritesTheParametersGradientsOverWithoutReadingThem) {
+  const LinearCase p = GetParam();
+  const Tolerance tol = tolerance_for(DType::F32, std::max({p.C, p.OC, p.B * p.T}));
+  const Tensor inp = random_normal({p.B, p.T, p.C}, rng_);
+  const Tensor weight = random_normal({p.OC, p.C}, rng_, 0.5f);
+  const Tensor dout = random_normal({p.B, p.T, p.OC}, rng_);
+  const Tensor dweight_zeros = Tensor::zeros({p.OC, p.C}, DType::F32);
+  const Tensor dbias_zeros = p.bias ? Tensor::zeros({p.OC}, DType::F32) : Tensor();
+  ops::linear_backward(Tensor(), dweight_zeros, dbias_zeros, dout, inp, weight);
+  for (const Device device : {Device::cpu(), kGpu}) {
+    const std::string where = device.is_cuda() ? "" : ", CPU";
+    const Tensor dweight = poisoned({p.OC, p.C}, device), dbias = p.bias ? poisoned({p.OC}, device) : Tensor();
+    ops::linear_backward(Tensor(), dweight, dbias, dout.to(device), inp.to(device), weight.to(device),
+                         ops::GradWrite::Add, ops::GradWrite::Overwrite);
+    EXPECT_TRUE(all_close(("linear dweight (written over" + where + ")").c_str(), dweight, dweight_zeros, tol));
+    if (p.bias) {
+      EXPECT_TRUE(all_close(("linear dbias (written over" + where + ")").c_str(), dbias, dbias_zeros, tol));
+    }
+  }
+}
+
 TEST_P(LinearTest, BackwardSkipsUndefinedGradients) {
   const LinearCase p = GetParam();
   const Tolerance tol = tolerance_for(DType::F32, std::max({p.C, p.OC, p.B * p.T}));
@@ -301,6 +324,18 @@ void expect_layernorm_matches_cpu(const LayerNormCase& p, Rng& rng, float offset
                           on_gpu(mean), on_gpu(rstd), ops::GradWrite::Overwrite);
   EXPECT_TRUE(all_close("layernorm dx (written over, CPU)", over, from_zeros, tol));
   EXPECT_TRUE(all_close("layernorm dx (written over)", over_gpu, from_zeros, tol));
+
+  // dw and db written over NaNs (dparams_write Overwrite, a training step's first contribution), never read.
+  const Tensor dw_zeros = zeros({p.C}, Device::cpu()), db_zeros = zeros({p.C}, Device::cpu());
+  ops::layernorm_backward(zeros({p.N, p.C}, Device::cpu()), dw_zeros, db_zeros, dout, x, w, mean, rstd);
+  for (const Device device : {Device::cpu(), kGpu}) {
+    const std::string where = device.is_cuda() ? ")" : ", CPU)";
+    const Tensor dw_over = poisoned({p.C}, device), db_over = poisoned({p.C}, device);
+    ops::layernorm_backward(zeros({p.N, p.C}, device), dw_over, db_over, dout.to(device), x.to(device), w.to(device),
+                            mean.to(device), rstd.to(device), ops::GradWrite::Add, ops::GradWrite::Overwrite);
+    EXPECT_TRUE(all_close(("layernorm dw (written over" + where).c_str(), dw_over, dw_zeros, tol));
+    EXPECT_TRUE(all_close(("layernorm db (written over" + where).c_str(), db_over, db_zeros, tol));
+  }
 }
 
 TEST_P(LayerNormTest, ForwardAndBackwardMatchCpu) {

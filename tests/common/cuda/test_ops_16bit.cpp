@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -84,13 +85,26 @@ TEST_P(Ops16BitGpu, LayerNormPiecesWithTheResidualAddAreTheUnfusedOpsBitForBit) 
     EXPECT_EQ(mean.to_floats(), mean_ref.to_floats()) << where;
     EXPECT_EQ(rstd.to_floats(), rstd_ref.to_floats()) << where;
 
-    for (const ops::GradWrite write : {ops::GradWrite::Add, ops::GradWrite::Overwrite}) {
-      const std::string how = where + (write == ops::GradWrite::Add ? ", added to" : ", written over");
+    // Both ways of writing dsum, and of writing dw and db: written over NaNs, they must be what adding into zeros
+    // gives.
+    for (const auto& [write, params_write] : {std::pair{ops::GradWrite::Add, ops::GradWrite::Add},
+                                              {ops::GradWrite::Overwrite, ops::GradWrite::Add},
+                                              {ops::GradWrite::Add, ops::GradWrite::Overwrite},
+                                              {ops::GradWrite::Overwrite, ops::GradWrite::Overwrite}}) {
+      const bool add_params = params_write == ops::GradWrite::Add;
+      const std::string how = where + (write == ops::GradWrite::Add ? ", added to" : ", written over") +
+                              (add_params ? ", dw and db added to" : ", dw and db written over");
       const Tensor dsum = dsum_given.clone(), dcopy = Tensor::zeros({N, C}, dtype, kGpu);
       const Tensor dw = test::random_normal({C}, rng_).to(kGpu), db = test::random_normal({C}, rng_).to(kGpu);
       const Tensor dsum_ref = dsum_given.clone(), dcopy_ref = Tensor::zeros({N, C}, dtype, kGpu);
-      const Tensor dw_ref = dw.clone(), db_ref = db.clone();
-      EXPECT_TRUE(ops::cuda::layernorm_backward_in_pieces(dsum, dcopy, dw, db, dout, sum, w, mean, rstd, write)) << how;
+      const Tensor dw_ref = add_params ? dw.clone() : f32(C), db_ref = add_params ? db.clone() : f32(C);
+      if (!add_params) {
+        dw.fill_(std::numeric_limits<float>::quiet_NaN());
+        db.fill_(std::numeric_limits<float>::quiet_NaN());
+      }
+      EXPECT_TRUE(
+          ops::cuda::layernorm_backward_in_pieces(dsum, dcopy, dw, db, dout, sum, w, mean, rstd, write, params_write))
+          << how;
       ops::layernorm_backward(dsum_ref, dw_ref, db_ref, dout, sum_ref, w, mean_ref, rstd_ref, write);
       ops::residual_gradient_copy(dcopy_ref, dsum_ref);
       EXPECT_EQ(dsum.to_floats(), dsum_ref.to_floats()) << how;

@@ -191,10 +191,19 @@ void expect_layernorm_matches_f32(DType dtype, Device device, int64_t N, int64_t
   // dx written over a NaN-filled buffer (GradWrite::Overwrite), which is never read: the backward from zeros.
   const auto zeros = [](const Shape& shape) { return Tensor::zeros(shape, DType::F32); };
   const Tensor from_zeros = zeros({N, C}), over16 = poisoned_narrow({N, C}, dtype, device);
-  ops::layernorm_backward(from_zeros, zeros({C}), zeros({C}), dout, x, w, mean, rstd);
+  const Tensor dw_zeros = zeros({C}), db_zeros = zeros({C});
+  ops::layernorm_backward(from_zeros, dw_zeros, db_zeros, dout, x, w, mean, rstd);
   ops::layernorm_backward(over16, on_device(zeros({C})), on_device(zeros({C})), narrow_on(dout, dtype, device),
                           narrow_on(x, dtype, device), on_device(w), mean16, rstd16, ops::GradWrite::Overwrite);
   EXPECT_TRUE(within_one_ulp("layernorm dx (written over)", over16, from_zeros, C));
+  // dw and db written over NaNs (dparams_write Overwrite: a training step's first contribution), never read: the sums
+  // from zeros.
+  const Tensor dw_over = poisoned({C}, device), db_over = poisoned({C}, device);
+  ops::layernorm_backward(narrow_on(dx, dtype, device), dw_over, db_over, narrow_on(dout, dtype, device),
+                          narrow_on(x, dtype, device), on_device(w), mean16, rstd16, ops::GradWrite::Add,
+                          ops::GradWrite::Overwrite);
+  EXPECT_TRUE(all_close("layernorm dw (written over)", dw_over, dw_zeros, tolerance_for(DType::F32, N)));
+  EXPECT_TRUE(all_close("layernorm db (written over)", db_over, db_zeros, tolerance_for(DType::F32, N)));
 }
 
 void expect_linear_forward_matches_f32(DType dtype, Device device, int64_t N, int64_t C, int64_t OC, Rng& rng) {
@@ -248,6 +257,22 @@ void expect_linear_backward_matches_f32(DType dtype, Device device, int64_t N, i
   ops::linear_backward(dx16_over, Tensor(), Tensor(), narrow_on(dout, dtype, device), narrow_on(x, dtype, device),
                        narrow_on(w, dtype, device), ops::GradWrite::Overwrite);
   EXPECT_TRUE(within_one_ulp("linear dinp (written over)", dx16_over, product, OC));
+  // The parameters' gradients written over NaNs (dparams_write Overwrite: a training step's first contribution), never
+  // read: the products from zeros. With a 16-bit dout, CUDA's weight product writes dbias from its epilogue; with an
+  // f32 dout (rounded for the products), the column sums store theirs.
+  const Tensor dw_zeros = Tensor::zeros({OC, C}, DType::F32), db_zeros = Tensor::zeros({OC}, DType::F32);
+  ops::linear_backward(Tensor(), dw_zeros, db_zeros, dout, x, w);
+  for (const bool dout16 : {true, false}) {
+    const char* how = dout16 ? " (written over, 16-bit dout)" : " (written over, f32 dout)";
+    const Tensor dw_over = poisoned({OC, C}, device), db_over = poisoned({OC}, device);
+    ops::linear_backward(Tensor(), dw_over, db_over, dout16 ? narrow_on(dout, dtype, device) : dout.to(device),
+                         narrow_on(x, dtype, device), narrow_on(w, dtype, device), ops::GradWrite::Add,
+                         ops::GradWrite::Overwrite);
+    EXPECT_TRUE(
+        all_close((std::string("linear dweight") + how).c_str(), dw_over, dw_zeros, tolerance_for(DType::F32, N)));
+    EXPECT_TRUE(
+        all_close((std::string("linear dbias") + how).c_str(), db_over, db_zeros, tolerance_for(DType::F32, N)));
+  }
 }
 
 void expect_embedding_matches_f32(DType dtype, Device device, int64_t B, int64_t T, int64_t C, int64_t Vp,
