@@ -29,7 +29,8 @@ Var embedding(Tape& tape, const Tensor& tokens, const Var& wte, const Var& wpe, 
   if (out.requires_grad())
     tape.record("embedding", {},
                 [wte, wpe, tokens, out = out.without_value()] {
-                  ops::embedding_backward(wte.grad(), wpe.grad(), out.grad(), tokens);
+                  const ParameterGradients position = parameter_gradients(wpe);
+                  ops::embedding_backward(wte.grad(), position.weight, out.grad(), tokens, position.write);
                 },
                 {wte, wpe});
   return out;

@@ -15,12 +15,13 @@
 // it: the linear projections' outputs, which the residual add consumes, are not kept for backward. The tape holds
 // the Vars it counts pending steps for the same way.
 //
-// A parameter's gradient lives from step to step in the model's flat buffer, which a training step need not
-// zero-fill: it marks every parameter's gradient stale (mark_grad_stale, ParameterStore::start_new_gradients), and
-// the first backward step of the step that contributes to it writes over it (ag::parameter_gradients: a weight
-// gradient's GEMM with beta = 0, a bias's or LayerNorm's column sums stored rather than added); a later contribution
-// adds. Whoever reads a stale gradient through grad() gets it zero-filled first, so every other consumer adds into
-// zeros as before.
+// A parameter's gradient lives from step to step in the model's flat buffer, which a training step on CUDA need not
+// zero-fill (on the CPU it does: there a product with beta = 0 clears its output in a pass of its own, no cheaper
+// than the one memset): it marks every parameter's gradient stale (mark_grad_stale,
+// ParameterStore::start_new_gradients), and the first backward step of the step that contributes to it writes over
+// it (ag::parameter_gradients: a weight gradient's GEMM with beta = 0, a bias's or LayerNorm's column sums stored
+// rather than added); a later contribution adds. Whoever reads a stale gradient through grad() gets it zero-filled
+// first, so every other consumer adds into zeros as before.
 //
 // A gradient hook tells whoever needs it that a Var's gradient is final for this backward pass: data
 // parallelism starts all-reducing a bucket of gradients as soon as all of them are final, while backward goes

@@ -37,7 +37,8 @@ void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wt
   LAB_DISPATCH(out.device(), embedding_forward, out, tokens, wte, wpe);
 }
 
-void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
+void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                        GradWrite dwpe_write) {
   tokens.check_dtype(DType::I32, "embedding tokens");
   tokens.check_ndim(2, "embedding tokens");
   const int64_t B = tokens.dim(0), T = tokens.dim(1), C = dwte.dim(1);
@@ -48,7 +49,13 @@ void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& do
   check_table_dtype(dwte, "dwte", "embedding_backward");
   check_table_dtype(dwpe, "dwpe", "embedding_backward");
   check_same_device({&dwte, &dwpe, &dout, &tokens}, "embedding_backward");
-  LAB_DISPATCH(dout.device(), embedding_backward, dwte, dwpe, dout, tokens);
+  // Written over, dwpe's rows that no position reaches hold the sums over nothing: past T, or all of them without
+  // a batch row. The backends write rows [0, T) and only when there is a batch row.
+  if (dwpe_write == GradWrite::Overwrite) {
+    const int64_t first_unreached = B == 0 ? 0 : T;
+    if (first_unreached < dwpe.dim(0)) dwpe.slice_rows(first_unreached, dwpe.dim(0)).zero_();
+  }
+  LAB_DISPATCH(dout.device(), embedding_backward, dwte, dwpe, dout, tokens, dwpe_write);
 }
 
 void embedding_backward_rows(const Tensor& dwte_rows, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,

@@ -47,6 +47,7 @@ void layernorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, co
   dw.check_shape(w.shape(), "layernorm dw");
   db.check_shape(w.shape(), "layernorm db");
   check_same_device({&dx, &dw, &db, &dout, &x, &w, &mean, &rstd}, "layernorm_backward");
+  zero_when_no_rows(x.numel() == 0, dparams_write, {&dw, &db});
   LAB_DISPATCH(x.device(), layernorm_backward, dx, dw, db, dout, x, w, mean, rstd, dx_write, dparams_write);
 }
 

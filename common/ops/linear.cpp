@@ -52,6 +52,7 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
     dweight.check_shape(weight.shape(), "linear dweight");
   }
   check_same_device({&dinp, &dweight, &dbias, &dout, &inp, &weight}, "linear_backward");
+  zero_when_no_rows(dout.numel() == 0, dparams_write, {&dweight, &dbias});
   LAB_DISPATCH(dout.device(), linear_backward, dinp, dweight, dbias, dout, inp, weight, dinp_write, dparams_write);
 }
 

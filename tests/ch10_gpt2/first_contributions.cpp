@@ -38,7 +38,7 @@ void expect_step_writes_every_gradient(const std::string& what, Device device, D
   Rng rng(7);
   std::vector<MicroBatch> batches;
   for (int64_t i = 0; i < 2 * accum_steps; ++i)
-    batches.push_back({random_ids({2, 16}, rng, kVocab).to(device), random_ids({2, 16}, rng, kVocab).to(device)});
+    batches.push_back({random_ids({2, 12}, rng, kVocab).to(device), random_ids({2, 12}, rng, kVocab).to(device)});
 
   Run stepped(device, dtype, options), by_hand(device, dtype, options);
   const TrainStepConfig config{accum_steps, 1.0, false};

@@ -16,7 +16,8 @@
 
 namespace lab::test {
 
-// Two TrainSteps of a tiny GPT-2 (2 blocks, width 32, 2 heads, batches of 2 x 16 tokens) on `device`, with the
+// Two TrainSteps of a tiny GPT-2 (2 blocks, width 32, 2 heads, a block of 16 positions, batches of 2 x 12 tokens,
+// so that no position reaches wpe's last 4 rows, whose gradient must still be zeros) on `device`, with the
 // gradient buffer filled with NaNs before each, against the same model's gradients by hand for the second step's
 // batches (zero_grad, then a Tape's backward per micro-batch). `dtype` f32, or bf16 / f16: the matmuls and the
 // activations in it (gpt2_train's --activations 16bit); `options` the model's hooks (chapter 6's fused kernels,

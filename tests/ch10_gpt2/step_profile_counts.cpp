@@ -17,7 +17,9 @@ constexpr int64_t kPaddedVocab = 128, kMaxT = 16, kWidth = 32;
 }  // namespace
 
 ZeroFills expected_zero_fills(int64_t layers, Device device) {
-  if (device.is_cuda()) return {2, 4 * kMaxT * kWidth + 3 * 4};  // wpe's f32 gradient and the step's three f32 scalars
+  // On CUDA every parameter's gradient is written over by its first contribution (wpe's by the embedding's backward:
+  // a step of kMaxT tokens reaches every row): only the step's three f32 scalars.
+  if (device.is_cuda()) return {1, 3 * 4};
   const int64_t block_parameters = 12 * kWidth * kWidth + 13 * kWidth;
   const int64_t parameters = kPaddedVocab * kWidth + kMaxT * kWidth + 2 * kWidth + layers * block_parameters;
   return {2, 4 * parameters + 3 * 4};  // the whole f32 gradient buffer and the step's scalars

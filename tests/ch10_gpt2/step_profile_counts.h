@@ -23,17 +23,18 @@ struct StepCounts {
 // the first time inside the profile). `dtype` f32: fp32 throughout; bf16 or f16: matmuls in that type and the
 // activations in it end to end (ModelOptions::activations, gpt2_train's --activations 16bit).
 // `options`: the model's hooks (the core's by default; chapter 6's fused kernels, say), its activations set here.
-// The zero-fills of that step on `device`, 2 fills, none in the blocks. On CUDA: wpe's gradient (f32, 16 x 32) and
-// the step's three f32 scalars, whatever the number of blocks. Every parameter's gradient but wpe's is written over by
-// its first contribution of the step (ag::parameter_gradients: the linear layers' weight and bias gradients, the
-// LayerNorms', the LM head's into wte's, which the embedding's backward then adds to); wpe's comes from the embedding's
-// backward alone, which adds, so it is zero-filled first (Var::grad of a stale gradient). Before that, and still on
-// the CPU (ParameterStore::start_new_gradients says why), the whole flat gradient buffer is zero-filled at the step's
-// start: 4 bytes a parameter. Every activation's gradient is written over a new buffer by its
-// first contribution (ops::GradWrite: the linear layers', GELU's, LayerNorm's and attention's into qkv's, every
-// attention, directly or through an f32 workspace it writes whole and that is converted into it) or handed on (the
-// residual adds'). Before that, 4 + 6 a block: each linear's input gradient, GELU's, ln_f's and qkv's were
-// zero-filled as well (and, under 16-bit activations with the core attention, the f32 qkv gradient it added into).
+// The zero-fills of that step on `device`, none in the blocks. On CUDA one: the step's three f32 scalars, whatever
+// the number of blocks. Every parameter's gradient is written over by its first contribution of the step
+// (ag::parameter_gradients: the linear layers' weight and bias gradients, the LayerNorms', the LM head's into wte's,
+// which the embedding's backward then adds to, and the embedding's into wpe's, whose every row a step of 16 tokens
+// reaches); until the embedding wrote wpe's over too, its gradient (f32, 16 x 32) was zero-filled first, 2 fills.
+// Before that, and still on the CPU (ParameterStore::start_new_gradients says why), the whole flat gradient buffer
+// is zero-filled at the step's start, 4 bytes a parameter, beside the scalars: 2 fills. Every activation's gradient is
+// written over a new buffer by its first contribution (ops::GradWrite: the linear layers', GELU's, LayerNorm's and
+// attention's into qkv's, every attention, directly or through an f32 workspace it writes whole and that is converted
+// into it) or handed on (the residual adds'). Before that, 4 + 6 a block: each linear's input gradient, GELU's, ln_f's
+// and qkv's were zero-filled as well (and, under 16-bit activations with the core attention, the f32 qkv gradient it
+// added into).
 ZeroFills expected_zero_fills(int64_t layers, Device device);
 
 StepCounts count_one_step(Device device, int64_t layers, DType dtype = DType::F32, ModelOptions options = {});

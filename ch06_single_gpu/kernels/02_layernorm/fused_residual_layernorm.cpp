@@ -66,6 +66,7 @@ void fused_residual_layernorm_backward(const Tensor& da, const Tensor& db, const
             ": takes f32 activations; 16-bit ones take fused_residual_layernorm_backward_through");
   check_parameter_grads(dweight, dbias, weight, op);
   ops::check_same_device({&da, &db, &dweight, &dbias, &dresidual, &dout, &residual, &weight, &mean, &rstd}, op);
+  ops::zero_when_no_rows(residual.numel() == 0, dparams_write, {&dweight, &dbias});
   LAB_DISPATCH(residual.device(), fused_residual_layernorm_backward, da, db, dweight, dbias, dresidual, dout, residual,
                weight, mean, rstd, dparams_write);
 }
@@ -81,6 +82,7 @@ void fused_residual_layernorm_backward_through(const Tensor& dsum, ops::GradWrit
   check_like(dcopy, residual, "fused_residual_layernorm dcopy", true);
   check_parameter_grads(dweight, dbias, weight, op);
   ops::check_same_device({&dsum, &dcopy, &dweight, &dbias, &dout, &residual, &weight, &mean, &rstd}, op);
+  ops::zero_when_no_rows(residual.numel() == 0, dparams_write, {&dweight, &dbias});
   LAB_DISPATCH(residual.device(), fused_residual_layernorm_backward_through, dsum, dsum_write, dcopy, dweight, dbias,
                dout, residual, weight, mean, rstd, dparams_write);
 }

@@ -31,10 +31,11 @@ void forward(S* o, const int32_t* tok, const float* te, const float* pe, int64_t
 }
 
 // dte holds rows [first_row, first_row + rows) of dwte (null: not computed), dpe may be null too; each dout
-// element of storage type S is widened to f32 (exact) before it is added.
+// element of storage type S is widened to f32 (exact) before it is added. `overwrite_dpe`: the first batch row's
+// positions are stored into dpe, not added.
 template <typename S>
-void add_gradients(float* dte, int64_t rows, int64_t first_row, float* dpe, const S* d, const int32_t* tok, int64_t BT,
-                   int64_t T, int64_t C) {
+void add_gradients(float* dte, int64_t rows, int64_t first_row, float* dpe, bool overwrite_dpe, const S* d,
+                   const int32_t* tok, int64_t BT, int64_t T, int64_t C) {
   const int64_t slices = (C + kSlice - 1) / kSlice;
 #pragma omp parallel for schedule(static)
   for (int64_t s = 0; s < slices; ++s) {
@@ -48,7 +49,10 @@ void add_gradients(float* dte, int64_t rows, int64_t first_row, float* dpe, cons
       }
       if (dpe) {
         float* prow = dpe + (i % T) * C;
-        for (int64_t c = c0; c < c1; ++c) prow[c] += to_float(drow[c]);
+        if (overwrite_dpe && i < T)
+          for (int64_t c = c0; c < c1; ++c) prow[c] = to_float(drow[c]);
+        else
+          for (int64_t c = c0; c < c1; ++c) prow[c] += to_float(drow[c]);
       }
     }
   }
@@ -68,7 +72,8 @@ void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wt
   });
 }
 
-void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
+void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                        GradWrite dwpe_write) {
   const int64_t BT = tokens.numel(), V = dwte.dim(0);
   const int32_t* tok = tokens.data<int32_t>();
   for (int64_t i = 0; i < BT; ++i)
@@ -77,7 +82,8 @@ void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& do
   const int64_t T = tokens.dim(1), C = dout.dim(2);
   dispatch_float_dtype(dout.dtype(), "embedding_backward", [&](auto tag) {
     using S = typename decltype(tag)::type;
-    add_gradients(dwte.data<float>(), V, 0, dwpe.data<float>(), dout.data<S>(), tok, BT, T, C);
+    add_gradients(dwte.data<float>(), V, 0, dwpe.data<float>(), dwpe_write == GradWrite::Overwrite, dout.data<S>(), tok,
+                  BT, T, C);
   });
 }
 
@@ -85,8 +91,8 @@ void embedding_backward_rows(const Tensor& dwte_rows, const Tensor& dwpe, const 
                              int64_t first_row) {
   const int64_t BT = tokens.numel(), T = tokens.dim(1), C = dout.dim(2);
   add_gradients(dwte_rows.defined() ? dwte_rows.data<float>() : nullptr, dwte_rows.defined() ? dwte_rows.dim(0) : 0,
-                first_row, dwpe.defined() ? dwpe.data<float>() : nullptr, dout.data<float>(), tokens.data<int32_t>(),
-                BT, T, C);
+                first_row, dwpe.defined() ? dwpe.data<float>() : nullptr, false, dout.data<float>(),
+                tokens.data<int32_t>(), BT, T, C);
 }
 
 }  // namespace lab::ops::cpu

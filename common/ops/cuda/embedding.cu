@@ -38,10 +38,11 @@ __global__ void embedding_forward_kernel(D* out, const int32_t* tokens, const fl
 }
 
 // dwte holds rows [first_row, first_row + rows) of the vocabulary (null: not computed), dwpe may be null too; each
-// dout element is widened to f32 (exact) before it is added.
+// dout element is widened to f32 (exact) before it is added. `add_dwpe` false: the position sums are stored into
+// dwpe, which is not read.
 template <typename D>
-__global__ void embedding_backward_kernel(float* dwte, float* dwpe, const D* dout, const int32_t* tokens, int64_t B,
-                                          int64_t T, int64_t C, int64_t rows, int64_t first_row) {
+__global__ void embedding_backward_kernel(float* dwte, float* dwpe, bool add_dwpe, const D* dout, const int32_t* tokens,
+                                          int64_t B, int64_t T, int64_t C, int64_t rows, int64_t first_row) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= T * C) return;
   const int64_t t = i / C, c = i % C;
@@ -53,22 +54,22 @@ __global__ void embedding_backward_kernel(float* dwte, float* dwpe, const D* dou
     const int64_t row = tokens[bt] - first_row;
     if (dwte && row >= 0 && row < rows) atomicAdd(&dwte[row * C + c], g);
   }
-  if (dwpe) dwpe[t * C + c] += position_sum;
+  if (dwpe) dwpe[t * C + c] = add_dwpe ? dwpe[t * C + c] + position_sum : position_sum;
 }
 
 // The backward into rows [first_row, first_row + dwte_rows.dim(0)) of dwte, for dout of storage type S (float,
 // Bf16, F16).
 template <typename S>
-void launch_backward(const Tensor& dwte_rows, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
-                     int64_t first_row) {
+void launch_backward(const Tensor& dwte_rows, const Tensor& dwpe, GradWrite dwpe_write, const Tensor& dout,
+                     const Tensor& tokens, int64_t first_row) {
   const int64_t B = tokens.dim(0), T = tokens.dim(1), C = dout.dim(2);
   if (B * T * C == 0) return;
   LaunchScope scope(dout);
   LAB_LAUNCH(embedding_backward_kernel<typename DeviceType<S>::type>,
              {grid_for(T * C, kBlockSize), kBlockSize, 0, scope.stream()},
              dwte_rows.defined() ? dwte_rows.data<float>() : nullptr, dwpe.defined() ? dwpe.data<float>() : nullptr,
-             device_data<S>(dout), tokens.data<int32_t>(), B, T, C, dwte_rows.defined() ? dwte_rows.dim(0) : 0,
-             first_row);
+             dwpe_write == GradWrite::Add, device_data<S>(dout), tokens.data<int32_t>(), B, T, C,
+             dwte_rows.defined() ? dwte_rows.dim(0) : 0, first_row);
 }
 
 }  // namespace
@@ -87,14 +88,16 @@ void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wt
   });
 }
 
-void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
-  dispatch_float_dtype(dout.dtype(), "embedding_backward",
-                       [&](auto tag) { launch_backward<typename decltype(tag)::type>(dwte, dwpe, dout, tokens, 0); });
+void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                        GradWrite dwpe_write) {
+  dispatch_float_dtype(dout.dtype(), "embedding_backward", [&](auto tag) {
+    launch_backward<typename decltype(tag)::type>(dwte, dwpe, dwpe_write, dout, tokens, 0);
+  });
 }
 
 void embedding_backward_rows(const Tensor& dwte_rows, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
                              int64_t first_row) {
-  launch_backward<float>(dwte_rows, dwpe, dout, tokens, first_row);
+  launch_backward<float>(dwte_rows, dwpe, GradWrite::Add, dout, tokens, first_row);
 }
 
 }  // namespace lab::ops::cuda

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <utility>
+#include <vector>
 
 #include "ch06_single_gpu/fused_residual_layernorm.h"
 #include "common/ops/layernorm.h"
@@ -106,6 +107,24 @@ void expect_results_close(const FusedResults& actual, const FusedResults& expect
     if (!pair.first.defined()) continue;
     const CloseReport report = compare_close(pair.first, pair.second, tol);
     EXPECT_TRUE(report.ok()) << report.describe(name);
+  }
+}
+
+void expect_no_rows_give_zero_param_grads(Device device) {
+  Rng rng(29);
+  const int64_t C = 24;
+  const Tensor weight = random_normal({C}, rng).to(device), none = Tensor::empty({0}, DType::F32, device);
+  for (const DType dtype : {DType::F32, DType::BF16}) {
+    const Tensor rows = Tensor::empty({0, C}, dtype, device);
+    const Tensor dweight = poisoned({C}, device), dbias = poisoned({C}, device);
+    if (dtype == DType::F32)
+      ch06::fused_residual_layernorm_backward(rows, rows, dweight, dbias, rows, rows, rows, weight, none, none,
+                                              ops::GradWrite::Overwrite);
+    else
+      ch06::fused_residual_layernorm_backward_through(rows, ops::GradWrite::Overwrite, Tensor(), dweight, dbias, rows,
+                                                      rows, weight, none, none, ops::GradWrite::Overwrite);
+    EXPECT_EQ(dweight.to_floats(), std::vector<float>(C, 0.0f)) << dtype_name(dtype);
+    EXPECT_EQ(dbias.to_floats(), std::vector<float>(C, 0.0f)) << dtype_name(dtype);
   }
 }
 

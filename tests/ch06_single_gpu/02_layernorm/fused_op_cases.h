@@ -51,4 +51,8 @@ FusedResults run_unfused_reference(const FusedInputs& in, const GradientSet& g);
 // Every defined result of `actual` within `tol` of `expected` (as EXPECT_TRUE failures naming the tensor).
 void expect_results_close(const FusedResults& actual, const FusedResults& expected, Tolerance tol);
 
+// With no rows, dweight and dbias are sums over nothing: written over (GradWrite::Overwrite) from NaNs, they hold
+// zeros, through both backward entry points on `device` (f32 activations take the first, 16-bit ones the second).
+void expect_no_rows_give_zero_param_grads(Device device);
+
 }  // namespace lab::test

@@ -63,7 +63,7 @@ class FusedOpCpu : public ::testing::TestWithParam<GradientSet> {};
 
 TEST_P(FusedOpCpu, MatchesUnfusedOps) {
   Rng rng(test_seed());
-  for (const auto& [N, C] : {std::pair<int64_t, int64_t>{1, 1}, {70, 37}, {130, 768}}) {
+  for (const auto& [N, C] : {std::pair<int64_t, int64_t>{1, 1}, {70, 37}, {130, 768}, {0, 37}}) {
     const FusedInputs in = test::random_fused_inputs(N, C, 3.0f, rng);
     test::expect_results_close(test::run_fused(in, GetParam(), Device::cpu()),
                                test::run_unfused_reference(in, GetParam()), tolerance_for(DType::F32, std::max(N, C)));
@@ -72,6 +72,11 @@ TEST_P(FusedOpCpu, MatchesUnfusedOps) {
 
 INSTANTIATE_TEST_SUITE_P(Gradients, FusedOpCpu, ::testing::ValuesIn(test::gradient_sets()),
                          [](const auto& info) { return info.param.name(); });
+
+// With no rows, the parameters' gradients written over are zeros (fused_op_cases.h).
+TEST(FusedOpCpuNoRows, ParameterGradientsWrittenOverAreZeros) {
+  test::expect_no_rows_give_zero_param_grads(Device::cpu());
+}
 
 // dweight and dbias are summed per chunk of rows, and the chunks in order: the thread count changes nothing.
 TEST(FusedOpCpuSums, SameBitsWhateverTheThreadCount) {

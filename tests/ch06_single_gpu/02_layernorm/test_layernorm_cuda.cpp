@@ -83,10 +83,10 @@ class FusedOpGpu : public ::testing::TestWithParam<GradientSet> {
   void SetUp() override { LAB_REQUIRE_GPU(); }
 };
 
-// The register-row kernels (C = 768, 36) and the fallback to the core's ops (C = 7, 1668).
+// The register-row kernels (C = 768, 36), the fallback to the core's ops (C = 7, 1668), and no rows at all.
 TEST_P(FusedOpGpu, MatchesUnfusedOps) {
   Rng rng(test_seed());
-  for (const auto& [N, C] : {std::pair<int64_t, int64_t>{70, 768}, {130, 36}, {9, 7}, {3, 1668}}) {
+  for (const auto& [N, C] : {std::pair<int64_t, int64_t>{70, 768}, {130, 36}, {9, 7}, {3, 1668}, {0, 768}}) {
     const FusedInputs in = test::random_fused_inputs(N, C, 3.0f, rng);
     test::expect_results_close(test::run_fused(in, GetParam(), kGpu), test::run_unfused_reference(in, GetParam()),
                                tolerance_for(DType::F32, std::max(N, C)));
@@ -122,6 +122,12 @@ TEST(FusedOpGpuLayout, UnalignedRowsMatchCpu) {
   const test::FusedResults expected = test::run_unfused_reference(in, {});
   test::expect_results_close({residual, out, mean, rstd, da, db, dweight, dbias}, expected,
                              tolerance_for(DType::F32, std::max(N, C)));
+}
+
+// With no rows, the parameters' gradients written over are zeros (fused_op_cases.h).
+TEST(FusedOpGpuNoRows, ParameterGradientsWrittenOverAreZeros) {
+  LAB_REQUIRE_GPU();
+  test::expect_no_rows_give_zero_param_grads(kGpu);
 }
 
 // No atomics and a fixed order of additions: two runs give the same bits, at a shape with many blocks.

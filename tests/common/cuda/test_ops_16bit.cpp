@@ -128,6 +128,11 @@ TEST_P(Ops16BitGpu, LinearBackwardMatchesF32) {
     test::expect_linear_backward_matches_f32(GetParam().dtype, kGpu, N, C, OC, rng_);
 }
 
+TEST_P(Ops16BitGpu, NoRowsGiveZeroParameterGradients) {
+  test::expect_no_rows_give_zero_param_grads(GetParam().dtype, kGpu);
+  test::expect_no_rows_give_zero_param_grads(DType::F32, kGpu);
+}
+
 // The last shape puts one id at every position: the blocks beside each other add into the same row of dwte at the
 // same time (the emulation build runs blocks on several threads at once, as a GPU does), which only atomics keep.
 TEST_P(Ops16BitGpu, EmbeddingMatchesF32) {

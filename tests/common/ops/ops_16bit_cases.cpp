@@ -275,6 +275,40 @@ void expect_linear_backward_matches_f32(DType dtype, Device device, int64_t N, i
   }
 }
 
+void expect_no_rows_give_zero_param_grads(DType dtype, Device device) {
+  Rng rng(71);
+  const int64_t C = 12, OC = 5;
+  const Tensor inp = Tensor::empty({0, C}, dtype, device), dout = Tensor::empty({0, OC}, dtype, device);
+  const Tensor dinp = Tensor::empty({0, C}, dtype, device);
+  const Tensor weight = random_normal({OC, C}, rng).to_dtype(dtype).to(device);
+  const Tensor w = random_normal({C}, rng).to(device), mean = Tensor::empty({0}, DType::F32, device);
+  const Tensor rstd = Tensor::empty({0}, DType::F32, device);
+  const Tensor zeros_oc = Tensor::zeros({OC}, DType::F32), zeros_c = Tensor::zeros({C}, DType::F32);
+  for (const ops::GradWrite write : {ops::GradWrite::Overwrite, ops::GradWrite::Add}) {
+    const bool over = write == ops::GradWrite::Overwrite;
+    const Tensor start_w = random_normal({OC, C}, rng), start_b = random_normal({OC}, rng);
+    const Tensor dweight = over ? poisoned({OC, C}, device) : start_w.to(device);
+    const Tensor dbias = over ? poisoned({OC}, device) : start_b.to(device);
+    ops::linear_backward(dinp, dweight, dbias, dout, inp, weight, ops::GradWrite::Overwrite, write);
+    EXPECT_TRUE(all_close("linear dweight, no rows", dweight, over ? Tensor::zeros({OC, C}, DType::F32) : start_w, {}));
+    EXPECT_TRUE(all_close("linear dbias, no rows", dbias, over ? zeros_oc : start_b, {}));
+
+    const Tensor start_dw = random_normal({C}, rng), start_db = random_normal({C}, rng);
+    const Tensor dw = over ? poisoned({C}, device) : start_dw.to(device);
+    const Tensor db = over ? poisoned({C}, device) : start_db.to(device);
+    ops::layernorm_backward(dinp, dw, db, dinp, inp, w, mean, rstd, ops::GradWrite::Overwrite, write);
+    EXPECT_TRUE(all_close("layernorm dw, no rows", dw, over ? zeros_c : start_dw, {}));
+    EXPECT_TRUE(all_close("layernorm db, no rows", db, over ? zeros_c : start_db, {}));
+
+    // The embedding with no batch row: every row of dwpe a sum over nothing.
+    const Tensor start_dwpe = random_normal({6, C}, rng);
+    const Tensor dwpe = over ? poisoned({6, C}, device) : start_dwpe.to(device);
+    ops::embedding_backward(Tensor::zeros({OC, C}, DType::F32, device), dwpe, Tensor::empty({0, 4, C}, dtype, device),
+                            Tensor::empty({0, 4}, DType::I32, device), write);
+    EXPECT_TRUE(all_close("embedding dwpe, no rows", dwpe, over ? Tensor::zeros({6, C}, DType::F32) : start_dwpe, {}));
+  }
+}
+
 void expect_embedding_matches_f32(DType dtype, Device device, int64_t B, int64_t T, int64_t C, int64_t Vp,
                                   int64_t distinct, Rng& rng) {
   const Tensor tokens = random_ids({B, T}, rng, distinct);
@@ -298,6 +332,14 @@ void expect_embedding_matches_f32(DType dtype, Device device, int64_t B, int64_t
   // the B positions at its index.
   EXPECT_TRUE(all_close("embedding dwte", dwte16, dwte, tolerance_for(DType::F32, B * T)));
   EXPECT_TRUE(all_close("embedding dwpe", dwpe16, dwpe, tolerance_for(DType::F32, B)));
+
+  // Written over (a training step's first contribution to wpe), from NaNs: the position sums alone, and zeros in
+  // the rows past T.
+  const Tensor dwpe_over = poisoned({maxT, C}, device), expected = Tensor::zeros({maxT, C}, DType::F32);
+  ops::embedding_backward(Tensor::zeros({Vp, C}, DType::F32), expected, dout, tokens);
+  ops::embedding_backward(dwte16, dwpe_over, narrow_on(dout, dtype, device), tokens.to(device),
+                          ops::GradWrite::Overwrite);
+  EXPECT_TRUE(all_close("embedding dwpe written over", dwpe_over, expected, tolerance_for(DType::F32, B)));
 }
 
 void expect_classifier_matches_f32(DType dtype, Device device, int64_t N, int64_t vocab, int64_t Vp, float offset,

@@ -84,11 +84,16 @@ void expect_linear_forward_matches_f32(DType dtype, Device device, int64_t N, in
 // starting values, and written over a NaN-filled dinp), dweight and dbias f32; the reference is the f32 op on the
 // same values.
 void expect_linear_backward_matches_f32(DType dtype, Device device, int64_t N, int64_t C, int64_t OC, Rng& rng);
+// linear_backward, layernorm_backward and embedding_backward over no rows ([0, C] inputs, a [0, T] batch): their
+// parameters' gradients (dweight and dbias, dwpe) are sums over nothing, so written over (GradWrite::Overwrite) from
+// NaNs they hold zeros, and added into (Add) they keep their values.
+void expect_no_rows_give_zero_param_grads(DType dtype, Device device);
 
 // embedding_forward with a 16-bit out and embedding_backward with a 16-bit dout on tokens [B, T] drawn from
 // [0, distinct) of a vocabulary of Vp rows (a small `distinct`: many repeated tokens), C channels; wte, wpe, dwte and
 // dwpe f32 as embedding.h asks (wte and wpe not exact in the 16-bit type; dwte and dwpe starting from random values).
-// The gradients are f32, judged by tolerance_for(f32, B*T) and (f32, B).
+// The gradients are f32, judged by tolerance_for(f32, B*T) and (f32, B); dwpe is also written over from NaNs
+// (GradWrite::Overwrite), rows past T included.
 void expect_embedding_matches_f32(DType dtype, Device device, int64_t B, int64_t T, int64_t C, int64_t Vp,
                                   int64_t distinct, Rng& rng);
 // fused_classifier on 16-bit logits [N, Vp] drawn N(offset, 2) (the padded columns [vocab, Vp) random too) with

@@ -49,6 +49,11 @@ TEST_P(Ops16BitCpu, LinearBackwardMatchesF32) {
     test::expect_linear_backward_matches_f32(GetParam().dtype, Device::cpu(), N, C, OC, rng);
 }
 
+TEST_P(Ops16BitCpu, NoRowsGiveZeroParameterGradients) {
+  test::expect_no_rows_give_zero_param_grads(GetParam().dtype, Device::cpu());
+  test::expect_no_rows_give_zero_param_grads(DType::F32, Device::cpu());
+}
+
 TEST_P(Ops16BitCpu, EmbeddingMatchesF32) {
   Rng rng = rng_for_test();
   // {B, T, C, Vp, distinct ids}: one element, odd sizes, few ids (every row of dwte a sum of many positions),
