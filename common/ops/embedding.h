@@ -1,8 +1,8 @@
 // Token + position embedding (GPT-2's encoder).
 //   forward:  out[b,t,:] = wte[tokens[b,t], :] + wpe[t, :]
 //   backward: dwte[tokens[b,t], :] += dout[b,t,:];  dwpe[t,:] += sum_b dout[b,t,:]   (accumulates; with dwpe_write
-//             Overwrite, a training step's first contribution to wpe, dwpe[t,:] = sum_b ..., and its rows past T,
-//             which no position reaches, are zeroed)
+//             Overwrite, a training step's first contribution to wpe, dwpe[t,:] = sum_b ..., and its rows that no
+//             position reaches, past T or all of them when B = 0, are zeroed)
 // Shapes: tokens [B,T] i32, wte [Vp,C], wpe [maxT,C] with T <= maxT, out/dout [B,T,C].
 // Dtypes: the activations out and dout are f32, or bf16 / f16 with fp32 arithmetic inside: out is the f32 sum
 // wte + wpe rounded once, when stored; each 16-bit dout element is widened to f32 exactly. wte, wpe, dwte and dwpe
