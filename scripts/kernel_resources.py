@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Static resource usage of every CUDA kernel, and its theoretical occupancy on an H100.
 
-Compiles each .cu file of the project (tests excluded) for sm_90 with ptxas' report (-Xptxas -v), in
+Compiles each .cu file of the project (tests excluded) for sm_90 (ARCH_OF: the files built for sm_90a) with ptxas' report (-Xptxas -v), in
 parallel and device code only, and prints a markdown table with one row per kernel: threads per block,
 registers per thread, spill stores and loads, stack frame, static shared memory, and the theoretical
 occupancy on an H100 (resident blocks per SM, the fraction of the SM's 64 warps, and what limits it).
@@ -42,6 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ALLOWLIST = ROOT / "scripts" / "kernel_resources_allowlist.txt"
 ARCH = "sm_90"
+# Files compiled for another architecture, as their CMake target compiles them: wgmma exists on sm_90a only.
+ARCH_OF = {"ch09_advanced/kernels/01_attention/flash_wgmma.cu": ("sm_90a", ["-DLAB_FLASH_WGMMA_SM90A"])}
 
 # H100 (compute capability 9.0) limits per SM, from NVIDIA's occupancy calculator.
 REGISTERS_PER_SM = 65536
@@ -153,6 +155,7 @@ BLOCK_THREADS = {
     "flash_add_dq_kernel": 256,
     # ch09 lab 01, v6: the core's tile kernels before their loads overlapped (27-68.5 KiB), kThreads = 4 warps.
     "flash_registers_forward_kernel": 128,
+    "flash_wgmma_forward_kernel": 128,
     "flash_registers_key_grads_kernel": 128,
     "flash_registers_query_grads_kernel": 128,
     # Flash attention's one-pass backward (common/ops/cuda/flash_attention_one_pass.cu, ch09 lab 01's v9) on the
@@ -196,8 +199,9 @@ def compile_one(nvcc, source, scratch):
     keep = Path(scratch) / str(source.relative_to(ROOT)).replace("/", "_")
     keep.mkdir()
     out = keep / (source.stem + ".cubin")
-    command = [nvcc, "-std=c++20", f"-arch={ARCH}", "-O3", "--expt-relaxed-constexpr", f"-I{ROOT}",
-               "-DLAB_WITH_CUDA", "-Xptxas", "-v", "-cubin", "-keep", "-keep-dir", str(keep), "-o", str(out),
+    arch, defines = ARCH_OF.get(str(source.relative_to(ROOT)), (ARCH, []))
+    command = [nvcc, "-std=c++20", f"-arch={arch}", "-O3", "--expt-relaxed-constexpr", f"-I{ROOT}",
+               "-DLAB_WITH_CUDA", *defines, "-Xptxas", "-v", "-cubin", "-keep", "-keep-dir", str(keep), "-o", str(out),
                str(source)]
     done = subprocess.run(command, capture_output=True, text=True)
     report = done.stdout + done.stderr
@@ -222,6 +226,7 @@ TENSOR_CORE_KERNELS = {
     "flash_registers_key_grads_kernel",
     "flash_registers_query_grads_kernel",
     "flash_one_pass_grads_kernel",
+    "flash_wgmma_forward_kernel",
     "matmul_wmma_bf16_kernel",
 }
 PTX_MMA = re.compile(r"\b(?:wmma\.mma\.sync|mma\.sync|wgmma\.mma_async)\b")
@@ -371,8 +376,9 @@ def main():
                     f"| {k.ptx_mma}{sass} |")
 
     table = "\n".join([
-        f"Static resources per kernel ({ARCH}, `{Path(nvcc).name} -O3 -Xptxas -v`) and theoretical occupancy on an "
-        "H100 at the launch block size.",
+        f"Static resources per kernel ({ARCH}, `{Path(nvcc).name} -O3 -Xptxas -v`; "
+        + ", ".join(f"{Path(f).name} for {arch}" for f, (arch, _) in ARCH_OF.items())
+        + ") and theoretical occupancy on an H100 at the launch block size.",
         "",
         "| kernel | file | threads/block | registers | spill stores / loads (B) | stack (B) | static smem (B) "
         "| blocks/SM | occupancy | limited by | tensor-core ops, PTX" + (" / SASS |" if cuobjdump else " |"),

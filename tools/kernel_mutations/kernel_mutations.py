@@ -36,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_PROGRAMS = ["test_cuda_ops", "test_cuda_ops_16bit", "test_gpt2_cuda", "test_ch09_flash_attention_cuda",
-                 "test_ch06_classifier_cuda"]
+                 "test_ch06_classifier_cuda", "test_ch09_warpgroup_mma_cuda"]
 TEST_TIMEOUT_S = 900
 
 
@@ -268,6 +268,30 @@ MUTATIONS = [
     Mutation("flash-one-pass-workspace-unzeroed", "common/ops/cuda/flash_attention_one_pass.cu",
              [("const Tensor dq_sum = Tensor::zeros(", "const Tensor dq_sum = Tensor::empty(")],
              "flash one-pass backward (lab v9): the f32 dQ workspace not zero-filled before the atomics add into it"),
+    Mutation("flash-wgmma-scores-not-waited", "ch09_advanced/kernels/01_attention/flash_wgmma.cu",
+             [("  wg.commit();\n  wg.wait<0>();\n  wg.fence_operand<kTile>(sc[0]);", "  wg.commit();\n  wg.fence_operand<kTile>(sc[0]);")],
+             "flash wgmma forward (lab v14): the softmax reads the scores' accumulator before the wait for S = Q K^T"),
+    Mutation("flash-wgmma-no-fence-before-pv", "ch09_advanced/kernels/01_attention/flash_wgmma.cu",
+             [("  wg.fence();  // o and p were written since the last wait\n", "")],
+             "flash wgmma forward (lab v14): O += P V queued with no wgmma.fence after the softmax wrote o and P"),
+    Mutation("flash-wgmma-k-major-strides-swapped", "ch09_advanced/kernels/01_attention/flash_wgmma.cu",
+             [("tile + core_offset<D>(0, 16 * kk), wgmma::kCoreMatrixBytes, kRowGroupBytes<D>)",
+               "tile + core_offset<D>(0, 16 * kk), kRowGroupBytes<D>, wgmma::kCoreMatrixBytes)")],
+             "flash wgmma forward (lab v14): the Q and K descriptors with LBO and SBO swapped"),
+    Mutation("flash-wgmma-v-read-k-major", "ch09_advanced/kernels/01_attention/flash_wgmma.cu",
+             [("wg.mma_registers_a<E, D, BMajor::N>(", "wg.mma_registers_a<E, D, BMajor::K>(")],
+             "flash wgmma forward (lab v14): the V tile read as a K-major B (imm-trans-b 0): V^T instead of V"),
+    Mutation("flash-wgmma-refill-without-barrier", "ch09_advanced/kernels/01_attention/flash_wgmma.cu",
+             [("    __syncthreads();  // every product of tile kt has been waited for: its buffers may be refilled\n", "")],
+             "flash wgmma forward (lab v14): no barrier before the next tile's copies refill a buffer another warp "
+             "may still be reading", seed=1),
+    Mutation("wgmma-emulated-a-registers-swapped", "common/ops/cuda/warpgroup_mma.cuh",
+             [("        a[g + 8][2 * t + h] = half(reg[1]);\n        a[g][2 * t + 8 + h] = half(reg[2]);",
+               "        a[g + 8][2 * t + h] = half(reg[2]);\n        a[g][2 * t + 8 + h] = half(reg[1]);")],
+             "emulated wgmma: the register A fragment's registers 1 and 2 swapped (rows g + 8 and columns 2 t + 8)"),
+    Mutation("wgmma-emulated-scale-d-ignored", "common/ops/cuda/warpgroup_mma.cuh",
+             [("  if (q.accumulate)\n    for (int lane", "  if (true)\n    for (int lane")],
+             "emulated wgmma: scale-d 0 still adds the accumulator (D = A B + D instead of A B)"),
 ]
 
 

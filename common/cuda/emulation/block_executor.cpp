@@ -66,6 +66,7 @@ const char* op_name(WarpOp op) {
     case WarpOp::WmmaMma: return "nvcuda::wmma::mma_sync";
     case WarpOp::MmaSync: return "mma.sync.m16n8k16";
     case WarpOp::Ldmatrix: return "ldmatrix.sync";
+    case WarpOp::Wgmma: return "wgmma.wait_group";
   }
   return "a warp collective";
 }
@@ -165,6 +166,7 @@ class BlockExecutor {
   void warp_task(WarpOp op, unsigned mask, void* lane_data, device::WarpTask task);
   unsigned active_mask() const;
   void* dynamic_shared() const { return shared_.get(); }
+  size_t dynamic_shared_bytes() const { return launch_->dynamic_shared_bytes; }
   void async_copy(void* dst, const void* src, size_t bytes, size_t zfill);
   void async_commit();
   void async_wait_prior(size_t prior);
@@ -780,6 +782,10 @@ unsigned int active_mask() {
 
 void* dynamic_shared_memory() {
   return running_executor("dynamic shared memory").dynamic_shared();
+}
+
+size_t dynamic_shared_bytes() {
+  return running_executor("dynamic shared memory").dynamic_shared_bytes();
 }
 
 void async_copy(void* dst_shared, const void* src_global, size_t bytes, size_t zfill) {

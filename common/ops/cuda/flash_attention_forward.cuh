@@ -62,6 +62,50 @@ constexpr size_t forward_shared_bytes() {
   return (R + 4) * piece_bytes<uint16_t>(kTile * kLdTile<D>);
 }
 
+// One key tile's step of the online softmax, on the raw scores of the warp's R strips of 16 queries (strip r:
+// queries query0 + 16 r ..; the scale is positive, so it keeps their order): with kMasked, keys past a query or past
+// T set to -inf; the rows' new max, the rescale of the running sum and output summed under the old one, and
+// P = exp2(scale log2e S - scale log2e max) as one FMA and exp2, left in sc. The register flash forward kernels
+// share it (the core's, and the attention lab's v14 on wgmma).
+template <bool kMasked, int D, int R>
+__device__ inline void online_softmax(float sc[R][kKeyGroups][4], float o[R][D / 8][4], float m[R][2], float l[R][2],
+                                      int query0, int s0, const Dims& s, float scale_log2) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (kMasked) {
+          const int query = query0 + r * kStrip + frag_row(i), key = s0 + frag_col(n, i);
+          if (key > query || key >= s.T) sc[r][n][i] = -INFINITY;
+        }
+        tile_max[i / 2] = fmaxf(tile_max[i / 2], sc[r][n][i]);
+      }
+    float rescale[2], base[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the strip
+      const float new_max = fmaxf(m[r][h], row_max(tile_max[h]));
+      base[h] = new_max == -INFINITY ? 0.0f : new_max * scale_log2;  // a row that has seen no key yet stays at zero
+      rescale[h] = exp2f(m[r][h] * scale_log2 - base[h]);            // 0 while m is -inf
+      m[r][h] = new_max;
+      l[r][h] *= rescale[h];  // each lane sums its own columns; the 4 lanes of a row are added at the end
+    }
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        sc[r][n][i] = exp2f(fmaf(sc[r][n][i], scale_log2, -base[i / 2]));
+        l[r][i / 2] += sc[r][n][i];
+      }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[r][n][i] *= rescale[i / 2];
+  }
+}
+
 // One key tile of the forward for the warp's R strips of 16 queries (strip r: queries query0 + 16 r ..): S = Q K^T,
 // the online softmax, O += P V. kMasked: a tile where some key lies past some query of the warp (or past T); a
 // tile that every query of the warp sees whole skips the mask's index arithmetic.
@@ -105,42 +149,7 @@ __device__ inline void forward_key_tile(float o[R][D / 8][4], float m[R][2], flo
     }
   }
 
-  // Online softmax on the raw scores (the scale is positive, so it keeps their order): the rows' new max, the
-  // rescale of what was summed under the old one, P = exp2(scale log2e S - scale log2e max) as one FMA and exp2.
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        if (kMasked) {
-          const int query = query0 + r * kStrip + frag_row(i), key = s0 + frag_col(n, i);
-          if (key > query || key >= s.T) sc[r][n][i] = -INFINITY;
-        }
-        tile_max[i / 2] = fmaxf(tile_max[i / 2], sc[r][n][i]);
-      }
-    float rescale[2], base[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the strip
-      const float new_max = fmaxf(m[r][h], row_max(tile_max[h]));
-      base[h] = new_max == -INFINITY ? 0.0f : new_max * scale_log2;  // a row that has seen no key yet stays at zero
-      rescale[h] = exp2f(m[r][h] * scale_log2 - base[h]);            // 0 while m is -inf
-      m[r][h] = new_max;
-      l[r][h] *= rescale[h];  // each lane sums its own columns; the 4 lanes of a row are added at the end
-    }
-#pragma unroll
-    for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        sc[r][n][i] = exp2f(fmaf(sc[r][n][i], scale_log2, -base[i / 2]));
-        l[r][i / 2] += sc[r][n][i];
-      }
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) o[r][n][i] *= rescale[i / 2];
-  }
+  online_softmax<kMasked, D, R>(sc, o, m, l, query0, s0, s, scale_log2);
 
   // O += P V, P from the score registers.
   strips_probs_times_tile<E, D, kTile, R>(o, sc, v);

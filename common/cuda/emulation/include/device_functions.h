@@ -30,8 +30,8 @@ inline constexpr int warpSize = 32;
 namespace lab::cuda::emu::device {
 
 // The warp collectives, one rendezvous each (see block_executor.cpp). From WmmaLoad on they are warp tasks
-// (below): WMMA's functions (mma.h), and the PTX instructions mma.sync and ldmatrix as
-// common/ops/cuda/warp_mma.cuh emulates them.
+// (below): WMMA's functions (mma.h), the PTX instructions mma.sync and ldmatrix as
+// common/ops/cuda/warp_mma.cuh emulates them, and wgmma's wait as common/ops/cuda/warpgroup_mma.cuh does.
 enum class WarpOp : int {
   Sync,
   Shfl,
@@ -45,7 +45,8 @@ enum class WarpOp : int {
   WmmaStore,
   WmmaMma,
   MmaSync,
-  Ldmatrix
+  Ldmatrix,
+  Wgmma
 };
 
 // Waits until every lane of `mask` has called the same collective with the same mask, then returns this
@@ -61,6 +62,7 @@ void warp_task(WarpOp op, unsigned int mask, void* lane_data, WarpTask task);
 void sync_threads();
 unsigned int active_mask();
 void* dynamic_shared_memory();  // this block's dynamic shared memory (the launch's shared_bytes)
+size_t dynamic_shared_bytes();  // its size
 // Asynchronous copies into shared memory, per CUDA thread (cuda_pipeline_primitives.h's stand-in).
 void async_copy(void* dst_shared, const void* src_global, size_t bytes, size_t zfill);
 void async_commit();

@@ -1,0 +1,244 @@
+// v14 of the attention lab: the forward of v7 (common/ops/cuda/flash_attention_forward.cuh, R = 1) with its two
+// products on Hopper's warpgroup instructions (common/ops/cuda/warpgroup_mma.cuh) instead of mma.sync.
+//
+// The block's 4 warps are one warpgroup, and its 64 queries one m64 product. Per key tile:
+//   S = Q K^T   wgmma m64n64k16, HS / 16 of them, A (the Q tile) and B (the K tile) read by the tensor cores
+//               straight from shared memory: no ldmatrix, no operand registers;
+//   softmax     v7's, on the accumulator, which holds in each warp the C fragments of v7's strip of 16 queries;
+//   O += P V    wgmma m64nHSk16, 4 of them (64 keys), A = P from registers (the accumulator rounded and packed, as
+//               in v7), B the V tile from shared memory, N-major: no transposing load.
+// What stays v7's: the tiles, the grid (longest query tiles first), the two buffers a K or V tile takes and the
+// cp.async copies of the next tile during this one, the mask's arithmetic on the diagonal tile only, the lse.
+//
+// Shared tiles are stored the way the tensor cores read them, in core matrices of 8 rows x 16 bytes (128
+// contiguous bytes): element (row, col) of a [64, HS] tile at (row % 8) * 8 + (col / 8) * 64 + (row / 8) * HS * 8
+// + col % 8 elements. 16-byte piece i of a tile is then its 16 bytes at 16 i, so consecutive threads copy
+// consecutive pieces. The same storage serves all three operands with other strides: read K-major (Q, K: rows are
+// M or N, columns k) the next 8 columns are 128 bytes on (LBO) and the next 8 rows HS * 16 (SBO); read N-major (V:
+// rows are k, columns n) the next 8 rows are the LBO, HS * 16 bytes, and the next 8 columns the SBO, 128.
+//
+// Each product is waited for before its result is used (wait<0>): the softmax of one tile does not overlap the
+// products of the next, as FlashAttention-3's two warpgroups in ping-pong and its intra-warpgroup pipelining make
+// them. Only sm_90a has these instructions: the file is compiled for it where the build targets sm_90
+// (ch09_advanced/kernels/01_attention/CMakeLists.txt), and the lab leaves v14 out on other GPUs and builds.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_pipeline_primitives.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "ch09_advanced/kernels/01_attention/flash_versions.h"
+#include "common/core/error.h"
+#include "common/ops/cuda/flash_attention_forward.cuh"
+#include "common/ops/cuda/flash_attention_fragments.cuh"
+#include "common/ops/cuda/flash_attention_pipeline.cuh"
+#include "common/ops/cuda/flash_attention_tiles.cuh"
+#include "common/ops/cuda/launch.cuh"
+#include "common/ops/cuda/warp_mma.cuh"
+#include "common/ops/cuda/warpgroup_mma.cuh"
+
+namespace lab::ch09::attention_lab {
+
+namespace {
+
+using namespace ops::cuda::flash;  // tiles, fragments, Dims, launch helpers
+namespace mma = ops::cuda::mma;
+namespace wgmma = ops::cuda::wgmma;
+using ops::cuda::kWarpSize;
+using wgmma::BMajor;
+
+static_assert(kThreads == wgmma::kWarpgroupThreads && kTile == 64, "a block is one warpgroup, its tile one m64");
+
+// Blocks per SM the kernel is compiled for (__launch_bounds__): no spill at sm_90a. Unused in the emulation build.
+template <int D>
+[[maybe_unused]] constexpr int kBlocks = D == 64 ? 3 : 2;
+
+// ---------------------------------------------------------------- tiles in core matrices
+
+template <int D>
+constexpr int kTileElements = kTile* D;
+template <int D>
+constexpr uint32_t kRowGroupBytes = D * 16;  // 8 rows of the tile: D / 8 core matrices
+
+template <int D>
+__device__ inline int core_offset(int row, int col) {
+  return (row % 8) * 8 + (col / 8) * 64 + (row / 8) * D * 8 + col % 8;
+}
+
+// Rows [first_row, first_row + 64) of one head into a [64, D] tile in core matrices, zeros past T and past hs:
+// 16-byte cp.async copies where the head fills the width and sits 16-byte aligned (piece i of the tile is row
+// 8 (i / D) + i % 8, columns 8 ((i / 8) % (D / 8)) ..), element by element otherwise. All threads; the caller
+// commits the batch.
+template <int D, typename E>
+__device__ void issue_core_tile(E* tile, const E* head, int first_row, const Dims& s, int64_t ld) {
+  const bool aligned = reinterpret_cast<uintptr_t>(head) % 16 == 0 && ld % 8 == 0;
+  if (s.hs != D || !aligned) {
+    for (int i = threadIdx.x; i < kTileElements<D>; i += kThreads) {
+      const int r = i / D, c = i % D, row = first_row + r;
+      E v;
+      store(v, 0.0f);
+      if (row < s.T && c < s.hs) v = head[row * ld + c];
+      tile[core_offset<D>(r, c)] = v;
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kTileElements<D> / 8 / kThreads; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * kThreads;
+    const int row = (i / D) * 8 + i % 8, col = (i / 8) % (D / 8) * 8;
+    const bool inside = first_row + row < s.T;
+    __pipeline_memcpy_async(tile + 8 * i, inside ? head + static_cast<int64_t>(first_row + row) * ld + col : head, 16,
+                            inside ? 0 : 16);
+  }
+}
+
+// The descriptors of k16 step kk: of a K-major operand (Q as A, K as B: columns 16 kk ..), of the N-major V (rows
+// 16 kk ..).
+template <int D, typename E>
+__device__ inline uint64_t k_major_step(const E* tile, int kk) {
+  return wgmma::descriptor(tile + core_offset<D>(0, 16 * kk), wgmma::kCoreMatrixBytes, kRowGroupBytes<D>);
+}
+template <int D, typename E>
+__device__ inline uint64_t n_major_step(const E* tile, int kk) {
+  return wgmma::descriptor(tile + core_offset<D>(16 * kk, 0), kRowGroupBytes<D>, wgmma::kCoreMatrixBytes);
+}
+
+// Shared memory: the Q tile and two buffers each of K and V.
+template <int D>
+constexpr size_t shared_bytes() {
+  return 5 * piece_bytes<uint16_t>(kTileElements<D>);
+}
+
+// ---------------------------------------------------------------- the kernel
+
+// One key tile: S = Q K^T, v7's online softmax for the warp's 16 queries (query0 ..), O += P V. kMasked as in v7.
+template <bool kMasked, typename E, int D>
+__device__ inline void key_tile(wgmma::Warpgroup& wg, float o[1][D / 8][4], float m[1][2], float l[1][2], const E* q,
+                                const E* k, const E* v, int query0, int s0, const Dims& s, float scale_log2) {
+  float sc[1][kKeyGroups][4];  // the shapes of online_softmax, one strip of queries a warp
+  wg.fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wg.mma_shared_a<E, kTile, BMajor::K>(sc[0], k_major_step<D>(q, kk), k_major_step<D>(k, kk), kk > 0);
+  wg.commit();
+  wg.wait<0>();
+  wg.fence_operand<kTile>(sc[0]);
+
+  online_softmax<kMasked, D, 1>(sc, o, m, l, query0, s0, s, scale_log2);  // v7's, on the same registers
+  uint32_t p[kTile / 16][4];  // P as the A fragments of the 4 k16 steps; live until the products' wait
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) {
+    p[kk][0] = mma::pack<E>(sc[0][2 * kk][0], sc[0][2 * kk][1]);
+    p[kk][1] = mma::pack<E>(sc[0][2 * kk][2], sc[0][2 * kk][3]);
+    p[kk][2] = mma::pack<E>(sc[0][2 * kk + 1][0], sc[0][2 * kk + 1][1]);
+    p[kk][3] = mma::pack<E>(sc[0][2 * kk + 1][2], sc[0][2 * kk + 1][3]);
+  }
+  wg.fence();  // o and p were written since the last wait
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk)
+    wg.mma_registers_a<E, D, BMajor::N>(o[0], p[kk], n_major_step<D>(v, kk), true);
+  wg.commit();
+  wg.wait<0>();
+  wg.fence_operand<D>(o[0]);
+}
+
+template <typename E, int D>
+__global__ void __launch_bounds__(kThreads, kBlocks<D>)
+    flash_wgmma_forward_kernel(E* out, float* lse, const E* qkv, Dims s, int query_tiles) {
+  LAB_DYNAMIC_SHARED(unsigned char, shared);
+  SharedPieces pieces(shared);
+  E* q = pieces.take<E>(kTileElements<D>);
+  E* k_tiles = pieces.take<E>(2 * kTileElements<D>);
+  E* v_tiles = pieces.take<E>(2 * kTileElements<D>);
+  const auto k = [&](int tile) { return k_tiles + (tile % 2) * kTileElements<D>; };
+  const auto v = [&](int tile) { return v_tiles + (tile % 2) * kTileElements<D>; };
+
+  const int bh = blockIdx.x, b = bh / s.NH, h = bh % s.NH;
+  const int t0 = (query_tiles - 1 - static_cast<int>(blockIdx.y)) * kTile;     // the longest tiles first
+  const int query0 = t0 + static_cast<int>(threadIdx.x) / kWarpSize * kStrip;  // the warp's first query
+  const int64_t ld = s.ld_qkv();
+  const E* q_head = qkv + s.head_offset(b, h, ld);
+  const float scale_log2 = s.scale * kLog2e;
+  const int last_key_tile = (min(t0 + kTile, s.T) - 1) / kTile;
+
+  issue_core_tile<D>(q, q_head, t0, s, ld);
+  issue_core_tile<D>(k(0), q_head + s.C, 0, s, ld);
+  issue_core_tile<D>(v(0), q_head + 2 * s.C, 0, s, ld);
+  __pipeline_commit();
+
+  wgmma::Warpgroup wg;
+  float o[1][D / 8][4] = {};
+  float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.0f, 0.0f}};  // rows g and g + 8 of the warp's strip
+  for (int kt = 0; kt <= last_key_tile; ++kt) {
+    const bool next = kt < last_key_tile;
+    if (next) {  // its buffers were last read at tile kt - 1, before the barrier that ended it
+      issue_core_tile<D>(k(kt + 1), q_head + s.C, (kt + 1) * kTile, s, ld);
+      issue_core_tile<D>(v(kt + 1), q_head + 2 * s.C, (kt + 1) * kTile, s, ld);
+      __pipeline_commit();
+    }
+    wait_for_current_tile(next);
+    wgmma::fence_shared_writes();  // this thread's copies, visible to the tensor cores
+    __syncthreads();               // and every thread's
+    const int s0 = kt * kTile;
+    if (s0 + kTile - 1 > query0 || s0 + kTile > s.T)
+      key_tile<true, E, D>(wg, o, m, l, q, k(kt), v(kt), query0, s0, s, scale_log2);
+    else
+      key_tile<false, E, D>(wg, o, m, l, q, k(kt), v(kt), query0, s0, s, scale_log2);
+    __syncthreads();  // every product of tile kt has been waited for: its buffers may be refilled
+  }
+
+  const int lane = threadIdx.x % kWarpSize;
+  E* out_head = out + s.head_offset(b, h, s.C);
+  float inv_l[2];
+#pragma unroll
+  for (int g = 0; g < 2; ++g) {
+    const float total = row_sum(l[0][g]);
+    inv_l[g] = 1.0f / total;
+    const int t = query0 + frag_row(2 * g);
+    if (lane % 4 == 0 && t < s.T)
+      lse[static_cast<int64_t>(bh) * s.T + t] = (m[0][g] * scale_log2 + log2f(total)) * kLn2;
+  }
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int t = query0 + frag_row(i), c = frag_col(n, i);
+      if (t < s.T && c < s.hs) store(out_head[static_cast<int64_t>(t) * s.C + c], o[0][n][i] * inv_l[i / 2]);
+    }
+}
+
+}  // namespace
+
+bool flash_wgmma_runs_here() {
+#if defined(LAB_CUDA_EMULATION)
+  return true;  // the emulator is a compute capability 9.0 device
+#elif defined(LAB_FLASH_WGMMA_SM90A)
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0;
+#else
+  return false;
+#endif
+}
+
+void flash_wgmma_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head) {
+  LAB_CHECK(flash_wgmma_runs_here(), Unsupported,
+            "the wgmma flash forward needs a compute capability 9.0 GPU and a build for sm_90a "
+            "(CMAKE_CUDA_ARCHITECTURES 90)");
+  if (qkv.dim(0) == 0 || qkv.dim(1) == 0 || qkv.dim(2) == 0) return;
+  const Dims s = dims_of(qkv, n_head);
+  ops::cuda::LaunchScope scope(qkv);
+  dispatch_flash(qkv.dtype(), s.hs, [&](auto element, auto width) {
+    using E = decltype(element);
+    constexpr int D = decltype(width)::value;
+    launch_forward_tiles<E>("flash_wgmma_forward_kernel", flash_wgmma_forward_kernel<E, D>, shared_bytes<D>(), out, lse,
+                            qkv, s, scope.stream());
+  });
+}
+
+}  // namespace lab::ch09::attention_lab
