@@ -10,7 +10,8 @@
 #   4. chapter 9's attention lab, backward: v7 (the two passes) beside v9 (one pass, dQ by atomics), GPT-2's 12 heads
 #      of 64 and 6 heads of 128, and at 12 heads of 64 v12 and v13 (two strips of rows a warp, 128-row tiles; the
 #      dK/dV kernel in steps of 32 or 16 queries); forward: v7 (a strip of 16 queries a warp) beside v11 (two strips,
-#      128-query tiles) and v14 (v7 on Hopper's wgmma), 12 heads of 64, and v7 beside v14 at 6 heads of 128;
+#      128-query tiles), v14 (v7 on Hopper's wgmma) and v15 (v14 with the softmax overlapped), 12 heads of 64, and
+#      v7 beside v14 and v15 at 6 heads of 128;
 #   5. chapter 6's classifier lab in bf16 at 8192 rows (B = 8, T = 1024): v5 beside v6.
 # The steps run in that order, each under a time limit; a step that would not fit what is left of the budget is
 # skipped and named. Everything lands in OUT_DIR: one log per step, the benches' JSONs, and summary.md (the machine,
@@ -152,9 +153,9 @@ step attention_hs64 60 "$bin/ch09_attention_lab" --pass backward --version 7,9,1
   "${lab_size[@]}" --json "$out/attention_hs64.json"
 step attention_hs128 60 "$bin/ch09_attention_lab" --pass backward --heads 6 --head-size 128 --version 7,9 \
   --cpu-ceiling false "${lab_size[@]}" --json "$out/attention_hs128.json"
-step attention_forward 40 "$bin/ch09_attention_lab" --version 7,11,14 --cpu-ceiling false "${lab_size[@]}" \
+step attention_forward 40 "$bin/ch09_attention_lab" --version 7,11,14,15 --cpu-ceiling false "${lab_size[@]}" \
   --json "$out/attention_forward.json"
-step attention_forward_hs128 30 "$bin/ch09_attention_lab" --heads 6 --head-size 128 --version 7,14 \
+step attention_forward_hs128 30 "$bin/ch09_attention_lab" --heads 6 --head-size 128 --version 7,14,15 \
   --cpu-ceiling false "${lab_size[@]}" --json "$out/attention_forward_hs128.json"
 step classifier 30 "$bin/ch06_classifier_lab" --rows 8192 --dtype bf16 --version 5,6 --cpu-ceiling false \
   "${lab_size[@]}" --json "$out/classifier.json"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Static resource usage of every CUDA kernel, and its theoretical occupancy on an H100.
 
-Compiles each .cu file of the project (tests excluded) for sm_90 (ARCH_OF: the files built for sm_90a) with ptxas' report (-Xptxas -v), in
-parallel and device code only, and prints a markdown table with one row per kernel: threads per block,
+Compiles each .cu file of the project (tests excluded) for sm_90 (ARCH_OF: the files built for sm_90a) with
+ptxas' report (-Xptxas -v), in parallel and device code only, and prints a markdown table with one row per kernel: threads per block,
 registers per thread, spill stores and loads, stack frame, static shared memory, and the theoretical
 occupancy on an H100 (resident blocks per SM, the fraction of the SM's 64 warps, and what limits it).
 
@@ -156,6 +156,7 @@ BLOCK_THREADS = {
     # ch09 lab 01, v6: the core's tile kernels before their loads overlapped (27-68.5 KiB), kThreads = 4 warps.
     "flash_registers_forward_kernel": 128,
     "flash_wgmma_forward_kernel": 128,
+    "flash_wgmma_overlapped_forward_kernel": 128,
     "flash_registers_key_grads_kernel": 128,
     "flash_registers_query_grads_kernel": 128,
     # Flash attention's one-pass backward (common/ops/cuda/flash_attention_one_pass.cu, ch09 lab 01's v9) on the
@@ -227,6 +228,7 @@ TENSOR_CORE_KERNELS = {
     "flash_registers_query_grads_kernel",
     "flash_one_pass_grads_kernel",
     "flash_wgmma_forward_kernel",
+    "flash_wgmma_overlapped_forward_kernel",
     "matmul_wmma_bf16_kernel",
 }
 PTX_MMA = re.compile(r"\b(?:wmma\.mma\.sync|mma\.sync|wgmma\.mma_async)\b")

@@ -1,10 +1,10 @@
 // Chapter 9 on CUDA: the flash attention kernels (common/ops/cuda/flash_attention.cu) in bf16 and f16 against
 // the fp64 reference by the low-precision rule (their error within 4x that of the straightforward same-precision
 // computation), at shapes off the 64-row tiles and head sizes the kernels pad (32, 8); that the backward adds into
-// dqkv; the one-pass backward (FlashBackward::OnePass, the lab's v9) at the same shapes, writing and adding; the
-// attention lab's GPU versions; the f32 fallback to the materialised op; that the 16-bit path holds no T x T
-// buffer; and the head sizes it refuses. Labels ch09 and cuda: they run in the emulation build (so the shapes are tiny)
-// and skip without a GPU.
+// dqkv; the one-pass backward (FlashBackward::OnePass, the lab's v9) at the same shapes, writing and adding; the lab's
+// forwards on Hopper's wgmma (v14, v15) at the same shapes; the attention lab's GPU versions; the f32 fallback to the
+// materialised op; that the 16-bit path holds no T x T buffer; and the head sizes it refuses. Labels ch09 and cuda:
+// they run in the emulation build (so the shapes are tiny) and skip without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -116,31 +116,42 @@ TEST_P(FlashGpu, OnePassAtomicDqWithinLowPrecisionRule) {
   }
 }
 
-// The attention lab's v14, the forward on Hopper's warpgroup products (flash_wgmma.cu), at the same shapes, its
-// outputs poisoned first, by the same rule; lse within f32's tolerance. Skips where wgmma cannot run.
-TEST_P(FlashGpu, WgmmaForwardWithinLowPrecisionRuleOfReference) {
+// The attention lab's v14 and v15, the forward on Hopper's warpgroup products (flash_wgmma.cu; v15 with each
+// tile's softmax beside the previous tile's P V), at the same shapes, their outputs poisoned first, by the same rule;
+// lse within f32's tolerance. Skips where wgmma cannot run.
+TEST_P(FlashGpu, WgmmaForwardsWithinLowPrecisionRuleOfReference) {
   if (!ch09::attention_lab::flash_wgmma_runs_here()) GTEST_SKIP() << "wgmma needs a compute capability 9.0 GPU";
   const GpuCase p = GetParam();
   const FlashCase& c = p.shape;
   Rng rng(test_seed());
   const FlashInputs in = test::rounded_to(test::random_flash_inputs(c, rng), p.dtype);
-  const Tensor out = poisoned({c.B, c.T, c.NH * c.HS}, Device::cpu()).to_dtype(p.dtype).to(kGpu);
-  const Tensor lse = poisoned({c.B, c.NH, c.T}, kGpu);
-  ch09::attention_lab::flash_wgmma_forward(out, lse, in.qkv.to_dtype(p.dtype).to(kGpu), static_cast<int>(c.NH));
   const ch09::ReferenceForward exact = ch09::reference_forward(c.shape(), in.qkv);
   const ch09::ReferenceForward baseline = ch09::reference_forward(c.shape(), in.qkv, p.dtype);
-  const ErrorRatioReport r =
-      compare_error_to_baseline(out.to(Device::cpu()).to_dtype(DType::F32), baseline.out, exact.out, p.dtype);
-  EXPECT_TRUE(r.ok()) << r.describe("out");
-  const Tolerance tol = tolerance_for_offset(DType::F32, std::max(c.T, c.HS), 4.0 * c.spread * c.spread);
-  EXPECT_TRUE(test::all_close("lse", lse, exact.lse, tol));
 #ifdef LAB_CUDA_EMULATION
-  // The emulator sums each product in k order, as it does mma.sync's: v14 gives v7's bits there (not on a GPU).
   const test::AttentionResult v7 = test::run_flash(in, c.NH, p.dtype, kGpu);
-  EXPECT_EQ(out.to(Device::cpu()).to_dtype(DType::F32).to_floats(),
-            v7.out.to(Device::cpu()).to_dtype(DType::F32).to_floats());
-  EXPECT_EQ(lse.to(Device::cpu()).to_floats(), v7.lse.to(Device::cpu()).to_floats());
 #endif
+  for (const bool overlapped : {false, true}) {
+    SCOPED_TRACE(overlapped ? "v15, softmax overlapped" : "v14");
+    const Tensor out = poisoned({c.B, c.T, c.NH * c.HS}, Device::cpu()).to_dtype(p.dtype).to(kGpu);
+    const Tensor lse = poisoned({c.B, c.NH, c.T}, kGpu);
+    const Tensor qkv = in.qkv.to_dtype(p.dtype).to(kGpu);
+    if (overlapped)
+      ch09::attention_lab::flash_wgmma_overlapped_forward(out, lse, qkv, static_cast<int>(c.NH));
+    else
+      ch09::attention_lab::flash_wgmma_forward(out, lse, qkv, static_cast<int>(c.NH));
+    const ErrorRatioReport r =
+        compare_error_to_baseline(out.to(Device::cpu()).to_dtype(DType::F32), baseline.out, exact.out, p.dtype);
+    EXPECT_TRUE(r.ok()) << r.describe("out");
+    const Tolerance tol = tolerance_for_offset(DType::F32, std::max(c.T, c.HS), 4.0 * c.spread * c.spread);
+    EXPECT_TRUE(test::all_close("lse", lse, exact.lse, tol));
+#ifdef LAB_CUDA_EMULATION
+    // The emulator sums each product in k order, as it does mma.sync's, and both apply v7's operations to O in v7's
+    // order: v7's bits there (not on a GPU).
+    EXPECT_EQ(out.to(Device::cpu()).to_dtype(DType::F32).to_floats(),
+              v7.out.to(Device::cpu()).to_dtype(DType::F32).to_floats());
+    EXPECT_EQ(lse.to(Device::cpu()).to_floats(), v7.lse.to(Device::cpu()).to_floats());
+#endif
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashGpu, ::testing::ValuesIn(kCases),
@@ -159,11 +170,11 @@ TEST(AttentionLabGpu, GpuVersionsPass) {
     for (const ch09::LabPass pass : {ch09::LabPass::Forward, ch09::LabPass::Backward}) {
       const kernel_lab::KernelLab lab = ch09::make_attention_lab({shape, dtype, test_seed()}, pass);
       const std::vector<int> gpu = test::versions_on(lab, DeviceType::CUDA);
-      const size_t wgmma = ch09::attention_lab::flash_wgmma_runs_here() ? 1 : 0;  // left out elsewhere
+      const size_t wgmma = ch09::attention_lab::flash_wgmma_runs_here() ? 2 : 0;  // left out elsewhere
       ASSERT_EQ(gpu.size(), 10u + wgmma)
           << "materialised, flash through WMMA, dQ by atomics, flash in registers, the core's, batched in 16 bits, dQ "
              "by atomics in registers, 128-query tiles, 128-row tiles in the backward, the same in steps of 16 "
-             "queries, and on Hopper the forward by wgmma";
+             "queries, and on Hopper the forward by wgmma, alone and with the softmax overlapped";
       for (const int n : gpu) EXPECT_TRUE(test::version_passes(lab, n));
     }
   }

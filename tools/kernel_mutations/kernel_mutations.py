@@ -154,10 +154,10 @@ MUTATIONS = [
                "for (int offset = lanes / 4; offset > 0; offset /= 2) sum +=")],
              "flash backward's D = rowsum(dO * O) by 16-byte pieces: only half of a row's lanes added"),
     Mutation("flash-no-sum-rescale", "common/ops/cuda/flash_attention_forward.cuh",
-             [("      l[r][h] *= rescale[h];", "      l[r][h] *= 1.0f;")],
+             [("      l[r][h] *= rescale[r][h];", "      l[r][h] *= 1.0f;")],
              "flash forward: the running sum not rescaled when the row max grows"),
     Mutation("flash-no-output-rescale", "common/ops/cuda/flash_attention_forward.cuh",
-             [("for (int i = 0; i < 4; ++i) o[r][n][i] *= rescale[i / 2];",
+             [("for (int i = 0; i < 4; ++i) o[r][n][i] *= rescale[r][i / 2];",
                "for (int i = 0; i < 4; ++i) o[r][n][i] *= 1.0f;")],
              "flash forward: the running output not rescaled when the row max grows"),
     Mutation("flash-causal-off-by-one", "common/ops/cuda/flash_attention_forward.cuh",
@@ -292,6 +292,28 @@ MUTATIONS = [
     Mutation("wgmma-emulated-scale-d-ignored", "common/ops/cuda/warpgroup_mma.cuh",
              [("  if (q.accumulate)\n    for (int lane", "  if (true)\n    for (int lane")],
              "emulated wgmma: scale-d 0 still adds the accumulator (D = A B + D instead of A B)"),
+    Mutation("flash-wgmma-overlapped-p-overwritten-in-flight", "ch09_advanced/kernels/01_attention/flash_wgmma.cu",
+             [("    pack_probs<E>(p_next, sc[0]);\n", "    pack_probs<E>(p, sc[0]);\n")],
+             "flash wgmma forward, softmax overlapped (lab v15): the next tile's P packed into the registers the "
+             "running P V still reads"),
+    Mutation("flash-wgmma-overlapped-scores-not-waited", "ch09_advanced/kernels/01_attention/flash_wgmma.cu",
+             [("    wg.wait<1>();  // S_kt;", "    wg.wait<2>();  // S_kt;")],
+             "flash wgmma forward, softmax overlapped (lab v15): the softmax reads S before its products are done "
+             "(wait_group 2 for 1)"),
+    Mutation("flash-wgmma-overlapped-rescale-in-flight", "ch09_advanced/kernels/01_attention/flash_wgmma.cu",
+             [("    uint32_t p_next[kTile / 16][4];\n", "    rescale_outputs<D, 1>(o, rescale);\n    uint32_t p_next[kTile / 16][4];\n"),
+              ("    rescale_outputs<D, 1>(o, rescale);\n#pragma unroll", "#pragma unroll")],
+             "flash wgmma forward, softmax overlapped (lab v15): O rescaled while the previous tile's P V still adds "
+             "into it"),
+    Mutation("flash-wgmma-overlapped-wrong-v-tile", "ch09_advanced/kernels/01_attention/flash_wgmma.cu",
+             [("queue_probs_times_v<E, D>(wg, o[0], p, tiles.v(kt - 1));",
+               "queue_probs_times_v<E, D>(wg, o[0], p, tiles.v(kt));")],
+             "flash wgmma forward, softmax overlapped (lab v15): P_{kt-1} multiplied by V_kt"),
+    Mutation("flash-wgmma-overlapped-refill-without-barrier", "ch09_advanced/kernels/01_attention/flash_wgmma.cu",
+             [("    __syncthreads();  // every thread's copies have landed, and every thread is past its waits of tile "
+               "kt - 1\n", "")],
+             "flash wgmma forward, softmax overlapped (lab v15): no barrier between the copies' wait and the next "
+             "tiles' refills", seed=1),
 ]
 
 

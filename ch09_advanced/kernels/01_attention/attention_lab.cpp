@@ -68,7 +68,8 @@ Tensor nan_like(const Tensor& t) {
 // (ops::FlashTiles::Rows128), and its default backward (v11). FlashWideKeyStrips: v11's forward, and the core's
 // backward on 128-row tiles, two strips of rows a warp (Rows128: v12). FlashWideShortSteps: v12 with its dK/dV
 // kernel in steps of 16 queries (Rows128Steps16: v13). FlashWgmma: the lab's forward on Hopper's warpgroup
-// products, and the core's backward (v14).
+// products, and the core's backward (v14); FlashWgmmaOverlapped: the same with each tile's softmax beside the
+// previous tile's products (v15).
 enum class Algorithm {
   Materialized,
   Batched,
@@ -80,7 +81,8 @@ enum class Algorithm {
   FlashWideStrips,
   FlashWideKeyStrips,
   FlashWideShortSteps,
-  FlashWgmma
+  FlashWgmma,
+  FlashWgmmaOverlapped
 };
 
 // The materialised algorithms keep the T x T probabilities for the backward; the flash ones the row log-sum-exp.
@@ -109,10 +111,14 @@ void run_forward(const VersionTensors& t, Algorithm algorithm, int n_head) {
     case Algorithm::FlashWmma: return attention_lab::flash_wmma_forward(t.out, t.saved, t.qkv, n_head);
     case Algorithm::FlashRegisters: return attention_lab::flash_registers_forward(t.out, t.saved, t.qkv, n_head);
     case Algorithm::FlashWgmma: return attention_lab::flash_wgmma_forward(t.out, t.saved, t.qkv, n_head);
+    case Algorithm::FlashWgmmaOverlapped:
+      return attention_lab::flash_wgmma_overlapped_forward(t.out, t.saved, t.qkv, n_head);
 #else
     case Algorithm::FlashWmma:
     case Algorithm::FlashRegisters:
-    case Algorithm::FlashWgmma: fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
+    case Algorithm::FlashWgmma:
+    case Algorithm::FlashWgmmaOverlapped:
+      fail(ErrorKind::Unsupported, "the lab's own flash kernels need the CUDA backend");
 #endif
   }
 }
@@ -123,7 +129,9 @@ void run_backward(const VersionTensors& t, Algorithm algorithm, int n_head) {
     case Algorithm::Batched: return ops::batched_attention_backward(t.dqkv, t.dout, t.qkv, t.saved, n_head);
     case Algorithm::Flash:
     case Algorithm::FlashWideStrips:
-    case Algorithm::FlashWgmma: return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
+    case Algorithm::FlashWgmma:
+    case Algorithm::FlashWgmmaOverlapped:
+      return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head);
     case Algorithm::FlashOnePass:
       return ops::flash_attention_backward(t.dqkv, t.dout, t.qkv, t.out, t.saved, n_head, ops::GradWrite::Add,
                                            ops::FlashBackward::OnePass);
@@ -361,21 +369,31 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
                       "warp's K and V fragments read twice as often (head size 64; at 128 v12 itself)"
                     : "a backward version: its forward is v11's",
            Algorithm::FlashWideShortSteps, false});
-  // A forward version: in the backward lab v7's backward under v14's name. Hopper only.
-  const GpuVersion wgmma{"CUDA flash, wgmma (Hopper)",
-                         backward ? "a forward version: its backward is v7's"
-                                  : "v7's forward with its products on warpgroup wgmma (sm_90a): Q, K and V read by "
-                                    "the tensor cores from shared memory, P from registers",
-                         Algorithm::FlashWgmma, false};
+  // Forward versions: in the backward lab v7's backward under v14's and v15's names. Hopper only.
+  const GpuVersion wgmma_versions[] = {
+      {"CUDA flash, wgmma (Hopper)",
+       backward
+           ? "a forward version: its backward is v7's"
+           : "v7's forward with its products on warpgroup wgmma (sm_90a): Q, K and V read by the tensor cores from "
+             "shared memory, P from registers",
+       Algorithm::FlashWgmma, false},
+      {"CUDA flash, wgmma, softmax overlapped (Hopper)",
+       backward ? "a forward version: its backward is v7's"
+                : "v14 with each tile's S = Q K^T queued with the previous tile's P V, and its softmax computed while "
+                  "the tensor cores still run that P V",
+       Algorithm::FlashWgmmaOverlapped, false},
+  };
   bool wgmma_here = false;
 #ifdef LAB_WITH_CUDA
   wgmma_here = gpu && attention_lab::flash_wgmma_runs_here();
 #endif
-  if (gpu && !wgmma_here)
-    al.add_left_out(wgmma.name, wgmma.what_changes, p.flash_dtype, Device::cuda(0),
-                    "wgmma needs a compute capability 9.0 GPU and a build for sm_90a (CMAKE_CUDA_ARCHITECTURES 90)");
-  else
-    add_gpu(wgmma);
+  for (const GpuVersion& v : wgmma_versions) {
+    if (gpu && !wgmma_here)
+      al.add_left_out(v.name, v.what_changes, p.flash_dtype, Device::cuda(0),
+                      "wgmma needs a compute capability 9.0 GPU and a build for sm_90a (CMAKE_CUDA_ARCHITECTURES 90)");
+    else
+      add_gpu(v);
+  }
   return lab;
 }
 

@@ -8,7 +8,8 @@
 //   v6 (flash_registers.cu)        mma.sync with the fragments in registers (FlashAttention-2's layout), each
 //                                  tile loaded and waited for before it is multiplied: the core's op before v7.
 //   v14 (flash_wgmma.cu)           v7's forward with its products on Hopper's warpgroup instructions (wgmma,
-//                                  sm_90a), operands read by the tensor cores from shared memory.
+//                                  sm_90a), operands read by the tensor cores from shared memory; v15 with
+//                                  the softmax of one tile beside the tensor cores' work on the previous.
 // v7 is the core's op itself (common/ops/cuda/flash_attention.cu: v6 with the next tile copied by cp.async while
 // the current one is multiplied, and the causal mask on the diagonal tiles only); v8 is the core's batched op; v9
 // is the core's one-pass backward (common/ops/cuda/flash_attention_one_pass.cu: v5's one pass with dQ by f32
@@ -33,6 +34,8 @@ void flash_registers_backward(const Tensor& dqkv, const Tensor& dout, const Tens
 // this build compiled for sm_90a); the forward fails with Unsupported where it cannot.
 bool flash_wgmma_runs_here();
 void flash_wgmma_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
+// v15, forward only: v14 with each tile's softmax computed while the tensor cores run the previous tile's P V.
+void flash_wgmma_overlapped_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head);
 
 void flash_backward_atomic_dq(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                               const Tensor& lse, int n_head);

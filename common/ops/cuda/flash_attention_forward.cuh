@@ -12,7 +12,7 @@
 // as many, twice as long, tiles). At sm_90 (nvcc 13 -O3, ptxas -v), head size 64: R = 1 takes 159 registers a
 // thread, 3 blocks (12 warps) per SM; R = 2 with the Q fragments kept in registers took 255 and spilled, so at
 // R = 2 they are read from shared memory at each key tile (8 ldmatrix more to a tile's 32, still 160 bytes of
-// shared memory a product instead of 256): 247 registers, no spills, 2 blocks (8 warps) per SM, 54 KiB of shared
+// shared memory a product instead of 256): 245 registers, no spills, 2 blocks (8 warps) per SM, 54 KiB of shared
 // memory a block. At head size 128 R = 2 would need more than the 255 registers a thread can have: the launcher
 // takes R = 1 there (212 registers).
 //
@@ -64,11 +64,10 @@ constexpr size_t forward_shared_bytes() {
 
 // One key tile's step of the online softmax, on the raw scores of the warp's R strips of 16 queries (strip r:
 // queries query0 + 16 r ..; the scale is positive, so it keeps their order): with kMasked, keys past a query or past
-// T set to -inf; the rows' new max, the rescale of the running sum and output summed under the old one, and
-// P = exp2(scale log2e S - scale log2e max) as one FMA and exp2, left in sc. The register flash forward kernels
-// share it (the core's, and the attention lab's v14 on wgmma).
-template <bool kMasked, int D, int R>
-__device__ inline void online_softmax(float sc[R][kKeyGroups][4], float o[R][D / 8][4], float m[R][2], float l[R][2],
+// T set to -inf; the rows' new max, the rescale of the running sum summed under the old one (and in `rescale`, the
+// factor the running output needs), and P = exp2(scale log2e S - scale log2e max) as one FMA and exp2, left in sc.
+template <bool kMasked, int R>
+__device__ inline void softmax_scores(float sc[R][kKeyGroups][4], float rescale[R][2], float m[R][2], float l[R][2],
                                       int query0, int s0, const Dims& s, float scale_log2) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -83,14 +82,14 @@ __device__ inline void online_softmax(float sc[R][kKeyGroups][4], float o[R][D /
         }
         tile_max[i / 2] = fmaxf(tile_max[i / 2], sc[r][n][i]);
       }
-    float rescale[2], base[2];
+    float base[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the strip
       const float new_max = fmaxf(m[r][h], row_max(tile_max[h]));
       base[h] = new_max == -INFINITY ? 0.0f : new_max * scale_log2;  // a row that has seen no key yet stays at zero
-      rescale[h] = exp2f(m[r][h] * scale_log2 - base[h]);            // 0 while m is -inf
+      rescale[r][h] = exp2f(m[r][h] * scale_log2 - base[h]);         // 0 while m is -inf
       m[r][h] = new_max;
-      l[r][h] *= rescale[h];  // each lane sums its own columns; the 4 lanes of a row are added at the end
+      l[r][h] *= rescale[r][h];  // each lane sums its own columns; the 4 lanes of a row are added at the end
     }
 #pragma unroll
     for (int n = 0; n < kKeyGroups; ++n)
@@ -99,11 +98,28 @@ __device__ inline void online_softmax(float sc[R][kKeyGroups][4], float o[R][D /
         sc[r][n][i] = exp2f(fmaf(sc[r][n][i], scale_log2, -base[i / 2]));
         l[r][i / 2] += sc[r][n][i];
       }
+  }
+}
+
+// The running outputs of the R strips, rescaled by softmax_scores' factors.
+template <int D, int R>
+__device__ inline void rescale_outputs(float o[R][D / 8][4], const float rescale[R][2]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int n = 0; n < D / 8; ++n)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) o[r][n][i] *= rescale[i / 2];
-  }
+      for (int i = 0; i < 4; ++i) o[r][n][i] *= rescale[r][i / 2];
+}
+
+// Both at once: the step as the core's forward and the attention lab's v14 (on wgmma) take it. The lab's v15 keeps
+// them apart, to rescale the output only once the product still adding into it is done.
+template <bool kMasked, int D, int R>
+__device__ inline void online_softmax(float sc[R][kKeyGroups][4], float o[R][D / 8][4], float m[R][2], float l[R][2],
+                                      int query0, int s0, const Dims& s, float scale_log2) {
+  float rescale[R][2];
+  softmax_scores<kMasked, R>(sc, rescale, m, l, query0, s0, s, scale_log2);
+  rescale_outputs<D, R>(o, rescale);
 }
 
 // One key tile of the forward for the warp's R strips of 16 queries (strip r: queries query0 + 16 r ..): S = Q K^T,

@@ -25,7 +25,8 @@
 // wait_group covers it. fence() (wgmma.fence) must come before the first product that reads registers the thread
 // wrote since; commit() closes a group of queued products; wait<P>() returns once at most P groups are still in
 // flight. fence_operand() keeps the compiler from moving reads of an accumulator above the wait that makes it
-// valid (the asm statements of the products say nothing of that). Shared memory written by the threads (stores,
+// valid (the asm statements of the products say nothing of that), and, before a fence, the writes of an accumulator
+// or an A fragment below it. Shared memory written by the threads (stores,
 // cp.async) reaches the tensor cores through another proxy: fence_shared_writes() (fence.proxy.async) after the
 // writes and before the barrier that precedes the products.
 //
@@ -173,6 +174,8 @@ class Warpgroup {
   }
   template <int N>
   void fence_operand(float (&)[N / 8][4]) {}
+  template <int K>
+  void fence_operand(uint32_t (&)[K][4]) {}
 
   template <typename E, int N, BMajor kB>
   void mma_shared_a(float (&d)[N / 8][4], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
@@ -360,6 +363,15 @@ class Warpgroup {
     for (int i = 0; i < N / 8; ++i)
 #pragma unroll
       for (int j = 0; j < 4; ++j) asm volatile("" : "+f"(d[i][j])::"memory");
+  }
+  // The same for A fragments in registers, before the fence that precedes their products: the instructions that
+  // write them stay above it (below it, ptxas serializes the products behind them).
+  template <int K>
+  __device__ void fence_operand(uint32_t (&a)[K][4]) {
+#pragma unroll
+    for (int i = 0; i < K; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
   }
 
   template <typename E, int N, BMajor kB>
