@@ -45,6 +45,18 @@ function(lab_target_cuda_sources target)
   endif()
 endfunction()
 
+# lab_target_sm90a(TARGET DEFINE): a target that uses wgmma (an sm_90a instruction) builds for sm_90a where the build
+# targets sm_90 (90 in CMAKE_CUDA_ARCHITECTURES becomes 90a for it; its code then runs on compute capability 9.0
+# GPUs only, as 90's does), and gets DEFINE to say so; other architectures in the list stay as they are.
+function(lab_target_sm90a target define)
+  set(archs ${CMAKE_CUDA_ARCHITECTURES})
+  if("90" IN_LIST archs)
+    list(TRANSFORM archs REPLACE "^90$" "90a")
+    set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${archs}")
+    target_compile_definitions(${target} PRIVATE ${define})
+  endif()
+endfunction()
+
 # lab_add_library(NAME SOURCES a.cpp ... [CUDA_SOURCES k.cu ...] [DEPS lib ...])
 # CUDA_SOURCES are compiled only when LAB_WITH_CUDA is ON.
 function(lab_add_library name)

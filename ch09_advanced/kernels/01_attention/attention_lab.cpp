@@ -389,8 +389,9 @@ KernelLab make_attention_lab(const AttentionProblem& p, LabPass pass) {
 #endif
   for (const GpuVersion& v : wgmma_versions) {
     if (gpu && !wgmma_here)
-      al.add_left_out(v.name, v.what_changes, p.flash_dtype, Device::cuda(0),
-                      "wgmma needs a compute capability 9.0 GPU and a build for sm_90a (CMAKE_CUDA_ARCHITECTURES 90)");
+      al.add_left_out(
+          v.name, v.what_changes, p.flash_dtype, Device::cuda(0),
+          "wgmma needs a compute capability 9.0 GPU and a build for sm_90a (90 among CMAKE_CUDA_ARCHITECTURES)");
     else
       add_gpu(v);
   }

@@ -385,7 +385,7 @@ namespace {
 void launch_wgmma_forward(bool overlapped, const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head) {
   LAB_CHECK(flash_wgmma_runs_here(), Unsupported,
             "the wgmma flash forward needs a compute capability 9.0 GPU and a build for sm_90a "
-            "(CMAKE_CUDA_ARCHITECTURES 90)");
+            "(90 among CMAKE_CUDA_ARCHITECTURES)");
   if (qkv.dim(0) == 0 || qkv.dim(1) == 0 || qkv.dim(2) == 0) return;
   const Dims s = dims_of(qkv, n_head);
   ops::cuda::LaunchScope scope(qkv);
