@@ -203,9 +203,14 @@ struct BlockTile {
         ld(s.ld_qkv()),
         q_head(qkv + s.head_offset(b, h, ld)),
         scale_log2(s.scale * kLog2e) {}
-  // Whether key tile kt needs the mask for the warp's queries: some key past some query, or past T.
+  // Whether key tile kt needs the mask: some key past the block's first query, or past T. The block's, not the warp's
+  // (v7 asks of the warp's first query): v14 takes the masked or the unmasked body per tile, and each holds its own
+  // wgmma instructions, which every warp of the warpgroup must execute alike (.aligned; where warps disagree, the
+  // behaviour is undefined, and the emulator, which runs each warp's products on their own, would not see it). With
+  // 64-row tiles the two questions have the same answer for every warp; asked of the block, that holds by
+  // construction.
   __device__ bool masked(int kt, const Dims& s) const {
-    return kt * kTile + kTile - 1 > query0 || kt * kTile + kTile > s.T;
+    return kt * kTile + kTile - 1 > t0 || kt * kTile + kTile > s.T;
   }
 };
 

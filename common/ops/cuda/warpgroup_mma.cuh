@@ -37,7 +37,9 @@
 // it reads the new ones, as a GPU may; a product issued without a fence since the last wait, lanes of a warp that
 // queue different products, a descriptor with swizzling, or an operand outside the block's dynamic shared memory
 // fault. Each output is summed in k order with one f32 FMA a product. Not modelled: the warpgroup's four warps
-// taking part (each warp's rows are computed from its own lanes), and fence_shared_writes (a no-op here).
+// taking part and executing the same instruction (.aligned: a product in a branch that the warps take differently
+// is undefined on a GPU; here each warp's rows are computed from its own lanes), so a kernel keeps every path to a
+// product uniform across its warpgroup by construction; and fence_shared_writes (a no-op here).
 #pragma once
 
 #include <cuda_bf16.h>
