@@ -70,6 +70,10 @@ template <int D>
 __device__ inline int core_offset(int row, int col) {
   return (row % 8) * 8 + (col / 8) * 64 + (row / 8) * D * 8 + col % 8;
 }
+template <int D>
+struct CoreMatrices {  // load_tile's offset for a tile in core matrices
+  __device__ int operator()(int r, int c) const { return core_offset<D>(r, c); }
+};
 
 // Rows [first_row, first_row + 64) of one head into a [64, D] tile in core matrices, zeros past T and past hs:
 // 16-byte cp.async copies where the head fills the width and sits 16-byte aligned (piece i of the tile is row
@@ -78,16 +82,7 @@ __device__ inline int core_offset(int row, int col) {
 template <int D, typename E>
 __device__ void issue_core_tile(E* tile, const E* head, int first_row, const Dims& s, int64_t ld) {
   const bool aligned = reinterpret_cast<uintptr_t>(head) % 16 == 0 && ld % 8 == 0;
-  if (s.hs != D || !aligned) {
-    for (int i = threadIdx.x; i < kTileElements<D>; i += kThreads) {
-      const int r = i / D, c = i % D, row = first_row + r;
-      E v;
-      store(v, 0.0f);
-      if (row < s.T && c < s.hs) v = head[row * ld + c];
-      tile[core_offset<D>(r, c)] = v;
-    }
-    return;
-  }
+  if (s.hs != D || !aligned) return load_tile<D>(tile, head, first_row, s, ld, CoreMatrices<D>{});
 #pragma unroll
   for (int j = 0; j < kTileElements<D> / 8 / kThreads; ++j) {
     const int i = static_cast<int>(threadIdx.x) + j * kThreads;

@@ -95,16 +95,24 @@ struct Dims {
   }
 };
 
+// Where element (r, c) of a [64, D] shared tile sits: rows padded to kLdTile<D> elements (the tiles of the
+// mma.sync and WMMA kernels; the attention lab's wgmma versions store theirs in core matrices).
+template <int D>
+struct PaddedRows {
+  __device__ int operator()(int r, int c) const { return r * kLdTile<D> + c; }
+};
+
 // Rows [first_row, first_row + 64) of one head (row stride ld, `hs` valid columns) into a [64, D] tile of
-// shared memory; rows past T and columns past hs are zeros, so they add nothing to any product. All threads.
-template <int D, typename E>
-__device__ void load_tile(E* tile, const E* head, int first_row, const Dims& s, int64_t ld) {
+// shared memory, element (r, c) at offset(r, c); rows past T and columns past hs are zeros, so they add nothing to
+// any product. All threads.
+template <int D, typename E, typename Offset = PaddedRows<D>>
+__device__ void load_tile(E* tile, const E* head, int first_row, const Dims& s, int64_t ld, Offset offset = {}) {
   for (int i = threadIdx.x; i < kTile * D; i += kThreads) {
     const int r = i / D, c = i % D, row = first_row + r;
     E v;
     store(v, 0.0f);
     if (row < s.T && c < s.hs) v = head[row * ld + c];
-    tile[r * kLdTile<D> + c] = v;
+    tile[offset(r, c)] = v;
   }
 }
 
