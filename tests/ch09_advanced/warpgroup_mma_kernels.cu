@@ -99,14 +99,8 @@ void launch_product(const Tensor& d, const Tensor& a, const Tensor& b, const Ten
 }  // namespace
 
 bool warpgroup_products_run_here() {
-#if defined(LAB_CUDA_EMULATION)
-  return true;
-#elif defined(LAB_WGMMA_SM90A)
-  int device = 0, major = 0, minor = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
-         minor == 0;
+#if defined(LAB_CUDA_EMULATION) || defined(LAB_WGMMA_SM90A)
+  return wgmma::device_runs_sm90a();
 #else
   return false;
 #endif

@@ -365,15 +365,8 @@ __global__ void __launch_bounds__(kThreads, kOverlappedBlocks<D>)
 }  // namespace
 
 bool flash_wgmma_runs_here() {
-#if defined(LAB_CUDA_EMULATION)
-  return true;  // the emulator is a compute capability 9.0 device
-#elif defined(LAB_FLASH_WGMMA_SM90A)
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
-    return false;
-  return major == 9 && minor == 0;
+#if defined(LAB_CUDA_EMULATION) || defined(LAB_FLASH_WGMMA_SM90A)
+  return wgmma::device_runs_sm90a();
 #else
   return false;
 #endif

@@ -92,6 +92,16 @@ __device__ inline uint32_t shared_address(const void* p) {
 
 #endif
 
+// Whether the current device runs code built for sm_90a: compute capability 9.0 exactly (the emulator's devices are).
+// A caller also needs its own code built for sm_90a (the emulation build, or a target of lab_target_sm90a).
+inline bool device_runs_sm90a() {
+  int device = 0, major = 0, minor = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
+         minor == 0;
+}
+
 // The descriptor of a matrix without swizzling at `shared` (16-byte aligned), strides in bytes.
 __device__ inline uint64_t descriptor(const void* shared, uint32_t leading_bytes, uint32_t stride_bytes) {
   return descriptor_field(shared_address(shared)) | descriptor_field(leading_bytes) << 16 |
